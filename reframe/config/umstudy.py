@@ -1,0 +1,109 @@
+"""ReFrame configuration generated from systems/<name>/system.yaml (all of them).
+
+`reframe -C reframe/config/umstudy.py --system NAME ...` picks one; sourcing
+reframe/env.sh sets RFM_CONFIG_FILES so that `-C` can be left out.  Real sites are
+matched by hostname; anything else is `local`, whose features come from detection.
+"""
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from umstudy import data  # noqa: E402
+
+PREFIX = os.environ.get('UMSTUDY_OUTPUT', os.path.join(data.REPO, 'output'))
+os.makedirs(PREFIX, exist_ok=True)
+
+
+def _expand(items):
+    # Site-specific values (project/group names) come from the environment; a clear
+    # placeholder is left when unset so listings and dry runs still work.
+    env = dict(os.environ)
+    env.setdefault('UMSTUDY_GROUP', 'SET-UMSTUDY_GROUP')
+    return [os.path.expandvars(i).replace('${UMSTUDY_GROUP}', env['UMSTUDY_GROUP'])
+            if '$' in i else i for i in items]
+
+
+def _modules_system(wanted):
+    """The system's module tool when this machine has it, else 'nomod'.
+
+    Listing, --dry-run and the analysis must work away from the site (an evaluator's
+    laptop, CI); on the site itself the real tool is found and used."""
+    present = {
+        'lmod': bool(os.environ.get('LMOD_CMD')),
+        'envmod': bool(shutil.which('modulecmd') or os.environ.get('MODULESHOME')),
+        'tmod4': bool(shutil.which('modulecmd')),
+    }
+    return wanted if present.get(wanted, wanted == 'nomod') else 'nomod'
+
+
+def _system(name):
+    desc = data.system(name)
+    os.environ.setdefault('UMSTUDY_GROUP', 'SET-UMSTUDY_GROUP')
+    parts = []
+    for p in desc['partitions']:
+        parts.append({
+            'name': p['name'],
+            'descr': p.get('descr', p['name']),
+            'scheduler': p.get('scheduler', desc['scheduler']),
+            'launcher': p.get('launcher', desc['launcher']),
+            'access': _expand(p.get('access', [])),
+            'environs': [f'{e}' for e in p['environs']],
+            'features': p.get('features', []),
+            'max_jobs': p.get('max_jobs', 8),
+            'extras': {'system': name, 'facts': desc.get('facts', {}),
+                       'build': desc.get('build', {})},
+        })
+    return {
+        'name': name,
+        'descr': desc.get('descr', name),
+        'hostnames': desc.get('hostnames', []),
+        'modules_system': _modules_system(desc.get('modules_system', 'nomod')),
+        'prefix': os.path.join(PREFIX, name),
+        'partitions': parts,
+    }
+
+
+def _environments(name):
+    envs = []
+    for env_name, env in data.system(name).get('environments', {}).items():
+        envs.append({
+            'name': env_name,
+            'target_systems': [name],
+            'modules': env.get('modules', []),
+            'cc': env.get('cc', 'cc'),
+            'cxx': env.get('cxx', 'CC'),
+            'ftn': env.get('ftn', 'ftn'),
+            'features': env.get('features', []),
+        })
+    return envs
+
+
+# `local` matches any host, so it goes last.
+_names = [n for n in data.system_names() if n != 'local'] + ['local']
+
+site_configuration = {
+    'systems': [_system(n) for n in _names],
+    'environments': [e for n in _names for e in _environments(n)],
+    'logging': [{
+        'level': 'debug',
+        'handlers': [
+            {'type': 'stream', 'name': 'stdout', 'level': 'info', 'format': '%(message)s'},
+            {'type': 'file', 'name': os.path.join(PREFIX, 'reframe.log'), 'level': 'debug',
+             'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s', 'append': False},
+        ],
+        'handlers_perflog': [{
+            'type': 'filelog',
+            'prefix': os.path.join(PREFIX, 'perflogs', '%(check_system)s', '%(check_partition)s'),
+            'level': 'info',
+            'format': '%(check_job_completion_time)s|%(check_info)s|%(check_perfvalues)s',
+            'format_perfvars': '%(check_perf_value)s|%(check_perf_unit)s|',
+            'append': True,
+        }],
+    }],
+    'storage': [{'enable': True, 'sqlite_db_file': os.path.join(PREFIX, 'results.db')}],
+    'general': [{
+        'report_file': os.path.join(PREFIX, 'reports', 'run-report-{sessionid}.json'),
+        'remote_detect': False,
+    }],
+}

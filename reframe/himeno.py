@@ -1,0 +1,142 @@
+"""Himeno checks: correctness of every variant against the CPU reference, and
+performance of the CPU and CUDA (explicit | managed | system) variants."""
+import os
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
+                                   sanity_function)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
+from umstudy.checks import UmstudyRunTest, metric  # noqa: E402
+
+# Problem sizes per mode: (size, iterations, repeats).  Paper: P001's 512x512x1024
+# (RIKEN XL) with 3000 iterations and no rehearsal.
+SIZES = {
+    'perf': {'quick': ('XL', 300, 3), 'paper': ('XL', 3000, 3)},
+    'cpu': {'quick': ('M', 20, 3), 'paper': ('L', 100, 3)},
+    'verify': {'quick': ('M', 20, 1), 'paper': ('L', 50, 1)},
+}
+
+
+class HimenoBase(UmstudyRunTest):
+    bench = 'himeno'
+    component = 'himeno'
+    kind = 'perf'
+
+    def himeno_args(self, extra=()):
+        size, iterations, repeat = SIZES[self.kind][self.size]
+        return ['--size', size, '--iterations', str(iterations), '--repeat', str(repeat), *extra]
+
+    @performance_function('GFLOPS')
+    def gflops(self):
+        return metric(self.records(), 'gflops')
+
+    @performance_function('GFLOPS')
+    def gflops_loop(self):
+        return metric(self.records(), 'gflops_loop')
+
+    @performance_function('%')
+    def pct_roofline(self):
+        return metric(self.records(), 'pct_roofline')
+
+    @performance_function('GB/s')
+    def copy_bandwidth(self):
+        return metric(self.records(), 'copy_bandwidth')
+
+    @performance_function('s')
+    def time(self):
+        return metric(self.records(), 'time')
+
+    @performance_function('1')
+    def gosa(self):
+        return metric(self.records(), 'gosa')
+
+
+@rfm.simple_test
+class HimenoCpuPerf(HimenoBase):
+    descr = 'Himeno, CPU (OpenMP) variant'
+    valid_systems = ['+cpu']
+    kind = 'cpu'
+
+    @run_after('setup')
+    def set_command(self):
+        self.executable = self.program('himeno-cpu')
+        self.executable_opts = self.himeno_args()
+        self.num_tasks = 1
+        self.num_cpus_per_task = self.current_partition.processor.num_cpus or 1
+        self.env_vars = {'OMP_NUM_THREADS': str(self.num_cpus_per_task), 'OMP_PROC_BIND': 'true'}
+
+
+@rfm.simple_test
+class HimenoCudaPerf(HimenoBase):
+    descr = 'Himeno, CUDA variant: explicit copies vs managed vs system-allocated memory'
+    valid_systems = ['+cuda']
+    alloc = parameter(['explicit', 'managed', 'system'])
+
+    @run_after('setup')
+    def set_command(self):
+        self.executable = self.program('himeno-cuda')
+        self.executable_opts = self.himeno_args(['--alloc', self.alloc])
+        self.num_tasks = 1
+        self.num_gpus_per_node = 1
+
+    @run_before('run')
+    def skip_without_hardware(self):
+        part = self.current_partition
+        self.skip_if('gpu' not in part.features,
+                     'no GPU on this partition: ' + part.extras['facts'].get('gpu_reason', 'none detected'))
+        self.skip_if(self.alloc == 'system' and 'sam' not in part.features,
+                     'the GPU reports no pageable memory access (no HMM/ATS), '
+                     'so system-allocated memory cannot be used')
+
+
+@rfm.simple_test
+class HimenoVerify(HimenoBase):
+    descr = 'Himeno: gosa and p of every variant match the CPU reference'
+    valid_systems = ['+cpu']
+    variant = parameter(['cpu', 'cuda-explicit', 'cuda-managed', 'cuda-system'])
+    kind = 'verify'
+
+    @run_after('setup')
+    def set_command(self):
+        extra = ['--verify']
+        if self.variant.startswith('cuda'):
+            self.executable = self.program('himeno-cuda')
+            extra += ['--alloc', self.variant.split('-', 1)[1]]
+            self.num_gpus_per_node = 1
+        else:
+            self.executable = self.program('himeno-cpu')
+        self.executable_opts = self.himeno_args(extra)
+        self.num_tasks = 1
+
+    @run_before('run')
+    def skip_without_hardware(self):
+        part = self.current_partition
+        if self.variant.startswith('cuda'):
+            self.skip_if('cuda' not in part.features, 'no CUDA toolchain on this partition')
+            self.skip_if('gpu' not in part.features,
+                         'no GPU on this partition: ' + part.extras['facts'].get('gpu_reason', 'none detected'))
+            self.skip_if(self.variant == 'cuda-system' and 'sam' not in part.features,
+                         'the GPU reports no pageable memory access (no HMM/ATS)')
+
+    def verification(self):
+        recs = [r for r in self.records().evaluate() if r.get('status') in ('verified', 'mismatch')]
+        if not recs:
+            raise sn.SanityError('no verification line in the output')
+        return recs[0]
+
+    @sanity_function
+    def verified(self):
+        return sn.all([self.ran_cleanly(),
+                       sn.assert_true(sn.defer(self.verification()['pass']),
+                                      msg='gosa or p differ from the CPU reference')])
+
+    @performance_function('1')
+    def gosa_rel_err(self):
+        return self.verification()['gosa_rel_err']
+
+    @performance_function('1')
+    def p_max_abs_diff(self):
+        return self.verification()['p_max_abs_diff']

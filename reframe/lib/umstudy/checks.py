@@ -1,0 +1,138 @@
+"""Shared pieces of every umstudy check.
+
+- UmstudyBuild: one CMake build of src/ per partition and environment (a fixture), with
+  the partition's CUDA architectures and features; every run check of that partition
+  uses its binaries ("build once, run many").
+- UmstudyRunTest: base of run-only checks: size selection (quick | paper), JSON-lines
+  parsing, skip on "unsupported" (exit 77) with the program's own reason, and
+  references derived from analysis/claims.yaml + the system's facts.
+"""
+import json
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import (fixture, run_after, run_before, sanity_function,
+                                   variable)
+
+from . import data
+
+EXIT_UNSUPPORTED = 77  # umstudy/support.h: UMS_EXIT_UNSUPPORTED
+
+
+def size():
+    """quick (default; minutes on one node) or paper (the papers' sizes)."""
+    value = os.environ.get('UMSTUDY_SIZE', 'quick')
+    if value not in ('quick', 'paper'):
+        raise ValueError(f"UMSTUDY_SIZE must be 'quick' or 'paper', not {value!r}")
+    return value
+
+
+class UmstudyBuild(rfm.CompileOnlyRegressionTest):
+    """CMake build of src/ (all components) for one partition + environment."""
+    descr = 'Build umstudy (src/) with CMake'
+    build_system = 'CMake'
+    sourcesdir = os.path.join(data.REPO, 'src')
+    valid_systems = ['*']
+    valid_prog_environs = ['*']
+    build_locally = True
+    maintainers = ['umstudy']
+
+    @run_before('compile')
+    def configure(self):
+        extras = self.current_partition.extras
+        feats = self.current_partition.features
+        bs = self.build_system
+        bs.builddir = 'build'
+        bs.config_opts = ['-DCMAKE_BUILD_TYPE=Release', '-DBUILD_TESTING=OFF']
+        if 'cuda' in feats:
+            archs = str(extras.get('build', {}).get('cuda_archs', '90')).replace(',', ';')
+            bs.config_opts += ['-DUMSTUDY_CUDA=ON', f'-DCMAKE_CUDA_ARCHITECTURES={archs}']
+            if not os.environ.get('CUDACXX') and os.path.exists('/usr/local/cuda/bin/nvcc'):
+                bs.config_opts += ['-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc']
+        else:
+            bs.config_opts += ['-DUMSTUDY_CUDA=OFF']
+        bs.max_concurrency = max(1, os.cpu_count() or 1)
+        bs.flags_from_environ = False
+
+    def bindir(self, component):
+        return os.path.join(self.stagedir, 'build', component)
+
+    @sanity_function
+    def built(self):
+        return sn.assert_true(os.path.isdir(os.path.join(self.stagedir, 'build')))
+
+
+@sn.deferrable
+def json_records(path, bench=None):
+    """Every JSON object line of a program's stdout (other lines are ignored)."""
+    records = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith('{'):
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if bench is None or rec.get('bench') == bench:
+                records.append(rec)
+    return records
+
+
+@sn.deferrable
+def metric(records, name, **match):
+    """The value of the summary line (no `rep`) of metric `name` whose fields match."""
+    for rec in records:
+        if rec.get('metric') == name and 'rep' not in rec and all(
+                rec.get(k, rec.get('params', {}).get(k)) == v for k, v in match.items()):
+            return rec['value']
+    raise sn.SanityError(f'no JSON result line for metric {name!r} {match or ""}')
+
+
+class UmstudyRunTest(rfm.RunOnlyRegressionTest):
+    """Base of run checks: subclasses set `bench`, `component`, executable and options."""
+    bench = variable(str)
+    component = variable(str)
+    size = variable(str, value=size())
+    valid_prog_environs = ['*']
+    maintainers = ['umstudy']
+    build = fixture(UmstudyBuild, scope='environment')
+
+    def records(self):
+        return json_records(os.path.join(self.stagedir, self.stdout.evaluate()), self.bench)
+
+    def program(self, name):
+        return os.path.join(self.build.bindir(self.component), name)
+
+    def check_params(self):
+        """Parameters claims match on (the check's ReFrame parameters)."""
+        return {name: getattr(self, name) for name in type(self).param_space.params}
+
+    @run_after('run')
+    def skip_if_unsupported(self):
+        # The program knows best what the hardware can do: exit 77 + its reason -> skip.
+        if self.job.exitcode == EXIT_UNSUPPORTED:
+            reasons = [r.get('reason', '') for r in self.records().evaluate()
+                       if r.get('status') == 'unsupported']
+            self.skip(reasons[0] if reasons else 'program reported unsupported (exit 77)')
+
+    @sanity_function
+    def ran_cleanly(self):
+        recs = self.records()
+        return sn.all([
+            sn.assert_eq(self.job.exitcode, 0, msg='exit code {0}, expected {1}'),
+            sn.assert_true(sn.len(recs) > 0, msg=f'no JSON result lines from {self.bench}'),
+            sn.assert_false(sn.any(r.get('status') in ('error', 'mismatch') for r in recs.evaluate()),
+                            msg='the program reported an error or a mismatch'),
+        ])
+
+    @run_before('performance')
+    def set_references(self):
+        part = self.current_partition
+        refs = data.references(type(self).__name__, self.check_params(),
+                               part.extras.get('system', self.current_system.name),
+                               {'features': part.features})
+        if refs:
+            self.reference = {part.fullname: refs}

@@ -1,0 +1,135 @@
+"""Detects what this machine has, for the `local` system.
+
+GPUs through the CUDA driver API (ctypes on libcuda, so nothing needs building first):
+count, name, compute capability, managed memory, concurrent managed access and
+pageable memory access (HMM/ATS - what system-allocated memory needs).  MPI and
+OpenACC compilers from PATH.  The result becomes ReFrame partition features, so checks
+select or skip themselves; `python3 -m umstudy.detect` prints it as JSON.
+"""
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# CUdevice_attribute values from cuda.h (stable across CUDA releases).
+_ATTR = {
+    'cc_major': 75,
+    'cc_minor': 76,
+    'managed_memory': 83,
+    'pageable_memory_access': 88,
+    'concurrent_managed_access': 89,
+    'pageable_uses_host_page_tables': 100,
+}
+
+
+def cuda_devices():
+    """List of dicts, one per visible GPU; [] with a reason when there are none."""
+    try:
+        cuda = ctypes.CDLL('libcuda.so.1')
+    except OSError as e:
+        return [], f'no CUDA driver (libcuda.so.1: {e})'
+    if cuda.cuInit(0) != 0:
+        return [], 'cuInit failed (no usable GPU or driver)'
+    count = ctypes.c_int(0)
+    if cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return [], 'the CUDA driver reports no devices'
+    devices = []
+    for ordinal in range(count.value):
+        dev = ctypes.c_int(0)
+        cuda.cuDeviceGet(ctypes.byref(dev), ordinal)
+        name = ctypes.create_string_buffer(256)
+        cuda.cuDeviceGetName(name, 256, dev)
+        mem = ctypes.c_size_t(0)
+        cuda.cuDeviceTotalMem_v2(ctypes.byref(mem), dev)
+        info = {'ordinal': ordinal, 'name': name.value.decode(), 'memory_gib': mem.value / 2**30}
+        for key, attr in _ATTR.items():
+            val = ctypes.c_int(0)
+            cuda.cuDeviceGetAttribute(ctypes.byref(val), attr, dev)
+            info[key] = val.value
+        info['arch'] = f"{info['cc_major']}{info['cc_minor']}"
+        devices.append(info)
+    return devices, ''
+
+
+def _openacc_compilers():
+    """OpenACC-capable compilers: NVHPC's nvc, or GCC with nvptx offloading."""
+    found = []
+    if shutil.which('nvc'):
+        found.append('nvhpc')
+    gcc = shutil.which('gcc')
+    if gcc:
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, 't.c')
+            with open(src, 'w') as f:
+                f.write('int main(void){int x=0;\n#pragma acc parallel copy(x)\nx=1;\nreturn !x;}\n')
+            r = subprocess.run([gcc, '-fopenacc', '-foffload=nvptx-none', src, '-o',
+                                os.path.join(tmp, 't')], capture_output=True)
+            if r.returncode == 0:
+                found.append('gcc-nvptx')
+    return found
+
+
+def probe():
+    devices, why = cuda_devices()
+    return {
+        'gpus': devices,
+        'gpu_reason': why,
+        'nvcc': shutil.which('nvcc') or (os.path.exists('/usr/local/cuda/bin/nvcc') and
+                                         '/usr/local/cuda/bin/nvcc') or None,
+        'mpi': bool(shutil.which('mpicc') and (shutil.which('mpirun') or shutil.which('mpiexec'))),
+        'openacc': _openacc_compilers(),
+        'cores': os.cpu_count(),
+    }
+
+
+def complete(desc):
+    """Fills the `local` system's facts and partition features from a probe.
+
+    The probe runs once per process; UMSTUDY_LOCAL_PROBE may hold a saved probe (JSON)
+    so that a configuration can be reproduced elsewhere (e.g. listing GPU checks)."""
+    from . import data
+    saved = os.environ.get('UMSTUDY_LOCAL_PROBE')
+    if saved:
+        with open(saved) as f:
+            p = json.load(f)
+    else:
+        p = probe()
+    feats = ['cpu', 'openmp']
+    facts = {'cpu': {'cores': p['cores']}, 'probe': p}
+    if p['nvcc']:
+        feats.append('cuda')  # CUDA code can be built here
+    if p['gpus']:
+        g = p['gpus'][0]
+        feats.append('gpu')
+        if len(p['gpus']) > 1:
+            feats.append('multigpu')
+        if g['managed_memory']:
+            feats.append('um')
+        if g['pageable_memory_access']:
+            feats.append('sam')
+        cat = data.gpu_by_name(g['name']) or {}
+        facts['gpu'] = {**cat, 'model': cat.get('model', g['name']), 'name': g['name'],
+                        'count': len(p['gpus']), 'arch': g['arch'],
+                        'memory_gib': round(g['memory_gib'], 1)}
+        facts['pageable_memory_access'] = bool(g['pageable_memory_access'])
+        facts['concurrent_managed_access'] = bool(g['concurrent_managed_access'])
+        desc['build'] = dict(desc.get('build', {}), cuda_archs=g['arch'])
+    else:
+        facts['gpu_reason'] = p['gpu_reason']
+    if p['mpi']:
+        feats.append('mpi')
+    if p['openacc']:
+        feats.append('openacc')
+    desc['facts'] = facts
+    for part in desc['partitions']:
+        part['features'] = sorted(set(part.get('features', [])) | set(feats))
+        part['max_jobs'] = 1  # one GPU and few cores: runs must not disturb each other
+    return desc
+
+
+if __name__ == '__main__':
+    json.dump(probe(), sys.stdout, indent=2)
+    print()
