@@ -37,7 +37,7 @@ HimenoOptions himeno_parse(int argc, char **argv, const char *variant)
     o.alloc = "explicit";
     o.block_k = 64;
     o.block_j = 4;
-    o.ichunk = 64;
+    o.ichunk = 1;
     const char *hints = "on";
     std::vector<ums_arg> args = {
         {"size", UMS_ARG_CHOICE, &size, "RIKEN size name", 0, -1, "XS|S|M|L|XL"},

@@ -1,0 +1,74 @@
+# umstudy: the single entry point.
+#   make run    set up, build src/, run the ReFrame suite on `local` (quick size), write the report
+#   make test   set up, build, unit + integration tests, ReFrame CPU checks for real, listings
+# Variables: SIZE=quick|paper  SYSTEM=local  PYTHON=<python with reframe>  JOBS=N
+SHELL := /bin/bash
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+VENV := $(ROOT)/.venv
+PYTHON ?= $(VENV)/bin/python
+BUILD := $(ROOT)/build/default
+SIZE ?= quick
+SYSTEM ?= local
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+OUTPUT := $(ROOT)/output
+SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/system.yaml)))
+RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_SIZE=$(SIZE) $(PYTHON) -m reframe
+
+.PHONY: all setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu run report spack-test clean
+
+all: build
+
+setup: setup-system setup-python
+
+setup-system:
+	@$(ROOT)/.ci/setup-system.sh
+
+# A Python that already has ReFrame (a site module, PYTHON=...) is used as it is.
+setup-python:
+	@if $(PYTHON) -c 'import reframe, yaml' 2>/dev/null; then \
+	  echo "setup: using $(PYTHON) ($$($(PYTHON) -c 'import reframe; print("reframe", reframe.VERSION)'))"; \
+	else \
+	  echo "setup: creating $(VENV) with reframe/requirements.txt"; \
+	  python3 -m venv $(VENV) && $(VENV)/bin/pip install -q --upgrade pip && \
+	  $(VENV)/bin/pip install -q -r $(ROOT)/reframe/requirements.txt; \
+	fi
+
+build: setup-system
+	cmake -S $(ROOT)/src -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
+
+ctest: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+pytest: setup-python
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q reframe/tests analysis/tests
+
+# Every check must list on every system profile, and dry-run there.
+reframe-list: setup-python
+	@for s in $(SYSTEMS); do \
+	  echo "== $$s"; \
+	  ($(RFM) -c reframe/ --system $$s -l) | grep -E '^- |^Found' || exit 1; \
+	  ($(RFM) -c reframe/ --system $$s --dry-run) > $(OUTPUT)/dry-run-$$s.log 2>&1 || { cat $(OUTPUT)/dry-run-$$s.log; exit 1; }; \
+	done
+
+# The CPU checks for real on this machine (GPU checks skip with their reason here).
+reframe-cpu: setup-python build
+	$(RFM) -c reframe/ --system local -r --report-file=$(OUTPUT)/reports/test-report.json
+
+spack-test: setup-python
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q spack-repo/tests
+
+test: setup build ctest pytest reframe-list reframe-cpu spack-test
+	@echo "make test: all passed"
+
+run: setup build
+	mkdir -p $(OUTPUT)/reports
+	$(RFM) -c reframe/ --system $(SYSTEM) -r --report-file=$(OUTPUT)/reports/latest.json || true
+	$(MAKE) --no-print-directory report
+
+report: setup-python
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py \
+	  --out $(OUTPUT)/report $(OUTPUT)/reports/latest.json
+
+clean:
+	rm -rf $(ROOT)/build $(OUTPUT)
