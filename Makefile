@@ -12,7 +12,8 @@ SYSTEM ?= local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 OUTPUT := $(ROOT)/output
 SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/system.yaml)))
-RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_SIZE=$(SIZE) $(PYTHON) -m reframe
+# ReFrame through $(PYTHON), wherever its `reframe` script was installed.
+RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
 
 .PHONY: all setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu run report spack-test clean
 
@@ -63,8 +64,9 @@ test: setup build ctest pytest reframe-list reframe-cpu spack-test
 
 run: setup build
 	mkdir -p $(OUTPUT)/reports
-	$(RFM) -c reframe/ --system $(SYSTEM) -r --report-file=$(OUTPUT)/reports/latest.json || true
-	$(MAKE) --no-print-directory report
+	@rc=0; $(RFM) -c reframe/ --system $(SYSTEM) -r --report-file=$(OUTPUT)/reports/latest.json || rc=$$?; \
+	$(MAKE) --no-print-directory report || rc=1; \
+	echo "report: $(OUTPUT)/report/report.html"; exit $$rc
 
 report: setup-python
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py \

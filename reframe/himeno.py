@@ -9,7 +9,7 @@ from reframe.core.builtins import (parameter, performance_function, run_after, r
                                    sanity_function)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
-from umstudy.checks import UmstudyRunTest, metric  # noqa: E402
+from umstudy.checks import UmstudyRunTest, metric, skip_without_gpu  # noqa: E402
 
 # Problem sizes per mode: (size, iterations, repeats).  Paper: P001's 512x512x1024
 # (RIKEN XL) with 3000 iterations and no rehearsal.
@@ -84,12 +84,7 @@ class HimenoCudaPerf(HimenoBase):
 
     @run_before('run')
     def skip_without_hardware(self):
-        part = self.current_partition
-        self.skip_if('gpu' not in part.features,
-                     'no GPU on this partition: ' + part.extras['facts'].get('gpu_reason', 'none detected'))
-        self.skip_if(self.alloc == 'system' and 'sam' not in part.features,
-                     'the GPU reports no pageable memory access (no HMM/ATS), '
-                     'so system-allocated memory cannot be used')
+        skip_without_gpu(self, system_memory=self.alloc == 'system')
 
 
 @rfm.simple_test
@@ -113,13 +108,8 @@ class HimenoVerify(HimenoBase):
 
     @run_before('run')
     def skip_without_hardware(self):
-        part = self.current_partition
         if self.variant.startswith('cuda'):
-            self.skip_if('cuda' not in part.features, 'no CUDA toolchain on this partition')
-            self.skip_if('gpu' not in part.features,
-                         'no GPU on this partition: ' + part.extras['facts'].get('gpu_reason', 'none detected'))
-            self.skip_if(self.variant == 'cuda-system' and 'sam' not in part.features,
-                         'the GPU reports no pageable memory access (no HMM/ATS)')
+            skip_without_gpu(self, system_memory=self.variant == 'cuda-system')
 
     def verification(self):
         recs = [r for r in self.records().evaluate() if r.get('status') in ('verified', 'mismatch')]

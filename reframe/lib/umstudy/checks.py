@@ -99,6 +99,25 @@ class UmstudyRunTest(rfm.RunOnlyRegressionTest):
     valid_prog_environs = ['*']
     maintainers = ['umstudy']
     build = fixture(UmstudyBuild, scope='environment')
+    # Recorded in ReFrame's run report for analysis/: why a case was skipped, and the
+    # partition's features and facts as they were when it ran.
+    skip_reason = variable(str, value='')
+    partition_info = variable(dict, value={})
+
+    @run_after('setup')
+    def record_partition(self):
+        part = self.current_partition
+        self.partition_info = {'features': list(part.features),
+                               'facts': part.extras.get('facts', {}),
+                               'system': part.extras.get('system', self.current_system.name)}
+
+    def skip_with(self, reason):
+        self.skip_reason = reason
+        self.skip(reason)
+
+    def skip_unless(self, condition, reason):
+        if not condition:
+            self.skip_with(reason)
 
     def records(self):
         return json_records(os.path.join(self.stagedir, self.stdout.evaluate()), self.bench)
@@ -116,7 +135,7 @@ class UmstudyRunTest(rfm.RunOnlyRegressionTest):
         if self.job.exitcode == EXIT_UNSUPPORTED:
             reasons = [r.get('reason', '') for r in self.records().evaluate()
                        if r.get('status') == 'unsupported']
-            self.skip(reasons[0] if reasons else 'program reported unsupported (exit 77)')
+            self.skip_with(reasons[0] if reasons else 'program reported unsupported (exit 77)')
 
     @sanity_function
     def ran_cleanly(self):
@@ -136,3 +155,17 @@ class UmstudyRunTest(rfm.RunOnlyRegressionTest):
                                {'features': part.features})
         if refs:
             self.reference = {part.fullname: refs}
+
+
+def skip_without_gpu(test, system_memory=False):
+    """Skips (with the reason) a GPU run where the partition has no GPU, no CUDA build,
+    or, for system-allocated memory, no pageable memory access (HMM/ATS)."""
+    feats = test.current_partition.features
+    facts = test.current_partition.extras.get('facts', {})
+    test.skip_unless('cuda' in feats, 'no CUDA toolchain on this partition')
+    test.skip_unless('gpu' in feats, 'no GPU on this partition: ' +
+                     facts.get('gpu_reason', 'none detected'))
+    if system_memory:
+        test.skip_unless('sam' in feats,
+                         'the GPU reports no pageable memory access (no HMM/ATS), so '
+                         'system-allocated memory (plain malloc) cannot be used')

@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""ReFrame run report(s) -> claim verdicts, tables, plots, report.md and report.html.
+
+    python3 analysis/report.py --out DIR run-report.json [more.json ...]
+
+Every claim and target of analysis/claims.yaml is judged on every system that ran:
+reproduced / not reproduced / not applicable here / not run, each with its reason.
+Expected values come from reframe/lib/umstudy/data.py (claims + system facts), the same
+place ReFrame's references come from.
+"""
+import argparse
+import html
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'reframe', 'lib'))
+from umstudy import data  # noqa: E402
+
+REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE, NOT_RUN = (
+    'reproduced', 'not reproduced', 'not applicable here', 'not run')
+
+
+# ---- reading ReFrame reports ----------------------------------------------------------
+
+def parse_name(name):
+    """'HimenoCudaPerf %alloc=explicit' -> ('HimenoCudaPerf', {'alloc': 'explicit'})."""
+    parts = name.split()
+    params = dict(p[1:].split('=', 1) for p in parts[1:] if p.startswith('%') and '=' in p)
+    return parts[0], params
+
+
+def load_cases(paths):
+    """Test cases of all reports; a later run of the same case replaces an earlier one."""
+    cases = {}
+    for path in paths:
+        with open(path) as f:
+            report = json.load(f)
+        for run in report.get('runs', []):
+            for tc in run.get('testcases', []):
+                if tc.get('fixture'):
+                    continue
+                check, params = parse_name(tc['name'])
+                perf = {key.rsplit(':', 1)[-1]: val[0]
+                        for key, val in (tc.get('perfvalues') or {}).items()}
+                case = {
+                    'check': check, 'params': params, 'system': tc['system'],
+                    'partition': tc['partition'], 'result': tc['result'], 'perf': perf,
+                    'reason': tc.get('skip_reason') or tc.get('fail_reason') or '',
+                    'info': tc.get('partition_info') or {},
+                }
+                cases[(tc['system'], tc['partition'], tc['name'])] = case
+    return list(cases.values())
+
+
+def find(cases, system, selector):
+    for c in cases:
+        if (c['system'] == system and c['check'] == selector['check'] and
+                all(str(c['params'].get(k)) == str(v)
+                    for k, v in (selector.get('params') or {}).items())):
+            return c
+    return None
+
+
+# ---- judging ------------------------------------------------------------------------
+
+def within(measured, expected, tol):
+    """measured agrees with expected (number or [lo, hi]) under {rel|abs} tolerance."""
+    lo, hi = (expected if isinstance(expected, (list, tuple)) else (expected, expected))
+    slack_lo = tol.get('abs', abs(lo) * tol.get('rel', 0.0))
+    slack_hi = tol.get('abs', abs(hi) * tol.get('rel', 0.0))
+    return lo - slack_lo <= measured <= hi + slack_hi
+
+
+def band(expected, tol):
+    lo, hi = (expected if isinstance(expected, (list, tuple)) else (expected, expected))
+    slack_lo = tol.get('abs', abs(lo) * tol.get('rel', 0.0))
+    slack_hi = tol.get('abs', abs(hi) * tol.get('rel', 0.0))
+    return [lo - slack_lo, hi + slack_hi]
+
+
+def _measure(cases, system, selector):
+    """(value, None) or (None, (verdict, reason)) for one selector."""
+    case = find(cases, system, selector)
+    desc = selector['check'] + ''.join(f' {k}={v}' for k, v in (selector.get('params') or {}).items())
+    if case is None:
+        return None, (NOT_RUN, f'{desc} did not run on this system')
+    if case['result'] == 'skip':
+        return None, (NOT_APPLICABLE, f'{desc} skipped: {case["reason"] or "no reason recorded"}')
+    if case['result'] != 'pass' and selector['var'] not in case['perf']:
+        return None, (NOT_REPRODUCED, f'{desc} failed: {case["reason"]}')
+    if selector['var'] not in case['perf']:
+        return None, (NOT_RUN, f'{desc} reported no {selector["var"]}')
+    return case['perf'][selector['var']], None
+
+
+def judge(claim, system, cases):
+    """One row of the verdict table."""
+    row = {'id': claim['id'], 'text': claim['text'], 'system': system,
+           'paper_system': claim.get('system'), 'paper': claim.get('value'),
+           'unit': claim.get('unit'), 'measured': None, 'expected': None}
+    measure = claim.get('measure')
+    if not measure:
+        return dict(row, verdict=NOT_RUN,
+                    reason=f"component '{claim.get('component')}' is not in this build yet")
+    feats = next((c['info'].get('features', []) for c in cases if c['system'] == system and c['info']), [])
+    ok, why = data.applies(claim, system, feats)
+    if not ok:
+        return dict(row, verdict=NOT_APPLICABLE, reason=why)
+
+    if claim['kind'] == 'bound':
+        value, problem = _measure(cases, system, measure)
+        if problem:
+            return dict(row, verdict=problem[0], reason=problem[1])
+        case = find(cases, system, measure)
+        info = case['info']
+        facts = info['facts'] if 'facts' in info else data.facts(system)
+        b = claim['bound']
+        try:
+            lo = data.evaluate(b['lower'], facts) if 'lower' in b else None
+            hi = data.evaluate(b['upper'], facts) if 'upper' in b else None
+        except data.MissingFact as e:
+            return dict(row, measured=value, verdict=NOT_APPLICABLE,
+                        reason=f'system facts do not state {e.args[0]}')
+        good = (lo is None or value >= lo) and (hi is None or value <= hi)
+        return dict(row, measured=value, expected=[lo, hi],
+                    verdict=REPRODUCED if good else NOT_REPRODUCED,
+                    reason='within the bound' if good else 'outside the bound')
+
+    # Comparative claims: each key of `measure` combines two selectors.
+    combine = {'difference': lambda a, b: a - b, 'ratio': lambda a, b: a / b if b else float('nan')}
+    if claim['kind'] not in combine:
+        return dict(row, verdict=NOT_RUN, reason=f"kind {claim['kind']} is not evaluated yet")
+    measured, expected, verdicts = {}, {}, []
+    for key, (sel_a, sel_b) in measure.items():
+        a, problem = _measure(cases, system, sel_a)
+        b, problem_b = (None, None) if problem else _measure(cases, system, sel_b)
+        problem = problem or problem_b
+        if problem:
+            return dict(row, verdict=problem[0], reason=problem[1])
+        measured[key] = combine[claim['kind']](a, b)
+        expected[key] = band(claim['value'][key], claim['tolerance'])
+        verdicts.append(within(measured[key], claim['value'][key], claim['tolerance']))
+    good = all(verdicts)
+    return dict(row, measured=measured, expected=expected,
+                verdict=REPRODUCED if good else NOT_REPRODUCED,
+                reason=f"tolerance {claim['tolerance'].get('reason', '')}")
+
+
+def verdicts(cases):
+    systems = sorted({c['system'] for c in cases})
+    return [judge(claim, s, cases) for claim in data.all_claims() for s in systems]
+
+
+# ---- output -------------------------------------------------------------------------
+
+def fmt(v):
+    if v is None:
+        return '-'
+    if isinstance(v, dict):
+        return '; '.join(f'{k}: {fmt(x)}' for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return '[' + ', '.join(fmt(x) for x in v) + ']'
+    if isinstance(v, float):
+        return f'{v:.4g}'
+    return str(v)
+
+
+def himeno_figure(cases, out_dir):
+    """Fig. 5.8-style bars: Himeno GFLOPS per variant, one group per system."""
+    bars = {}
+    for c in cases:
+        if c['check'] == 'HimenoCudaPerf' and c['result'] == 'pass':
+            bars.setdefault(c['system'], {})[c['params'].get('alloc')] = c['perf'].get('gflops')
+        if c['check'] == 'HimenoCpuPerf' and c['result'] == 'pass':
+            bars.setdefault(c['system'], {})['cpu'] = c['perf'].get('gflops')
+    if not bars:
+        return None, 'no Himeno results to plot'
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None, 'matplotlib is not installed: figure not drawn'
+    variants = ['cpu', 'explicit', 'managed', 'system']
+    colors = {'cpu': '#888888', 'explicit': '#1f77b4', 'managed': '#ff7f0e', 'system': '#2ca02c'}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / len(variants)
+    for s_i, system in enumerate(sorted(bars)):
+        for v_i, v in enumerate(variants):
+            val = bars[system].get(v)
+            if val is None:
+                continue
+            x = s_i + (v_i - (len(variants) - 1) / 2) * width
+            ax.bar(x, val, width, color=colors[v], label=v if s_i == 0 else None)
+            ax.text(x, val, f'{val:.0f}', ha='center', va='bottom', fontsize=8)
+    ax.set_xticks(range(len(bars)))
+    ax.set_xticklabels(sorted(bars))
+    ax.set_ylabel('GFLOPS')
+    ax.set_title('Himeno (cf. P001 fig. 5.8): explicit vs UM vs SAM')
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, labels)
+    fig.tight_layout()
+    path = os.path.join(out_dir, 'himeno.png')
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return 'himeno.png', ''
+
+
+def write(rows, cases, out_dir, sources):
+    os.makedirs(out_dir, exist_ok=True)
+    fig, fig_note = himeno_figure(cases, out_dir)
+    counts = {}
+    for r in rows:
+        counts[r['verdict']] = counts.get(r['verdict'], 0) + 1
+    with open(os.path.join(out_dir, 'verdicts.json'), 'w') as f:
+        json.dump({'sources': sources, 'counts': counts, 'verdicts': rows}, f, indent=1, default=str)
+
+    headers = ['claim', 'system', 'paper (on)', 'measured', 'expected', 'verdict', 'reason']
+
+    def cells(r):
+        return [r['id'], r['system'], f"{fmt(r['paper'])} {r['unit'] or ''} ({r['paper_system']})",
+                fmt(r['measured']), fmt(r['expected']), r['verdict'], r['reason']]
+
+    md = ['# umstudy report', '', 'Sources: ' + ', '.join(sources), '',
+          '## Summary', ''] + [f'- {k}: {v}' for k, v in sorted(counts.items())] + [
+          '', '## Claims x systems', '', '| ' + ' | '.join(headers) + ' |',
+          '|' + '---|' * len(headers)]
+    md += ['| ' + ' | '.join(str(c).replace('|', '/') for c in cells(r)) + ' |' for r in rows]
+    md += ['', '## Himeno', '', f'![Himeno]({fig})' if fig else f'_{fig_note}_', '',
+           '## Test cases', '', '| check | system | result | reason |', '|---|---|---|---|']
+    md += [f"| {c['check']} {' '.join(f'{k}={v}' for k, v in c['params'].items())} | "
+           f"{c['system']}:{c['partition']} | {c['result']} | {c['reason'] or ''} |" for c in cases]
+    with open(os.path.join(out_dir, 'report.md'), 'w') as f:
+        f.write('\n'.join(md) + '\n')
+
+    esc = html.escape
+    klass = {REPRODUCED: 'ok', NOT_REPRODUCED: 'bad', NOT_APPLICABLE: 'na', NOT_RUN: 'nr'}
+    rows_html = '\n'.join(
+        '<tr class="{}">{}</tr>'.format(klass[r['verdict']],
+                                        ''.join(f'<td>{esc(str(c))}</td>' for c in cells(r)))
+        for r in rows)
+    cases_html = '\n'.join(
+        f"<tr><td>{esc(c['check'])} {esc(' '.join(f'{k}={v}' for k, v in c['params'].items()))}</td>"
+        f"<td>{esc(c['system'])}:{esc(c['partition'])}</td><td>{esc(c['result'])}</td>"
+        f"<td>{esc(c['reason'] or '')}</td><td>{esc(fmt(c['perf']))}</td></tr>" for c in cases)
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>umstudy report</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; }} table {{ border-collapse: collapse; font-size: 0.85em; }}
+td, th {{ border: 1px solid #ccc; padding: 3px 6px; vertical-align: top; }}
+tr.ok td {{ background: #e6f4e6; }} tr.bad td {{ background: #f8dddd; }}
+tr.na td {{ background: #f4f4f4; color: #555; }} tr.nr td {{ color: #888; }}
+</style></head><body>
+<h1>umstudy report</h1>
+<p>Sources: {esc(', '.join(sources))}</p>
+<section id="summary"><h2>Summary</h2><ul>{''.join(f'<li>{esc(k)}: {v}</li>' for k, v in sorted(counts.items()))}</ul></section>
+<section id="claims"><h2>Claims &times; systems</h2>
+<table><tr>{''.join(f'<th>{h}</th>' for h in headers)}</tr>
+{rows_html}
+</table></section>
+<section id="himeno"><h2>Himeno</h2>
+{f'<img src="{fig}" alt="Himeno GFLOPS per variant and system">' if fig else f'<p><em>{esc(fig_note)}</em></p>'}
+</section>
+<section id="cases"><h2>Test cases</h2>
+<table><tr><th>check</th><th>system</th><th>result</th><th>reason</th><th>performance</th></tr>
+{cases_html}
+</table></section>
+</body></html>
+"""
+    with open(os.path.join(out_dir, 'report.html'), 'w') as f:
+        f.write(page)
+    return os.path.join(out_dir, 'report.html')
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('reports', nargs='+', help='ReFrame run report JSON files')
+    ap.add_argument('--out', required=True, help='output directory')
+    args = ap.parse_args(argv)
+    missing = [p for p in args.reports if not os.path.isfile(p)]
+    if missing:
+        print(f'report: no such run report: {", ".join(missing)}', file=sys.stderr)
+        return 2
+    try:
+        cases = load_cases(args.reports)
+    except (json.JSONDecodeError, KeyError) as e:
+        print(f'report: not a ReFrame run report ({e})', file=sys.stderr)
+        return 2
+    rows = verdicts(cases)
+    path = write(rows, cases, args.out, [os.path.abspath(p) for p in args.reports])
+    print(path)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
