@@ -30,6 +30,7 @@ setup-python:
 	  echo "setup: using $(PYTHON) ($$($(PYTHON) -c 'import reframe; print("reframe", reframe.VERSION)'))"; \
 	else \
 	  echo "setup: creating $(VENV) with reframe/requirements.txt"; \
+	  UMSTUDY_NEED_VENV=1 $(ROOT)/.ci/setup-system.sh && \
 	  python3 -m venv $(VENV) && $(VENV)/bin/pip install -q --upgrade pip && \
 	  $(VENV)/bin/pip install -q -r $(ROOT)/reframe/requirements.txt; \
 	fi

@@ -8,7 +8,8 @@ have cmake   || need+=(cmake)
 have g++     || need+=(g++)
 have make    || need+=(make)
 have python3 || need+=(python3)
-python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# The venv module only matters where make creates .venv (not with PYTHON=...).
+[ "${UMSTUDY_NEED_VENV:-0}" = 1 ] && ! python3 -c 'import venv, ensurepip' 2>/dev/null && need+=(python3-venv)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && have apt-get; then
   echo "setup: apt-get install ${need[*]}"
