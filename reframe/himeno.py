@@ -5,8 +5,7 @@ import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
-                                   sanity_function)
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
 from umstudy.checks import UmstudyRunTest, metric, skip_without_gpu  # noqa: E402
@@ -29,29 +28,18 @@ class HimenoBase(UmstudyRunTest):
         size, iterations, repeat = SIZES[self.kind][self.size]
         return ['--size', size, '--iterations', str(iterations), '--repeat', str(repeat), *extra]
 
-    @performance_function('GFLOPS')
-    def gflops(self):
-        return metric(self.records(), 'gflops')
+    # Performance variables: (JSON metric, unit); references come from claims.yaml.
+    perf_metrics = [('gflops', 'GFLOPS'), ('gflops_loop', 'GFLOPS'), ('pct_roofline', '%'),
+                    ('copy_bandwidth', 'GB/s'), ('time', 's'), ('gosa', '1')]
 
-    @performance_function('GFLOPS')
-    def gflops_loop(self):
-        return metric(self.records(), 'gflops_loop')
+    @run_before('performance')
+    def set_perf_variables(self):
+        self.perf_variables = {name: sn.make_performance_function(metric(self.records(), name), unit)
+                               for name, unit in self.perf_metrics}
+        self.perf_variables.update(self.extra_perf_variables())
 
-    @performance_function('%')
-    def pct_roofline(self):
-        return metric(self.records(), 'pct_roofline')
-
-    @performance_function('GB/s')
-    def copy_bandwidth(self):
-        return metric(self.records(), 'copy_bandwidth')
-
-    @performance_function('s')
-    def time(self):
-        return metric(self.records(), 'time')
-
-    @performance_function('1')
-    def gosa(self):
-        return metric(self.records(), 'gosa')
+    def extra_perf_variables(self):
+        return {}
 
 
 @rfm.simple_test
@@ -123,10 +111,6 @@ class HimenoVerify(HimenoBase):
                        sn.assert_true(sn.defer(self.verification()['pass']),
                                       msg='gosa or p differ from the CPU reference')])
 
-    @performance_function('1')
-    def gosa_rel_err(self):
-        return self.verification()['gosa_rel_err']
-
-    @performance_function('1')
-    def p_max_abs_diff(self):
-        return self.verification()['p_max_abs_diff']
+    def extra_perf_variables(self):
+        return {name: sn.make_performance_function(sn.defer(self.verification()[name]), '1')
+                for name in ('gosa_rel_err', 'p_max_abs_diff')}

@@ -91,14 +91,13 @@ def metric(records, name, **match):
     raise sn.SanityError(f'no JSON result line for metric {name!r} {match or ""}')
 
 
-class UmstudyRunTest(rfm.RunOnlyRegressionTest):
-    """Base of run checks: subclasses set `bench`, `component`, executable and options."""
+class UmstudyRunBase(rfm.RunOnlyRegressionTest):
+    """Run-check logic without a build: JSON parsing, skips, references."""
     bench = variable(str)
     component = variable(str)
     size = variable(str, value=size())
     valid_prog_environs = ['*']
     maintainers = ['umstudy']
-    build = fixture(UmstudyBuild, scope='environment')
     # Recorded in ReFrame's run report for analysis/: why a case was skipped, and the
     # partition's features and facts as they were when it ran.
     skip_reason = variable(str, value='')
@@ -122,16 +121,15 @@ class UmstudyRunTest(rfm.RunOnlyRegressionTest):
     def records(self):
         return json_records(os.path.join(self.stagedir, self.stdout.evaluate()), self.bench)
 
-    def program(self, name):
-        return os.path.join(self.build.bindir(self.component), name)
-
     def check_params(self):
         """Parameters claims match on (the check's ReFrame parameters)."""
         return {name: getattr(self, name) for name in type(self).param_space.params}
 
-    @run_after('run')
+    @run_before('sanity')
     def skip_if_unsupported(self):
         # The program knows best what the hardware can do: exit 77 + its reason -> skip.
+        # (Before sanity, not after run: ReFrame 4.10 keeps a partition's job slot
+        # when a test skips in its run stage, which stalls max_jobs=1 partitions.)
         if self.job.exitcode == EXIT_UNSUPPORTED:
             reasons = [r.get('reason', '') for r in self.records().evaluate()
                        if r.get('status') == 'unsupported']
@@ -155,6 +153,15 @@ class UmstudyRunTest(rfm.RunOnlyRegressionTest):
                                {'features': part.features})
         if refs:
             self.reference = {part.fullname: refs}
+
+
+class UmstudyRunTest(UmstudyRunBase):
+    """Base of run checks of src/ programs: subclasses set `bench`, `component`,
+    executable and options; the binaries come from the build fixture."""
+    build = fixture(UmstudyBuild, scope='environment')
+
+    def program(self, name):
+        return os.path.join(self.build.bindir(self.component), name)
 
 
 def skip_without_gpu(test, system_memory=False):
