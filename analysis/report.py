@@ -98,7 +98,7 @@ def _measure(cases, system, selector):
 def judge(claim, system, cases):
     """One row of the verdict table."""
     row = {'id': claim['id'], 'text': claim['text'], 'system': system,
-           'paper_system': claim.get('system'), 'paper': claim.get('value'),
+           'paper_system': claim.get('system') or 'artifact target', 'paper': claim.get('value'),
            'unit': claim.get('unit'), 'measured': None, 'expected': None}
     measure = claim.get('measure')
     if not measure:
@@ -169,8 +169,10 @@ def fmt(v):
 
 def himeno_figure(cases, out_dir):
     """Fig. 5.8-style bars: Himeno GFLOPS per variant, one group per system."""
-    bars = {}
+    bars, skipped = {}, {}
     for c in cases:
+        if c['check'] == 'HimenoCudaPerf' and c['result'] == 'skip':
+            skipped.setdefault(c['system'], []).append(c['params'].get('alloc'))
         if c['check'] == 'HimenoCudaPerf' and c['result'] == 'pass':
             bars.setdefault(c['system'], {})[c['params'].get('alloc')] = c['perf'].get('gflops')
         if c['check'] == 'HimenoCpuPerf' and c['result'] == 'pass':
@@ -190,11 +192,14 @@ def himeno_figure(cases, out_dir):
     for s_i, system in enumerate(sorted(bars)):
         for v_i, v in enumerate(variants):
             val = bars[system].get(v)
-            if val is None:
-                continue
             x = s_i + (v_i - (len(variants) - 1) / 2) * width
+            if val is None:
+                if v in skipped.get(system, []):
+                    ax.text(x, 0, f'{v}: skipped', rotation=90, ha='center', va='bottom', fontsize=8)
+                continue
             ax.bar(x, val, width, color=colors[v], label=v if s_i == 0 else None)
             ax.text(x, val, f'{val:.0f}', ha='center', va='bottom', fontsize=8)
+    ax.set_xlim(-0.5, len(bars) - 0.5)
     ax.set_xticks(range(len(bars)))
     ax.set_xticklabels(sorted(bars))
     ax.set_ylabel('GFLOPS')

@@ -140,7 +140,8 @@ def applies(c, system_name, partition_features):
         ok = c.get('system') in (system_name, 'any')
         return ok, '' if ok else f"measured on {c.get('system')} in the paper"
     missing = [f for f in rule.get('features', []) if f not in partition_features]
-    return (not missing), ('' if not missing else 'needs ' + ', '.join(missing))
+    return (not missing), ('' if not missing else
+                           'the partition lacks feature(s) ' + ', '.join(missing))
 
 
 def bound_for(c, system_name, partition_features):
