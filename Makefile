@@ -43,7 +43,7 @@ ctest: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 pytest: setup-python
-	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q reframe/tests analysis/tests
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs reframe/tests analysis/tests
 
 # Every check must list on every system profile, and dry-run there.
 reframe-list: setup-python
@@ -58,7 +58,7 @@ reframe-cpu: setup-python build
 	$(RFM) -c reframe/ --system local -r --report-file=$(OUTPUT)/reports/test-report.json
 
 spack-test: setup-python
-	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q spack-repo/tests
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs spack-repo/tests
 
 test: setup build ctest pytest reframe-list reframe-cpu spack-test
 	@echo "make test: all passed"
