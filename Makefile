@@ -47,7 +47,7 @@ pytest: setup-python
 
 # Every check must list on every system profile, and dry-run there.
 reframe-list: setup-python
-	@for s in $(SYSTEMS); do \
+	@mkdir -p $(OUTPUT); for s in $(SYSTEMS); do \
 	  echo "== $$s"; \
 	  ($(RFM) -c reframe/ --system $$s -l) | grep -E '^- |^Found' || exit 1; \
 	  ($(RFM) -c reframe/ --system $$s --dry-run) > $(OUTPUT)/dry-run-$$s.log 2>&1 || { cat $(OUTPUT)/dry-run-$$s.log; exit 1; }; \
