@@ -10,11 +10,19 @@ have make    || need+=(make)
 have python3 || need+=(python3)
 # The venv module only matters where make creates .venv (not with PYTHON=...).
 [ "${UMSTUDY_NEED_VENV:-0}" = 1 ] && ! python3 -c 'import venv, ensurepip' 2>/dev/null && need+=(python3-venv)
-[ ${#need[@]} -eq 0 ] && exit 0
+# Optional: GCC's OpenACC offloading (the himeno-acc build); installed where we can.
+optional=()
+if have apt-get && [ "$(id -u)" = 0 ]; then
+  dpkg -s gcc-12-offload-nvptx >/dev/null 2>&1 || optional+=(gcc-12-offload-nvptx)
+fi
+if [ ${#need[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" = 0 ] && have apt-get; then
-  echo "setup: apt-get install ${need[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  echo "setup: apt-get install ${need[*]} ${optional[*]}"
+  # Without network (air-gapped sites) only a missing required package is fatal.
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq || [ ${#need[@]} -eq 0 ]
+  [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  [ ${#optional[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${optional[@]}" >/dev/null 2>&1 ||
+    echo "setup: optional ${optional[*]} not installed: the OpenACC variant will not be built" >&2
 else
   echo "setup: missing: ${need[*]}" >&2
   echo "  Debian/Ubuntu: sudo apt-get install ${need[*]}" >&2

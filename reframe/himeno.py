@@ -76,10 +76,34 @@ class HimenoCudaPerf(HimenoBase):
 
 
 @rfm.simple_test
+class HimenoAccPerf(HimenoBase):
+    descr = 'Himeno, OpenACC variant (data directives)'
+    valid_systems = ['+openacc']
+
+    @run_after('setup')
+    def set_command(self):
+        self.executable = self.program('himeno-acc')
+        self.executable_opts = self.himeno_args()
+        self.num_tasks = 1
+        self.num_gpus_per_node = 1
+
+    @run_before('run')
+    def skip_without_hardware(self):
+        skip_without_openacc(self)
+
+
+def skip_without_openacc(test):
+    feats = test.current_partition.features
+    test.skip_unless('openacc' in feats, 'no OpenACC compiler on this partition')
+    test.skip_unless('gpu' in feats, 'no GPU on this partition: ' +
+                     test.current_partition.extras.get('facts', {}).get('gpu_reason', 'none detected'))
+
+
+@rfm.simple_test
 class HimenoVerify(HimenoBase):
     descr = 'Himeno: gosa and p of every variant match the CPU reference'
     valid_systems = ['+cpu']
-    variant = parameter(['cpu', 'cuda-explicit', 'cuda-managed', 'cuda-system'])
+    variant = parameter(['cpu', 'cuda-explicit', 'cuda-managed', 'cuda-system', 'openacc'])
     kind = 'verify'
 
     @run_after('setup')
@@ -88,6 +112,9 @@ class HimenoVerify(HimenoBase):
         if self.variant.startswith('cuda'):
             self.executable = self.program('himeno-cuda')
             extra += ['--alloc', self.variant.split('-', 1)[1]]
+            self.num_gpus_per_node = 1
+        elif self.variant == 'openacc':
+            self.executable = self.program('himeno-acc')
             self.num_gpus_per_node = 1
         else:
             self.executable = self.program('himeno-cpu')
@@ -98,6 +125,8 @@ class HimenoVerify(HimenoBase):
     def skip_without_hardware(self):
         if self.variant.startswith('cuda'):
             skip_without_gpu(self, system_memory=self.variant == 'cuda-system')
+        elif self.variant == 'openacc':
+            skip_without_openacc(self)
 
     def verification(self):
         recs = [r for r in self.records().evaluate() if r.get('status') in ('verified', 'mismatch')]

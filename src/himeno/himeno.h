@@ -75,6 +75,9 @@ typedef struct HimenoCoef {
     float a0, a1, a2, a3, b0, b1, b2, c0, c1, c2, wrk1, bnd;
 } HimenoCoef;
 
+#ifdef _OPENACC
+#pragma acc routine seq
+#endif
 template <class P>
 HIMENO_HD float himeno_residual(const HimenoCoef &q, const P &p)
 {
@@ -95,6 +98,9 @@ HIMENO_HD float himeno_residual(const HimenoCoef &q, const P &p)
 }
 
 /* New p at a point given its residual. */
+#ifdef _OPENACC
+#pragma acc routine seq
+#endif
 HIMENO_HD float himeno_update(float p_center, float ss)
 {
     return HM_ADD(p_center, HM_MUL(HIMENO_OMEGA, ss));
@@ -112,6 +118,7 @@ typedef struct HimenoOptions {
     long long device;
     long long block_k, block_j, ichunk;
     int cache_hints;
+    int allow_host; /* openacc only */
 } HimenoOptions;
 
 /* Parses the command line (variant: "cpu" or "cuda"), sets JSON parameters. */

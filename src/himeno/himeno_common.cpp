@@ -48,6 +48,8 @@ HimenoOptions himeno_parse(int argc, char **argv, const char *variant)
         {"gosa-rtol", UMS_ARG_DOUBLE, &o.gosa_rtol, "relative tolerance on gosa for --verify", 0, 1, nullptr},
         {"p-atol", UMS_ARG_DOUBLE, &o.p_atol, "absolute tolerance on every p value for --verify", 0, 1, nullptr},
     };
+    if (strcmp(variant, "openacc") == 0)
+        args.push_back({"allow-host-fallback", UMS_ARG_FLAG, &o.allow_host, "run on the host when no OpenACC accelerator is present (for testing)", 0, -1, nullptr});
     if (strcmp(variant, "cuda") == 0) {
         args.push_back({"alloc", UMS_ARG_CHOICE, &o.alloc,
                         "explicit: cudaMalloc + copies; managed: cudaMallocManaged; system: malloc (needs pageable memory access)",

@@ -65,7 +65,9 @@ def _openacc_compilers():
             src = os.path.join(tmp, 't.c')
             with open(src, 'w') as f:
                 f.write('int main(void){int x=0;\n#pragma acc parallel copy(x)\nx=1;\nreturn !x;}\n')
-            r = subprocess.run([gcc, '-fopenacc', '-foffload=nvptx-none', src, '-o',
+            # The flags src/cmake/UmstudyCommon.cmake uses (sm_80: GCC 12's newest ISA).
+            r = subprocess.run([gcc, '-fopenacc', '-foffload=nvptx-none',
+                                '-foffload-options=-misa=sm_80', src, '-o',
                                 os.path.join(tmp, 't')], capture_output=True)
             if r.returncode == 0:
                 found.append('gcc-nvptx')
