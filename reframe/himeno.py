@@ -115,6 +115,10 @@ class HimenoVerify(HimenoBase):
             self.num_gpus_per_node = 1
         elif self.variant == 'openacc':
             self.executable = self.program('himeno-acc')
+            # GCC's nvptx code has plain mul/add that ptxas fuses into FMAs (measured on
+            # an H100: max |dp| 1.3e-6, gosa 1.2e-4 relative at M/50), so p is close,
+            # not bit-identical; gosa, a sum of squared small residuals, amplifies it.
+            extra += ['--gosa-rtol', '1e-3', '--p-atol', '1e-5']
             self.num_gpus_per_node = 1
         else:
             self.executable = self.program('himeno-cpu')
