@@ -7,8 +7,8 @@ from spack.package import *
 
 class Himeno(CMakePackage, CudaPackage):
     """RIKEN's Himeno benchmark (Jacobi solver of a 3-D Poisson equation) as umstudy
-    builds it: a CPU (OpenMP) reference and a CUDA variant with explicit, managed
-    and system-allocated memory, identical arithmetic in every variant."""
+    builds it: a CPU (OpenMP) reference, a CUDA variant with explicit, managed and
+    system-allocated memory, and an OpenACC variant; one per-point function in all."""
 
     homepage = "https://i.riken.jp/supercom/documents/himenobmt/"
     git = "https://github.com/umstudy/umstudy.git"
@@ -20,6 +20,11 @@ class Himeno(CMakePackage, CudaPackage):
     version("main", branch="main")
 
     variant("openmp", default=True, description="OpenMP in the CPU variant and host code")
+    variant(
+        "openacc",
+        default=False,
+        description="OpenACC variant (himeno-acc): NVHPC, or GCC with nvptx offloading",
+    )
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
@@ -34,6 +39,7 @@ class Himeno(CMakePackage, CudaPackage):
         args = [
             self.define("UMSTUDY_CUDA", "ON" if spec.satisfies("+cuda") else "OFF"),
             self.define("UMSTUDY_OPENMP", "ON" if spec.satisfies("+openmp") else "OFF"),
+            self.define("UMSTUDY_OPENACC", "ON" if spec.satisfies("+openacc") else "OFF"),
             self.define("BUILD_TESTING", self.run_tests),
         ]
         if spec.satisfies("+cuda"):
