@@ -1,0 +1,1 @@
+# OpenACC variants: filled in below.
