@@ -23,7 +23,7 @@ int main(int argc, char **argv)
     if (pct.back() < 100.0) pct.push_back(100.0);
     std::vector<double> explicit_ms, managed_ms;
     for (const auto &m : modes) {
-        umb_p000_buf *buf = umb_p000_alloc(m.c_str(), n);
+        umb_p000_buf *buf = p000_open(m, n);
         for (double f : pct) {
             const umb_touch touch = {(size_t)(f / 100.0 * (double)n + 0.5), 1};
             const umb_p000_times t = p000_point(buf, n, touch, o.repeat);

@@ -17,7 +17,7 @@ int main(int argc, char **argv)
     const size_t n = o.bytes / sizeof(double);
     std::map<std::string, double> ms;
     for (const auto &m : modes) {
-        umb_p000_buf *buf = umb_p000_alloc(m.c_str(), n);
+        umb_p000_buf *buf = p000_open(m, n);
         const umb_p000_times t = p000_point(buf, n, umb_touch{n, 1}, o.repeat);
         umb_p000_free(buf);
         p000_emit_point(m.c_str(), nullptr, 0, t);

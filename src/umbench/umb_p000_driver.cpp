@@ -29,7 +29,7 @@ std::vector<std::string> p000_modes(const P000Options &o)
     std::string list = o.modes;
     size_t pos = 0;
     while (pos <= list.size()) {
-        size_t end = list.find(',', pos);
+        size_t end = list.find_first_of(",|", pos); // umb_p000_modes() is |-separated
         if (end == std::string::npos) end = list.size();
         std::string m = list.substr(pos, end - pos);
         if (m.empty() || have.find("|" + m + "|") == std::string::npos) {
@@ -41,6 +41,13 @@ std::vector<std::string> p000_modes(const P000Options &o)
         pos = end + 1;
     }
     return out;
+}
+
+umb_p000_buf *p000_open(const std::string &mode, size_t n)
+{
+    umb_p000_buf *buf = umb_p000_alloc(mode.c_str(), n);
+    p000_point(buf, n, umb_touch{n, 1}, 1);
+    return buf;
 }
 
 umb_p000_times p000_point(umb_p000_buf *buf, size_t n, umb_touch touch, long long repeat)

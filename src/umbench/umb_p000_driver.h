@@ -19,6 +19,9 @@ void p000_parse(int argc, char **argv, const char *summary, P000Options &o,
                 std::vector<ums_arg> extra, const char *default_modes);
 // The requested modes, each checked against what this binary's backend can run.
 std::vector<std::string> p000_modes(const P000Options &o);
+// Allocates for `mode` and runs one untimed whole-array pass, so that no measured
+// point pays the one-time population of fresh pages (pinned, device or managed).
+umb_p000_buf *p000_open(const std::string &mode, size_t n);
 // Runs `touch` o.repeat times on buf, verifies every sum (exits 1 on a mismatch) and
 // returns the run with the median total time.
 umb_p000_times p000_point(umb_p000_buf *buf, size_t n, umb_touch touch, long long repeat);

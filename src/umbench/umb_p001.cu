@@ -125,4 +125,6 @@ void umb_emit_summary(const UmbSeries &s)
     ums_result(s.name.c_str(), umb_median_of(all), "GB/s");
     ums_result(f.c_str(), umb_median_of(first), "GB/s");
     ums_result(st.c_str(), umb_median_of(settled), "GB/s");
+    const double f0 = umb_median_of(first);
+    ums_result((s.name + "_ramp").c_str(), f0 > 0 ? umb_median_of(settled) / f0 : 0.0, "ratio");
 }

@@ -35,7 +35,9 @@ struct UmbSeries {
 // {"metric":"bandwidth","value":gbps,"unit":"GB/s","series":..,"trial":..,"rep":..,<phase>}
 void umb_emit_rep(const char *series, int trial, int rep, double gbps, const char *phase = nullptr);
 // Median over trials of: the first rep, the median of the last 10% of reps ("settled"),
-// and the median of all reps.  Emitted as <name>_first, <name>_settled, <name>.
+// and the median of all reps, emitted as <name>_first, <name>_settled, <name>; and
+// <name>_ramp = settled / first: ~1 when nothing migrates during the series, >> 1 when
+// the first reps pay for migrating the data (GH200 access-counter migration, UM faults).
 void umb_emit_summary(const UmbSeries &s);
 double umb_settled(const std::vector<double> &reps);
 double umb_median_of(std::vector<double> v);
