@@ -49,6 +49,7 @@ def load_cases(paths):
                     'partition': tc['partition'], 'result': tc['result'], 'perf': perf,
                     'reason': tc.get('skip_reason') or tc.get('fail_reason') or '',
                     'info': tc.get('partition_info') or {},
+                    'size': tc.get('size', 'quick'),
                 }
                 cases[(tc['system'], tc['partition'], tc['name'])] = case
     return list(cases.values())
@@ -67,21 +68,12 @@ def find(cases, system, selector):
 
 def within(measured, expected, tol):
     """measured agrees with expected (number or [lo, hi]) under {rel|abs} tolerance."""
-    lo, hi = (expected if isinstance(expected, (list, tuple)) else (expected, expected))
-    slack_lo = tol.get('abs', abs(lo) * tol.get('rel', 0.0))
-    slack_hi = tol.get('abs', abs(hi) * tol.get('rel', 0.0))
-    return lo - slack_lo <= measured <= hi + slack_hi
+    lo, hi = data.band(expected, tol)
+    return lo <= measured <= hi
 
 
-def band(expected, tol):
-    lo, hi = (expected if isinstance(expected, (list, tuple)) else (expected, expected))
-    slack_lo = tol.get('abs', abs(lo) * tol.get('rel', 0.0))
-    slack_hi = tol.get('abs', abs(hi) * tol.get('rel', 0.0))
-    return [lo - slack_lo, hi + slack_hi]
-
-
-def _measure(cases, system, selector):
-    """(value, None) or (None, (verdict, reason)) for one selector."""
+def _case(cases, system, selector, size_needed):
+    """(case, None) or (None, (verdict, reason)) for the case a selector names."""
     case = find(cases, system, selector)
     desc = selector['check'] + ''.join(f' {k}={v}' for k, v in (selector.get('params') or {}).items())
     if case is None:
@@ -92,7 +84,36 @@ def _measure(cases, system, selector):
         return None, (NOT_REPRODUCED, f'{desc} failed: {case["reason"]}')
     if selector['var'] not in case['perf']:
         return None, (NOT_RUN, f'{desc} reported no {selector["var"]}')
-    return case['perf'][selector['var']], None
+    if size_needed and case['size'] != size_needed:
+        return None, (NOT_APPLICABLE, f'{desc} ran at {case["size"]} size; the claim is about {size_needed} size')
+    return case, None
+
+
+def _facts(case, system):
+    # The facts recorded with the run (what detection saw then) win over today's.
+    info = case['info']
+    return info['facts'] if 'facts' in info else data.facts(system)
+
+
+def _measure(cases, system, selector, size_needed=None):
+    """(value, None) or (None, (verdict, reason)): a selector's value, combined with
+    its `over` / `minus` selector or divided by `over_fact`."""
+    case, problem = _case(cases, system, selector, size_needed)
+    if problem:
+        return None, problem
+    value = case['perf'][selector['var']]
+    for key in ('over', 'minus'):
+        if key in selector:
+            other, problem = _measure(cases, system, selector[key], size_needed)
+            if problem:
+                return None, problem
+            value = value - other if key == 'minus' else (value / other if other else float('nan'))
+    if 'over_fact' in selector:
+        try:
+            value /= data.evaluate(selector['over_fact'], _facts(case, system))
+        except data.MissingFact as e:
+            return None, (NOT_APPLICABLE, f'system facts do not state {e.args[0]}')
+    return value, None
 
 
 def judge(claim, system, cases):
@@ -100,8 +121,8 @@ def judge(claim, system, cases):
     row = {'id': claim['id'], 'text': claim['text'], 'system': system,
            'paper_system': claim.get('system') or 'artifact target', 'paper': claim.get('value'),
            'unit': claim.get('unit'), 'measured': None, 'expected': None}
-    measure = claim.get('measure')
-    if not measure:
+    sels = data.selectors(claim)
+    if not sels:
         return dict(row, verdict=NOT_RUN,
                     reason=f"component '{claim.get('component')}' is not in this build yet")
     feats = next((c['info'].get('features', []) for c in cases if c['system'] == system and c['info']), [])
@@ -110,12 +131,12 @@ def judge(claim, system, cases):
         return dict(row, verdict=NOT_APPLICABLE, reason=why)
 
     if claim['kind'] == 'bound':
+        measure = sels[0][1]
         value, problem = _measure(cases, system, measure)
         if problem:
             return dict(row, verdict=problem[0], reason=problem[1])
         case = find(cases, system, measure)
-        info = case['info']
-        facts = info['facts'] if 'facts' in info else data.facts(system)
+        facts = _facts(case, system)
         b = claim['bound']
         try:
             lo = data.evaluate(b['lower'], facts) if 'lower' in b else None
@@ -128,20 +149,18 @@ def judge(claim, system, cases):
                     verdict=REPRODUCED if good else NOT_REPRODUCED,
                     reason='within the bound' if good else 'outside the bound')
 
-    # Comparative claims: each key of `measure` combines two selectors.
-    combine = {'difference': lambda a, b: a - b, 'ratio': lambda a, b: a / b if b else float('nan')}
-    if claim['kind'] not in combine:
-        return dict(row, verdict=NOT_RUN, reason=f"kind {claim['kind']} is not evaluated yet")
+    # Every other kind: each key's measurement within the paper's value +- tolerance.
     measured, expected, verdicts = {}, {}, []
-    for key, (sel_a, sel_b) in measure.items():
-        a, problem = _measure(cases, system, sel_a)
-        b, problem_b = (None, None) if problem else _measure(cases, system, sel_b)
-        problem = problem or problem_b
+    for key, sel in sels:
+        value, problem = _measure(cases, system, sel, claim.get('size'))
         if problem:
             return dict(row, verdict=problem[0], reason=problem[1])
-        measured[key] = combine[claim['kind']](a, b)
-        expected[key] = band(claim['value'][key], claim['tolerance'])
-        verdicts.append(within(measured[key], claim['value'][key], claim['tolerance']))
+        want = data.expected(claim, key)
+        measured[key] = value
+        expected[key] = data.band(want, claim['tolerance'])
+        verdicts.append(within(value, want, claim['tolerance']))
+    if list(measured) == [None]:
+        measured, expected = measured[None], expected[None]
     good = all(verdicts)
     return dict(row, measured=measured, expected=expected,
                 verdict=REPRODUCED if good else NOT_REPRODUCED,

@@ -8,7 +8,8 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
-from umstudy.checks import UmstudyRunTest, metric, skip_without_gpu  # noqa: E402
+from umstudy.checks import (UmstudyRunTest, metric, skip_without_gpu,  # noqa: E402
+                            skip_without_openacc)
 
 # Problem sizes per mode: (size, iterations, repeats).  Paper: P001's 512x512x1024
 # (RIKEN XL) with 3000 iterations and no rehearsal.
@@ -90,13 +91,6 @@ class HimenoAccPerf(HimenoBase):
     @run_before('run')
     def skip_without_hardware(self):
         skip_without_openacc(self)
-
-
-def skip_without_openacc(test):
-    feats = test.current_partition.features
-    test.skip_unless('openacc' in feats, 'no OpenACC compiler on this partition')
-    test.skip_unless('gpu' in feats, 'no GPU on this partition: ' +
-                     test.current_partition.extras.get('facts', {}).get('gpu_reason', 'none detected'))
 
 
 @rfm.simple_test

@@ -11,8 +11,10 @@ sys.path.insert(0, os.path.join(HERE, '..'))
 import report  # noqa: E402
 
 
-def case(name, system='miyabi', result='pass', perf=None, reason='', features=None, facts=None):
+def case(name, system='miyabi', result='pass', perf=None, reason='', features=None, facts=None,
+         size='quick'):
     return {
+        'size': size,
         'name': name, 'system': system, 'partition': 'gpu', 'result': result,
         'fixture': False, 'fail_reason': reason if result == 'fail' else None,
         'skip_reason': reason if result == 'skip' else '',
@@ -103,3 +105,31 @@ def test_cli_writes_all_outputs_and_rejects_bad_input(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(HERE, '..', 'report.py'), '--out', str(out),
                         str(tmp_path / 'junk.json')], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+def test_selectors_combine_over_checks_and_facts(tmp_path):
+    # P001-C4: pattern bandwidths over the C2C link (a fact) and over baselines (a check).
+    facts = {'gpu': {'mem_bw_gbps': 4000}, 'link': {'h2d_gbps': 450, 'd2h_gbps': 450}}
+    cases = [case('UmbPatterns %array=4G %alloc=system', facts=facts,
+                  perf={'p1_settled': 400, 'p2_settled': 440, 'p3_settled': 430, 'p4_settled': 290}),
+             case('UmbBaseline %array=4G', facts=facts, perf={'d2h': 300, 'cpu_copy': 350})]
+    row = rows_by_id(tmp_path, cases)['P001-C4']
+    assert row['verdict'] == report.REPRODUCED, row
+    assert abs(row['measured']['p2_over_c2c'] - 440 / 450) < 1e-12
+    assert abs(row['measured']['p4_over_d2h'] - 290 / 300) < 1e-12
+    cases[0]['perfvalues']['miyabi:gpu:p4_settled'][0] = 100  # far below DtoH
+    assert rows_by_id(tmp_path, cases)['P001-C4']['verdict'] == report.NOT_REPRODUCED
+    nolink = [dict(c, partition_info=dict(c['partition_info'], facts={})) for c in cases]
+    row = rows_by_id(tmp_path, nolink)['P001-C4']
+    assert row['verdict'] == report.NOT_APPLICABLE and 'link.h2d_gbps' in row['reason']
+
+
+def test_paper_size_claims_need_paper_size_runs(tmp_path):
+    perf = {'ratio_cpu_pack': 1.9, 'ratio_gpu_pack': 1.03}
+    quick = [case(f'UmbHalo %problem={p}', system='cygnus', perf=perf) for p in ('small', 'large')]
+    row = rows_by_id(tmp_path, quick, system='cygnus')['P000-C6']
+    assert row['verdict'] == report.NOT_APPLICABLE and 'paper size' in row['reason']
+    paper = [dict(c, size='paper') for c in quick]
+    row = rows_by_id(tmp_path, paper, system='cygnus')['P000-C6']
+    assert row['verdict'] == report.REPRODUCED
+    assert rows_by_id(tmp_path, paper, system='cygnus')['P000-C5']['verdict'] == report.NOT_REPRODUCED

@@ -150,7 +150,7 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
         part = self.current_partition
         refs = data.references(type(self).__name__, self.check_params(),
                                part.extras.get('system', self.current_system.name),
-                               {'features': part.features})
+                               {'features': part.features}, self.size)
         if refs:
             self.reference = {part.fullname: refs}
 
@@ -176,3 +176,10 @@ def skip_without_gpu(test, system_memory=False):
         test.skip_unless('sam' in feats,
                          'the GPU reports no pageable memory access (no HMM/ATS), so '
                          'system-allocated memory (plain malloc) cannot be used')
+
+
+def skip_without_openacc(test):
+    feats = test.current_partition.features
+    test.skip_unless('openacc' in feats, 'no OpenACC compiler on this partition')
+    test.skip_unless('gpu' in feats, 'no GPU on this partition: ' +
+                     test.current_partition.extras.get('facts', {}).get('gpu_reason', 'none detected'))

@@ -162,27 +162,70 @@ def _params_match(want, have):
     return all(str(have.get(k)) == str(v) for k, v in (want or {}).items())
 
 
-def references(check_name, params, system_name, partition):
+def selectors(c):
+    """(key, selector) pairs of a claim's `measure`; key is None for a single selector."""
+    m = c.get('measure')
+    if not m:
+        return []
+    if 'check' in m:
+        return [(None, m)]
+    return list(m.items())
+
+
+def expected(c, key):
+    """The paper's value for one key of a claim (a number or a [low, high] range)."""
+    v = c.get('value')
+    return v if key is None else (v or {}).get(key)
+
+
+def band(value, tol):
+    """[low, high] that a measurement must fall in: value (number or range) +- tolerance."""
+    lo, hi = (value if isinstance(value, (list, tuple)) else (value, value))
+    slack_lo = tol.get('abs', abs(lo) * tol.get('rel', 0.0))
+    slack_hi = tol.get('abs', abs(hi) * tol.get('rel', 0.0))
+    return [lo - slack_lo, hi + slack_hi]
+
+
+DERIVED = ('over', 'minus', 'over_fact')  # selector keys that combine with something else
+
+
+def references(check_name, params, system_name, partition, size='quick'):
     """ReFrame `reference` entries for one check on one partition, from the claims.
 
-    Only `bound` claims/targets become references; comparative claims need several
-    checks and are judged by analysis/report.py."""
+    Bounds become one-sided (or two-sided) references wherever the claim applies; a
+    paper's value becomes value +- tolerance on the paper's system (at the paper's size
+    when the claim says `size: paper`).  Quantities derived
+    from several checks (over/minus) are judged by analysis/report.py instead."""
     feats = partition.get('features', [])
     refs = {}
     for c in all_claims():
-        m = c.get('measure')
-        if c.get('kind') != 'bound' or not isinstance(m, dict) or m.get('check') != check_name:
-            continue
-        if not _params_match(m.get('params'), params):
-            continue
-        bounds, _ = bound_for(c, system_name, feats)
-        if bounds is None:
-            continue
-        lo, hi = bounds
-        ref = lo if lo is not None else hi
-        if ref in (None, 0):
-            continue
-        lower = 0.0 if lo is not None else None
-        upper = (hi / ref - 1.0) if hi is not None else None
-        refs[m['var']] = (ref, lower, upper, c.get('unit'))
+        for key, sel in selectors(c):
+            if sel.get('check') != check_name or any(k in sel for k in DERIVED):
+                continue
+            if sel['var'] in refs and c.get('origin') == 'target':
+                continue  # the paper's own number is the sharper reference on its system
+            if not _params_match(sel.get('params'), params):
+                continue
+            if c.get('kind') == 'bound':
+                bounds, _ = bound_for(c, system_name, feats)
+                if bounds is None:
+                    continue
+                lo, hi = bounds
+            else:
+                value = expected(c, key)
+                if value is None or not applies(c, system_name, feats)[0]:
+                    continue
+                if c.get('size', size) != size:
+                    continue  # e.g. a time at the paper's array size says nothing at quick size
+                lo, hi = band(value, c.get('tolerance', {}))
+                mid = sum(value) / 2 if isinstance(value, (list, tuple)) else value
+                if mid:
+                    refs[sel['var']] = (mid, lo / mid - 1.0, hi / mid - 1.0, c.get('unit'))
+                continue
+            ref = lo if lo is not None else hi
+            if ref in (None, 0):
+                continue
+            lower = 0.0 if lo is not None else None
+            upper = (hi / ref - 1.0) if hi is not None else None
+            refs[sel['var']] = (ref, lower, upper, c.get('unit'))
     return refs

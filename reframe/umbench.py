@@ -1,0 +1,240 @@
+"""umbench checks: P000 (OpenACC/CUDA UM vs explicit copies, Cygnus) and P001 (GH200
+SAM/UM vs H100 PCIe).  Each check runs one src/umbench program; the programs do the
+analysis (crossovers, ratios, settled bandwidths) and the checks expose it as
+performance variables, which analysis/claims.yaml turns into references and verdicts.
+
+Sizes: UMSTUDY_SIZE=quick (minutes on one GPU) or paper (the papers' sizes).  The
+repetition counts of the P001 checks are variables, e.g. `-S UmbPatterns.trials=1`
+for a paper-size run that keeps the array sizes and reps but not all ten trials.
+"""
+import os
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import parameter, run_after, run_before, variable
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
+from umstudy.checks import (UmstudyRunTest, json_records, metric, size,  # noqa: E402
+                            skip_without_gpu, skip_without_openacc)
+
+# Per check and size mode: the program's options.  Paper sizes: P000 8 GiB arrays,
+# 4 KB..396 KB strides, 30720^2 / 61440^2 halo grids, 20 iterations; P001 4 GB and
+# 8 GB arrays, 200 reps x 10 trials (100 reps per migration phase).
+SIZES = {
+    'modes': {'quick': ['--size', '1G'], 'paper': ['--size', '8G']},
+    'fraction': {'quick': ['--size', '1G', '--step', '5'], 'paper': ['--size', '8G', '--step', '5']},
+    'stride': {'quick': ['--size', '1G', '--min', '4K', '--max', '396K', '--step', '16K', '--beyond', '4M'],
+               'paper': ['--size', '8G', '--min', '4K', '--max', '396K', '--step', '4K', '--beyond', '4M']},
+    'halo': {'quick': {'small': 7680, 'large': 15360}, 'paper': {'small': 30720, 'large': 61440}},
+    'arrays': {'quick': ['1G'], 'paper': ['4G', '8G']},
+    'reps': {'quick': (20, 2), 'paper': (200, 10)},
+}
+MODE = size()  # at import: class bodies below see `size` as the ReFrame variable
+
+
+class UmbBase(UmstudyRunTest):
+    component = 'umbench'
+    perf_metrics = []   # (metric, unit, match) exposed as performance variables
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        self.perf_variables = {
+            name: sn.make_performance_function(metric(self.records(), m, **match), unit)
+            for name, (m, unit, match) in self.named_metrics().items()}
+
+    def named_metrics(self):
+        return {m: (m, unit, {}) for m, unit in self.perf_metrics}
+
+    def one_gpu(self, name, opts, system_memory=False):
+        self.executable = self.program(name)
+        self.executable_opts = opts
+        self.num_tasks = 1
+        self.num_gpus_per_node = 1
+        cpus = self.current_partition.processor.num_cpus or 1
+        self.num_cpus_per_task = cpus
+        self.env_vars = {'OMP_NUM_THREADS': str(cpus), 'OMP_PROC_BIND': 'true'}
+        self.system_memory = system_memory
+
+    @run_before('run')
+    def skip_without_hardware(self):
+        skip_without_gpu(self, system_memory=getattr(self, 'system_memory', False))
+
+
+# ---- P000 -------------------------------------------------------------------------
+
+@rfm.simple_test
+class UmbModes(UmbBase):
+    descr = 'P000 exp. 1 in CUDA: whole-array GPU pass, explicit | managed | both | prefetch'
+    valid_systems = ['+cuda']
+    bench = 'umb-modes'
+
+    @run_after('setup')
+    def set_command(self):
+        self.one_gpu('umb-modes', SIZES['modes'][self.size])
+
+    def named_metrics(self):
+        out = {f'{m}_ms': ('time', 'ms', {'mode': m}) for m in ('explicit', 'managed', 'both', 'prefetch')}
+        for r in ('both_over_managed', 'both_over_explicit', 'managed_over_explicit', 'prefetch_over_explicit'):
+            out[r] = (r, 'ratio', {})
+        return out
+
+
+@rfm.simple_test
+class UmbModesAcc(UmbBase):
+    """The paper's own form: OpenACC data directives, one binary per compile mode
+    (NVHPC: explicit, managed = -gpu=managed without directives, both = with them;
+    GCC: explicit only).  The ratios exist where all three binaries were built."""
+    descr = 'P000 exp. 1 in OpenACC: the compile modes the compiler can build'
+    valid_systems = ['+openacc']
+    bench = 'umb-modes'
+    modes = ('explicit', 'managed', 'both')
+
+    @run_after('setup')
+    def set_command(self):
+        bindir = self.build.bindir(self.component)
+        self.built = [m for m in self.modes if os.path.exists(os.path.join(bindir, f'umb-modes-acc-{m}'))]
+        opts = ' '.join(SIZES['modes'][self.size])
+        self.executable = 'sh'
+        self.executable_opts = ['-c', "'" + ' && '.join(
+            f'{os.path.join(bindir, "umb-modes-acc-" + m)} {opts}' for m in self.built) + "'"]
+        self.num_tasks = 1
+        self.num_gpus_per_node = 1
+
+    @run_before('run')
+    def skip_without_hardware(self):
+        skip_without_openacc(self)
+        self.skip_unless(self.built, 'no umb-modes-acc-* binary was built (see the CMake report)')
+
+    def named_metrics(self):
+        return {f'{m}_ms': ('time', 'ms', {'mode': m}) for m in self.built}
+
+    @run_before('performance')
+    def add_ratios(self):
+        have = set(self.built)
+        for a, b in (('both', 'managed'), ('both', 'explicit'), ('managed', 'explicit')):
+            if {a, b} <= have:
+                self.perf_variables[f'{a}_over_{b}'] = sn.make_performance_function(
+                    metric(self.records(), 'time', mode=a) / metric(self.records(), 'time', mode=b), 'ratio')
+
+
+@rfm.simple_test
+class UmbFraction(UmbBase):
+    descr = 'P000 exp. 2: contiguous-fraction sweep, explicit vs managed (CUDA)'
+    valid_systems = ['+cuda']
+    bench = 'umb-fraction'
+    perf_metrics = [('crossover_pct', '%'), ('managed_over_explicit_full', 'ratio')]
+
+    @run_after('setup')
+    def set_command(self):
+        self.one_gpu('umb-fraction', SIZES['fraction'][self.size])
+
+
+@rfm.simple_test
+class UmbStride(UmbBase):
+    descr = 'P000 exp. 3: stride sweep, explicit vs managed (CUDA)'
+    valid_systems = ['+cuda']
+    bench = 'umb-stride'
+    perf_metrics = [('crossover_kib', 'KiB'), ('granule_kib', 'KiB'), ('flat_managed_ms', 'ms'),
+                    ('explicit_mean_ms', 'ms')]
+
+    @run_after('setup')
+    def set_command(self):
+        self.one_gpu('umb-stride', SIZES['stride'][self.size])
+
+
+@rfm.simple_test
+class UmbHalo(UmbBase):
+    descr = 'P000 exp. 4: 2-rank halo-exchange stencil, CPU vs GPU pack, explicit vs managed'
+    valid_systems = ['+cuda +mpi']
+    bench = 'umb-halo'
+    problem = parameter(['small', 'large'])
+    perf_metrics = [('ratio_cpu_pack', 'ratio'), ('ratio_gpu_pack', 'ratio')]
+
+    @run_after('setup')
+    def set_command(self):
+        n = SIZES['halo'][self.size][self.problem]
+        self.executable = self.program('umb-halo')
+        self.executable_opts = ['--n', str(n), '--iterations', '20']
+        self.num_tasks = 2
+        self.num_tasks_per_node = 2
+        gpus = self.current_partition.extras.get('facts', {}).get('gpu', {}).get('count', 1)
+        self.num_gpus_per_node = min(2, gpus)
+        cpus = self.current_partition.processor.num_cpus or 2
+        self.num_cpus_per_task = max(1, cpus // 2)
+        self.env_vars = {'OMP_NUM_THREADS': str(self.num_cpus_per_task)}
+
+    @run_before('run')
+    def local_mpi(self):
+        # The local system has no launcher of its own: run the two ranks with mpirun.
+        if self.current_partition.launcher_type.registered_name == 'local':
+            self.job.launcher = getlauncher('mpirun')()
+            self.job.launcher.options = ['--oversubscribe', '--bind-to', 'none']
+            if os.getuid() == 0:  # containers and CI run as root
+                self.env_vars.update(OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
+
+    def named_metrics(self):
+        out = {m: (m, u, {}) for m, u in self.perf_metrics}
+        for pack in ('cpu', 'gpu'):
+            for mode in ('explicit', 'managed'):
+                out[f'{pack}_pack_{mode}_ms'] = ('time', 'ms', {'pack': pack, 'mode': mode})
+        return out
+
+
+# ---- P001 -------------------------------------------------------------------------
+
+class UmbP001(UmbBase):
+    array = parameter(SIZES['arrays'][MODE])
+    reps = variable(int, value=SIZES['reps'][MODE][0])
+    trials = variable(int, value=SIZES['reps'][MODE][1])
+
+    def p001_opts(self, *extra):
+        return ['--size', self.array, '--reps', str(self.reps), '--trials', str(self.trials), *extra]
+
+
+@rfm.simple_test
+class UmbBaseline(UmbP001):
+    descr = 'P001 baselines: CPU copy, GPU copy, HtoD, DtoH, DtoD (per-rep traces)'
+    valid_systems = ['+cuda']
+    bench = 'umb-baseline'
+    perf_metrics = [(m, 'GB/s') for m in ('cpu_copy', 'gpu_copy', 'h2d', 'd2h', 'd2d')] + [
+        ('gpu_over_d2d', 'ratio')]
+
+    @run_after('setup')
+    def set_command(self):
+        self.one_gpu('umb-baseline', self.p001_opts())
+
+
+@rfm.simple_test
+class UmbPatterns(UmbP001):
+    descr = 'P001 8 placement patterns (first touch HM/DM, copy by CPU or GPU)'
+    valid_systems = ['+cuda']
+    bench = 'umb-patterns'
+    alloc = parameter(['system', 'managed'])
+    perf_metrics = [(f'p{k}{s}', u) for k in range(1, 9)
+                    for s, u in (('_settled', 'GB/s'), ('_first', 'GB/s'), ('_ramp', 'ratio'))]
+
+    @run_after('setup')
+    def set_command(self):
+        self.one_gpu('umb-patterns', self.p001_opts('--alloc', self.alloc), self.alloc == 'system')
+
+
+@rfm.simple_test
+class UmbMigration(UmbP001):
+    descr = 'P001 migration: GPU, CPU, GPU phases over host-placed Src'
+    valid_systems = ['+cuda']
+    bench = 'umb-migration'
+    alloc = parameter(['system', 'managed'])
+
+    @run_after('init')
+    def half_reps(self):
+        # The thesis ran 100 reps per phase against 200 per pattern.
+        if self.reps == SIZES['reps'][MODE][0]:
+            self.reps //= 2
+    perf_metrics = [(f'phase{k}{s}', u) for k in (1, 2, 3)
+                    for s, u in (('_settled', 'GB/s'), ('_first', 'GB/s'), ('_ramp', 'ratio'))]
+
+    @run_after('setup')
+    def set_command(self):
+        self.one_gpu('umb-migration', self.p001_opts('--alloc', self.alloc), self.alloc == 'system')
