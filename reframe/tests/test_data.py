@@ -77,7 +77,7 @@ def test_local_detection_from_a_saved_probe(tmp_path, monkeypatch):
     probe = {'gpus': [{'ordinal': 0, 'name': 'NVIDIA H100 80GB HBM3', 'memory_gib': 79.2,
                        'cc_major': 9, 'cc_minor': 0, 'managed_memory': 1,
                        'pageable_memory_access': 0, 'concurrent_managed_access': 1,
-                       'pageable_uses_host_page_tables': 0, 'arch': '90'}],
+                       'pageable_uses_host_page_tables': 0, 'arch': '90', 'pcie': [5, 16]}],
              'gpu_reason': '', 'nvcc': '/usr/local/cuda/bin/nvcc', 'mpi': True,
              'openacc': ['gcc-nvptx'], 'cores': 16}
     path = tmp_path / 'probe.json'
@@ -87,10 +87,13 @@ def test_local_detection_from_a_saved_probe(tmp_path, monkeypatch):
     feats = desc['partitions'][0]['features']
     assert {'gpu', 'cuda', 'um', 'mpi', 'openacc'} <= set(feats) and 'sam' not in feats
     assert desc['facts']['gpu']['mem_bw_gbps'] == 3350
+    assert desc['facts']['link']['h2d_gbps'] == 63.0  # Gen5 x16: 16 x 3.938 GB/s
     probe['gpus'][0]['pageable_memory_access'] = 1
+    probe['gpus'][0]['pageable_uses_host_page_tables'] = 1  # GH200: C2C, not PCIe
     path.write_text(__import__('json').dumps(probe))
     desc = detect.complete(data._load_yaml(os.path.join(REPO, 'systems', 'local', 'system.yaml')))
     assert 'sam' in desc['partitions'][0]['features']
+    assert 'link' not in desc['facts']
 
 
 def test_this_machine_probe_runs():

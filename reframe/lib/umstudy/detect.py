@@ -50,8 +50,31 @@ def cuda_devices():
             cuda.cuDeviceGetAttribute(ctypes.byref(val), attr, dev)
             info[key] = val.value
         info['arch'] = f"{info['cc_major']}{info['cc_minor']}"
+        info['pcie'] = pcie_link(ordinal)
         devices.append(info)
     return devices, ''
+
+
+# Usable PCIe bandwidth per lane and direction after line encoding, GB/s (1e9 B/s).
+_PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+
+
+def pcie_link(ordinal=0):
+    """(generation, width) the GPU's link can run at in this system, from NVML's
+    max-link queries (not the current ones: an idle link trains down), or None."""
+    try:
+        nvml = ctypes.CDLL('libnvidia-ml.so.1')
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        dev = ctypes.c_void_p()
+        gen, width = ctypes.c_uint(0), ctypes.c_uint(0)
+        if (nvml.nvmlDeviceGetHandleByIndex_v2(ordinal, ctypes.byref(dev)) != 0 or
+                nvml.nvmlDeviceGetMaxPcieLinkGeneration(dev, ctypes.byref(gen)) != 0 or
+                nvml.nvmlDeviceGetMaxPcieLinkWidth(dev, ctypes.byref(width)) != 0):
+            return None
+        return gen.value, width.value
+    except (OSError, AttributeError):
+        return None
 
 
 def _openacc_compilers():
@@ -116,6 +139,14 @@ def complete(desc):
         facts['gpu'] = {**cat, 'model': cat.get('model', g['name']), 'name': g['name'],
                         'count': len(p['gpus']), 'arch': g['arch'],
                         'memory_gib': round(g['memory_gib'], 1)}
+        # A PCIe GPU's link peak (the bound pinned copies are held to); a GPU that uses
+        # the host's page tables sits on a coherent link (NVLink-C2C), not on PCIe.
+        if g.get('pcie') and not g.get('pageable_uses_host_page_tables'):
+            gen, width = g['pcie']
+            gbps = round(_PCIE_LANE_GBPS.get(gen, 0.0) * width, 1)
+            if gbps:
+                facts['link'] = {'type': f'PCIe Gen{gen} x{width}', 'h2d_gbps': gbps,
+                                 'd2h_gbps': gbps, 'coherent': False}
         facts['pageable_memory_access'] = bool(g['pageable_memory_access'])
         facts['concurrent_managed_access'] = bool(g['concurrent_managed_access'])
         desc['build'] = dict(desc.get('build', {}), cuda_archs=g['arch'])
