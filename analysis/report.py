@@ -132,7 +132,7 @@ def judge(claim, system, cases):
 
     if claim['kind'] == 'bound':
         measure = sels[0][1]
-        value, problem = _measure(cases, system, measure)
+        value, problem = _measure(cases, system, measure, claim.get('size'))
         if problem:
             return dict(row, verdict=problem[0], reason=problem[1])
         case = find(cases, system, measure)
