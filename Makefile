@@ -2,7 +2,7 @@
 #   make run    set up, build src/, run the ReFrame suite on `local` (quick size), write the report
 #   make test   set up, build, unit + integration tests, ReFrame CPU checks for real, listings
 # Variables: SIZE=quick|paper  SYSTEM=local  PYTHON=<python with reframe>  JOBS=N
-#            RFMFLAGS=<more ReFrame options, e.g. "-n Umb -S UmbPatterns.trials=1">
+#            CHECKS=<regex of check names>  RFMFLAGS=<more ReFrame options, e.g. -S UmbPatterns.trials=1>
 SHELL := /bin/bash
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 VENV := $(ROOT)/.venv
@@ -13,6 +13,7 @@ SYSTEM ?= local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 OUTPUT := $(ROOT)/output
 RFMFLAGS ?=
+CHECKS ?= .
 SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/system.yaml)))
 # ReFrame through $(PYTHON), wherever its `reframe` script was installed.
 RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
@@ -67,7 +68,7 @@ test: setup build ctest pytest reframe-list reframe-cpu spack-test
 
 run: setup build
 	mkdir -p $(OUTPUT)/reports
-	@rc=0; $(RFM) -c reframe/ --system $(SYSTEM) -r $(RFMFLAGS) --report-file=$(OUTPUT)/reports/$(SYSTEM)-$(SIZE)-$$(date +%Y%m%dT%H%M%S).json || rc=$$?; \
+	@rc=0; $(RFM) -c reframe/ --system $(SYSTEM) -r -n '$(CHECKS)' $(RFMFLAGS) --report-file=$(OUTPUT)/reports/$(SYSTEM)-$(SIZE)-$$(date +%Y%m%dT%H%M%S).json || rc=$$?; \
 	$(MAKE) --no-print-directory report || rc=1; \
 	echo "report: $(OUTPUT)/report/report.html"; exit $$rc
 
