@@ -8,6 +8,8 @@ have cmake   || need+=(cmake)
 have g++     || need+=(g++)
 have make    || need+=(make)
 have python3 || need+=(python3)
+# MPI: the halo stencil, the coarray runtime and DLM (on a site: the MPI module).
+have mpicc   || need+=(libopenmpi-dev openmpi-bin)
 # The venv module only matters where make creates .venv (not with PYTHON=...).
 [ "${UMSTUDY_NEED_VENV:-0}" = 1 ] && ! python3 -c 'import venv, ensurepip' 2>/dev/null && need+=(python3-venv)
 # Optional: GCC's OpenACC offloading (the himeno-acc build); installed where we can.
@@ -26,6 +28,6 @@ if [ "$(id -u)" = 0 ] && have apt-get; then
 else
   echo "setup: missing: ${need[*]}" >&2
   echo "  Debian/Ubuntu: sudo apt-get install ${need[*]}" >&2
-  echo "  HPC site: load modules providing them, e.g. 'module load cmake gcc python'" >&2
+  echo "  HPC site: load modules providing them, e.g. 'module load cmake gcc python openmpi'" >&2
   exit 1
 fi

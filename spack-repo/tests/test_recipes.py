@@ -31,14 +31,22 @@ def test_layout_is_spack_1x():
         'spack_repo/__init__.py would shadow spack_repo.builtin'
 
 
-def test_himeno_variants_map_to_cmake_options():
-    src = recipe('himeno')
+def base_recipe():
+    with open(os.path.join(REPO_DIR, 'build_systems', 'component.py')) as f:
+        return f.read()
+
+
+@pytest.mark.parametrize('name', ['himeno', 'umbench'])
+def test_component_variants_map_to_cmake_options(name):
+    src, base = recipe(name), base_recipe()
     ast.parse(src)
-    for opt in re.findall(r'self\.define\("(UMSTUDY_\w+)"', src):
+    ast.parse(base)
+    for opt in re.findall(r'self\.define\("(UMSTUDY_\w+)"', src + base):
         assert opt in cmake_options(), f'{opt} is not a CMake option of src/'
-    assert 'conflicts("cuda_arch=none", when="+cuda"' in src
-    assert 'root_cmakelists_dir = "src/himeno"' in src
-    assert os.path.isfile(os.path.join(ROOT, 'src', 'himeno', 'CMakeLists.txt'))
+    assert 'class ' in src and '(UmstudyComponent)' in src
+    assert 'conflicts("cuda_arch=none", when="+cuda"' in base
+    assert f'root_cmakelists_dir = "src/{name}"' in src
+    assert os.path.isfile(os.path.join(ROOT, 'src', name, 'CMakeLists.txt'))
 
 
 def test_bundle_covers_every_component_with_a_recipe():
@@ -73,16 +81,17 @@ def scope(tmp_path_factory):
 
 @needs_spack
 def test_spack_audit_is_clean(scope):
-    rc, out = run_spack('audit', 'packages', 'himeno', 'umstudy', scope=scope)
+    rc, out = run_spack('audit', 'packages', 'himeno', 'umbench', 'umstudy', scope=scope)
     assert rc == 0, out
 
 
 @needs_spack
 def test_spack_concretises_the_bundle_and_the_local_environment(scope):
     rc, out = run_spack('spec', 'umstudy+cuda cuda_arch=90', scope=scope)
-    assert rc == 0 and 'himeno@main+cuda' in out, out
+    assert rc == 0 and 'himeno@main+cuda' in out and 'umbench@main+cuda' in out, out
     rc, out = run_spack('spec', 'umstudy~cuda', scope=scope)
-    assert rc == 0 and 'himeno@main~cuda' in out, out
+    # umbench is GPU programs only: a CPU-only bundle leaves it out.
+    assert rc == 0 and 'himeno@main~cuda' in out and 'umbench' not in out, out
     env = os.path.join(ROOT, 'systems', 'local')
     rc, out = run_spack('-e', env, 'concretize', '-f', timeout=900)
     assert rc == 0 and 'dev_path=' in out, out

@@ -1,6 +1,7 @@
 // Host side of P000's program, the same for every backend: the init the GPU result
 // is checked against, the CPU sum, and the closed form of the expected sum.
 #include "umbench.h"
+#include "umstudy/support.h"
 
 extern "C" {
 
@@ -17,6 +18,16 @@ double umb_p000_sum(const double *a, size_t n)
 #pragma omp parallel for schedule(static) reduction(+ : s)
     for (size_t i = 0; i < n; ++i) s += a[i];
     return s;
+}
+
+void umb_p000_finish(umb_p000_times *t, const double *a, size_t n, double t0, double t1, double t2)
+{
+    t->sum = umb_p000_sum(a, n);
+    const double t3 = ums_now();
+    t->init = t1 - t0;
+    t->gpu = t2 - t1;
+    t->cpu = t3 - t2;
+    t->total = t3 - t0;
 }
 
 size_t umb_touch_count(umb_touch t)

@@ -107,12 +107,7 @@ void umb_p000_run(umb_p000_buf *b, umb_touch t, umb_p000_times *out)
         umb_prefetch(b->host, bytes, kUmbCpu);
         UMS_CUDA_CHECK(cudaDeviceSynchronize());
     }
-    out->sum = umb_p000_sum(b->host, b->n);
-    const double t3 = ums_now();
-    out->init = t1 - t0;
-    out->gpu = t2 - t1;
-    out->cpu = t3 - t2;
-    out->total = t3 - t0;
+    umb_p000_finish(out, b->host, b->n, t0, t1, t2);
 }
 
 void umb_p000_free(umb_p000_buf *b)

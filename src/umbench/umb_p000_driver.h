@@ -14,7 +14,8 @@ struct P000Options {
     long long device = 0;
 };
 
-// Parses the common options plus `extra`; `default_modes` is a comma list.
+// Parses the common options plus `extra`; `default_modes` is a comma list (a backend
+// with a single mode defaults to that mode instead).
 void p000_parse(int argc, char **argv, const char *summary, P000Options &o,
                 std::vector<ums_arg> extra, const char *default_modes);
 // The requested modes, each checked against what this binary's backend can run.

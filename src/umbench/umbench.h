@@ -51,6 +51,9 @@ void umb_p000_free(umb_p000_buf *buf);
 /* ---- shared host code (umb_host.cpp; OpenMP where built with it) --------------- */
 void umb_p000_init(double *a, size_t n);
 double umb_p000_sum(const double *a, size_t n);
+/* Ends a pass: the CPU sum of a, then t from the clock readings t0 (before the init),
+ * t1 (after it) and t2 (after the GPU phase); the sum closes the CPU phase. */
+void umb_p000_finish(umb_p000_times *t, const double *a, size_t n, double t0, double t1, double t2);
 /* The exact sum after a pass (integers below 2^53: any summation order is exact). */
 double umb_p000_expected(size_t n, umb_touch touch);
 size_t umb_touch_count(umb_touch touch);

@@ -1,0 +1,50 @@
+# umstudy: what every component recipe shares (one place for the source, the version,
+# the common variants and the CMake options they map to).  A component recipe sets
+# `root_cmakelists_dir` and adds its own variants and dependencies.
+from spack_repo.builtin.build_systems.cmake import CMakePackage
+from spack_repo.builtin.build_systems.cuda import CudaPackage
+
+from spack.package import *
+
+
+class UmstudyComponent(CMakePackage, CudaPackage):
+    """Base of the umstudy component recipes (not a package itself)."""
+
+    homepage = "https://github.com/umstudy/umstudy"
+    git = "https://github.com/umstudy/umstudy.git"
+    maintainers("umstudy")
+
+    license("Apache-2.0")
+
+    # The artifact is built from its checkout: systems/<name>/spack.yaml `develop`s it.
+    version("main", branch="main")
+
+    variant("openmp", default=True, description="OpenMP in CPU code")
+    variant(
+        "openacc",
+        default=False,
+        description="OpenACC variants: NVHPC (all compile modes), or GCC with nvptx offloading",
+    )
+
+    depends_on("c", type="build")
+    depends_on("cxx", type="build")
+    depends_on("cmake@3.24:", type="build")
+
+    conflicts("cuda_arch=none", when="+cuda", msg="name the GPU architecture: cuda_arch=90 ...")
+
+    def component_args(self):
+        """CMake options of the component's own variants (overridden where it has some)."""
+        return []
+
+    def cmake_args(self):
+        spec = self.spec
+        on = lambda v: "ON" if spec.satisfies(v) else "OFF"  # noqa: E731
+        args = [
+            self.define("UMSTUDY_CUDA", on("+cuda")),
+            self.define("UMSTUDY_OPENMP", on("+openmp")),
+            self.define("UMSTUDY_OPENACC", on("+openacc")),
+            self.define("BUILD_TESTING", self.run_tests),
+        ]
+        if spec.satisfies("+cuda"):
+            args.append(self.define("CMAKE_CUDA_ARCHITECTURES", spec.variants["cuda_arch"].value))
+        return args + self.component_args()
