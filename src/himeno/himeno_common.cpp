@@ -26,6 +26,7 @@ const NamedSize kSizes[] = {
 
 HimenoOptions himeno_parse(int argc, char **argv, const char *variant)
 {
+    ums_json_init("himeno");
     HimenoOptions o;
     memset(&o, 0, sizeof o);
     const char *size = "S";
@@ -67,16 +68,13 @@ HimenoOptions himeno_parse(int argc, char **argv, const char *variant)
                    args.data(), args.size());
     o.cache_hints = strcmp(hints, "on") == 0;
     if (o.block_k % 32 || o.block_k * o.block_j > 1024) {
-        fprintf(stderr, "%s: error: --block-k must be a multiple of 32 and block-k*block-j <= 1024\n", argv[0]);
-        exit(UMS_EXIT_USAGE);
+        ums_usage_fail("--block-k must be a multiple of 32 and block-k*block-j <= 1024");
     }
     if (dims) {
         long long d[3];
         if (ums_parse_dims(dims, d, 3) != 3 || d[0] < 3 || d[1] < 3 || d[2] < 3 ||
             d[0] > 1 << 16 || d[1] > 1 << 16 || d[2] > 1 << 16) {
-            fprintf(stderr, "%s: error: --dims '%s' is not IMAXxJMAXxKMAX with 3 <= each <= 65536\n",
-                    argv[0], dims);
-            exit(UMS_EXIT_USAGE);
+            ums_usage_fail("--dims '%s' is not IMAXxJMAXxKMAX with 3 <= each <= 65536", dims);
         }
         o.grid = HimenoGrid{(int)d[0], (int)d[1], (int)d[2], "custom"};
     } else {
@@ -85,7 +83,6 @@ HimenoOptions himeno_parse(int argc, char **argv, const char *variant)
                 o.grid = HimenoGrid{s.mimax - 1, s.mjmax - 1, s.mkmax - 1, s.name};
     }
 
-    ums_json_init("himeno");
     ums_param_str("variant", variant);
     if (strcmp(variant, "cuda") == 0) ums_param_str("alloc", o.alloc);
     ums_param_str("size", o.grid.size);

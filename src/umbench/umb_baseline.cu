@@ -31,7 +31,7 @@ int main(int argc, char **argv)
     }
     for (const auto &op : list)
         if (op != "cpu_copy" && op != "gpu_copy" && op != "h2d" && op != "d2h" && op != "d2d")
-            ums_fail("unknown op '%s' (cpu_copy|gpu_copy|h2d|d2h|d2d)", op.c_str());
+            ums_usage_fail("unknown op '%s' (cpu_copy|gpu_copy|h2d|d2h|d2d)", op.c_str());
     const UmbDevice dev = umb_cuda_device((int)o.device);
     const size_t n = o.bytes / sizeof(double);
     umb_cuda_require(dev, 2 * o.bytes, "two device arrays");

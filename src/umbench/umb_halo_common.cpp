@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "umstudy/support.h"
 
@@ -41,6 +42,13 @@ std::vector<std::string> split(const char *list)
     return out;
 }
 
+bool in_setup = true;
+void finalize_during_setup()
+{
+    int done = 0;
+    if (in_setup && MPI_Finalized(&done) == MPI_SUCCESS && !done) MPI_Finalize();
+}
+
 } // namespace
 
 HaloOptions halo_setup(int *argc, char ***argv, const char *modes, const char *default_modes)
@@ -62,21 +70,26 @@ HaloOptions halo_setup(int *argc, char ***argv, const char *modes, const char *d
         {"device", UMS_ARG_INT, &device, "GPU ordinal; default rank % number of GPUs", -1, 1024, nullptr},
         {"verify", UMS_ARG_FLAG, &verify, "also compare with a serial CPU reference (N <= 2048)", 0, -1, nullptr},
     };
-    // Only rank 0 speaks: usage errors would otherwise print twice.
-    if (rank != 0 && !freopen("/dev/null", "w", stderr)) ums_fail("cannot silence rank %d", rank);
+    // Only rank 0 speaks: help, usage errors and results would otherwise print twice.
+    if (rank != 0 && (!freopen("/dev/null", "w", stderr) || !freopen("/dev/null", "w", stdout)))
+        ums_fail("cannot silence rank %d", rank);
+    // Every rank parses and validates the same arguments, so an exit here (--help, bad
+    // input) happens on all of them: finalize on the way out, or the launcher reports
+    // an abnormal termination instead of the exit status.
+    atexit(finalize_during_setup);
     ums_args_parse(*argc, *argv, "P000 exp. 4: 2-rank halo-exchange stencil, explicit vs managed", args,
                    sizeof args / sizeof *args);
-    if (rank != 0 && !freopen("/dev/null", "w", stdout)) ums_fail("cannot silence rank %d", rank);
-    if (size != 2) ums_fail("umb-halo needs exactly 2 MPI ranks (one per half of the grid), got %d", size);
-    if (n % 2) ums_fail("--n %lld must be even (two halves)", n);
-    if (verify && n > 2048) ums_fail("--verify needs --n <= 2048 (the reference is serial)");
+    if (size != 2) ums_usage_fail("umb-halo needs exactly 2 MPI ranks (one per half of the grid), got %d", size);
+    if (n % 2) ums_usage_fail("--n %lld must be even (two halves)", n);
+    if (verify && n > 2048) ums_usage_fail("--verify needs --n <= 2048 (the reference is serial)");
     HaloOptions o = {n, iters, device, verify, rank, split(packs), split(mode_arg),
                      {(size_t)n, (size_t)n / 2, (size_t)n / 2 + 2}};
     for (const auto &p : o.packs)
-        if (p != "cpu" && p != "gpu") ums_fail("unknown pack '%s' (cpu|gpu)", p.c_str());
+        if (p != "cpu" && p != "gpu") ums_usage_fail("unknown pack '%s' (cpu|gpu)", p.c_str());
     const std::string have = std::string("|") + modes + "|";
     for (const auto &m : o.modes)
-        if (have.find("|" + m + "|") == std::string::npos) ums_fail("unknown mode '%s' (%s)", m.c_str(), modes);
+        if (have.find("|" + m + "|") == std::string::npos) ums_usage_fail("unknown mode '%s' (%s)", m.c_str(), modes);
+    in_setup = false; // from here on one rank may fail alone: no collective at exit
     return o;
 }
 

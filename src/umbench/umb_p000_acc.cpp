@@ -59,7 +59,7 @@ void umb_p000_device(int device)
         ums_param_str("acc_device", "host");
         return;
     }
-    if (device < 0 || device >= ndev) ums_fail("--device %d but %d OpenACC accelerators are visible", device, ndev);
+    if (device < 0 || device >= ndev) ums_usage_fail("--device %d but %d OpenACC accelerators are visible", device, ndev);
     acc_set_device_num(device, acc_device_not_host);
     const char *name = acc_get_property_string(device, acc_device_not_host, acc_property_name);
     const char *driver = acc_get_property_string(device, acc_device_not_host, acc_property_driver);

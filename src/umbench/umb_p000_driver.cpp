@@ -18,7 +18,7 @@ void p000_parse(int argc, char **argv, const char *summary, P000Options &o,
     args.insert(args.end(), extra.begin(), extra.end());
     ums_args_parse(argc, argv, summary, args.data(), args.size());
     if (o.bytes % sizeof(double))
-        ums_fail("--size %zu is not a multiple of sizeof(double)", o.bytes);
+        ums_usage_fail("--size %zu is not a multiple of sizeof(double)", o.bytes);
     ums_param_str("backend", umb_p000_backend());
     ums_param_int("size_bytes", (long long)o.bytes);
     ums_param_int("repeat", o.repeat);
@@ -35,9 +35,8 @@ std::vector<std::string> p000_modes(const P000Options &o)
         if (end == std::string::npos) end = list.size();
         std::string m = list.substr(pos, end - pos);
         if (m.empty() || have.find("|" + m + "|") == std::string::npos) {
-            fprintf(stderr, "error: mode '%s' is not one this %s binary can run (%s)\n", m.c_str(),
-                    umb_p000_backend(), umb_p000_modes());
-            exit(UMS_EXIT_USAGE);
+            ums_usage_fail("mode '%s' is not one this %s binary can run (%s)", m.c_str(),
+                           umb_p000_backend(), umb_p000_modes());
         }
         if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
         pos = end + 1;

@@ -16,7 +16,7 @@ struct P001Options {
 
 inline void umb_p001_params(const P001Options &o)
 {
-    if (o.bytes % sizeof(double)) ums_fail("--size %zu is not a multiple of 8", o.bytes);
+    if (o.bytes % sizeof(double)) ums_usage_fail("--size %zu is not a multiple of 8", o.bytes);
     ums_param_int("size_bytes", (long long)o.bytes);
     ums_param_int("reps", o.reps);
     ums_param_int("trials", o.trials);

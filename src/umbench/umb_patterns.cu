@@ -45,8 +45,7 @@ int main(int argc, char **argv)
         char *end = nullptr;
         const long p = strtol(item.c_str(), &end, 10);
         if (item.empty() || *end || p < 1 || p > 8) {
-            fprintf(stderr, "error: bad pattern '%s' in --patterns (numbers 1-8)\n", item.c_str());
-            return UMS_EXIT_USAGE;
+            ums_usage_fail("bad pattern '%s' in --patterns (numbers 1-8)", item.c_str());
         }
         list.push_back((int)p);
         s = c == std::string::npos ? "" : s.substr(c + 1);

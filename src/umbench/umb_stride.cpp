@@ -21,8 +21,8 @@ int main(int argc, char **argv)
                 {"beyond", UMS_ARG_SIZE, &beyond, "after --max, double the stride up to this many bytes (default: no)", 0, 1e12, nullptr}},
                "explicit,managed");
     if (smin % sizeof(double) || sstep % sizeof(double))
-        ums_fail("--min and --step must be multiples of %zu bytes", sizeof(double));
-    if (smax < smin) ums_fail("--max (%zu) is below --min (%zu)", smax, smin);
+        ums_usage_fail("--min and --step must be multiples of %zu bytes", sizeof(double));
+    if (smax < smin) ums_usage_fail("--max (%zu) is below --min (%zu)", smax, smin);
     ums_param_int("min_bytes", (long long)smin);
     ums_param_int("max_bytes", (long long)smax);
     ums_param_int("step_bytes", (long long)sstep);

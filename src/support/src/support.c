@@ -197,6 +197,17 @@ void ums_fail(const char *fmt, ...)
     status_and_exit("error", UMS_EXIT_FAILED, fmt, ap);
 }
 
+void ums_usage_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: error: ", g_bench);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(UMS_EXIT_USAGE);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

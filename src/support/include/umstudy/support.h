@@ -67,6 +67,14 @@ void ums_fail(const char *fmt, ...)
 #endif
     ;
 
+/* Bad input found after ums_args_parse (values that only make sense together):
+ * "<bench>: error: <reason>" on stderr, nothing on stdout, exits UMS_EXIT_USAGE. */
+void ums_usage_fail(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2), noreturn))
+#endif
+    ;
+
 /* Median of n doubles (the array is sorted in place). */
 double ums_median(double *v, size_t n);
 
