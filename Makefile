@@ -2,7 +2,7 @@
 #   make run    set up, build src/, run the ReFrame suite on `local` (quick size), write the report
 #   make test   set up, build, unit + integration tests, ReFrame CPU checks for real, listings
 # Variables: SIZE=quick|paper  SYSTEM=local  PYTHON=<python with reframe>  JOBS=N
-#            CHECKS=<regex of check names>  RFMFLAGS=<more ReFrame options, e.g. -S UmbPatterns.trials=1>
+#            CHECKS=<regex of check names>  UMSTUDY_COMPONENTS="himeno;umbench" (a subset of src/)  RFMFLAGS=<more ReFrame options, e.g. -S UmbPatterns.trials=1>
 SHELL := /bin/bash
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 VENV := $(ROOT)/.venv
@@ -39,7 +39,7 @@ setup-python:
 	fi
 
 build: setup-system
-	cmake -S $(ROOT)/src -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S $(ROOT)/src -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(if $(UMSTUDY_COMPONENTS),"-DUMSTUDY_COMPONENTS=$(UMSTUDY_COMPONENTS)")
 	cmake --build $(BUILD) -j $(JOBS)
 
 ctest: build

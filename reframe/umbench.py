@@ -36,6 +36,7 @@ MODE = size()  # at import: class bodies below see `size` as the ReFrame variabl
 
 class UmbBase(UmstudyRunTest):
     component = 'umbench'
+    keep_records = True  # the report plots every sweep point and per-rep trace
     perf_metrics = []   # (metric, unit, match) exposed as performance variables
 
     @run_before('performance')
@@ -82,36 +83,46 @@ class UmbModes(UmbBase):
 
 
 @rfm.simple_test
-class UmbModesAcc(UmbBase):
-    """The paper's own form: OpenACC data directives, one binary per compile mode
-    (NVHPC: explicit, managed = -gpu=managed without directives, both = with them;
-    GCC: explicit only).  The ratios exist where all three binaries were built."""
-    descr = 'P000 exp. 1 in OpenACC: the compile modes the compiler can build'
+class UmbAcc(UmbBase):
+    """P000 exp. 1-3 in the paper's own form: OpenACC data directives, one binary per
+    compile mode (NVHPC: explicit, managed = -gpu=managed without directives, both =
+    with them; GCC: explicit only), run one after the other in one job.  The mode
+    ratios exist where the compiler built more than one mode."""
+    descr = 'P000 exp. 1-3 in OpenACC: every compile mode the compiler could build'
     valid_systems = ['+openacc']
-    bench = 'umb-modes'
+    program_name = parameter(['modes', 'fraction', 'stride'])
     modes = ('explicit', 'managed', 'both')
+
+    @run_after('init')
+    def set_bench(self):
+        self.bench = f'umb-{self.program_name}'
 
     @run_after('setup')
     def set_command(self):
         bindir = self.build.bindir(self.component)
-        self.built = [m for m in self.modes if os.path.exists(os.path.join(bindir, f'umb-modes-acc-{m}'))]
-        opts = ' '.join(SIZES['modes'][self.size])
+        exe = {m: os.path.join(bindir, f'umb-{self.program_name}-acc-{m}') for m in self.modes}
+        self.built = [m for m in self.modes if os.path.exists(exe[m])]
+        opts = ' '.join(SIZES[self.program_name][self.size])
         self.executable = 'sh'
-        self.executable_opts = ['-c', "'" + ' && '.join(
-            f'{os.path.join(bindir, "umb-modes-acc-" + m)} {opts}' for m in self.built) + "'"]
+        self.executable_opts = ['-c', "'" + ' && '.join(f'{exe[m]} {opts}' for m in self.built) + "'"]
         self.num_tasks = 1
         self.num_gpus_per_node = 1
 
     @run_before('run')
     def skip_without_hardware(self):
         skip_without_openacc(self)
-        self.skip_unless(self.built, 'no umb-modes-acc-* binary was built (see the CMake report)')
+        self.skip_unless(self.built, f'no umb-{self.program_name}-acc-* binary was built (see the CMake report)')
 
     def named_metrics(self):
-        return {f'{m}_ms': ('time', 'ms', {'mode': m}) for m in self.built}
+        if self.program_name == 'modes':
+            return {f'{m}_ms': ('time', 'ms', {'mode': m}) for m in self.built}
+        # Sweeps: the first point's time per mode; the curves are in the report.
+        return {f'{m}_first_ms': ('time', 'ms', {'mode': m}) for m in self.built}
 
     @run_before('performance')
     def add_ratios(self):
+        if self.program_name != 'modes':
+            return
         have = set(self.built)
         for a, b in (('both', 'managed'), ('both', 'explicit'), ('managed', 'explicit')):
             if {a, b} <= have:
@@ -180,6 +191,29 @@ class UmbHalo(UmbBase):
             for mode in ('explicit', 'managed'):
                 out[f'{pack}_pack_{mode}_ms'] = ('time', 'ms', {'pack': pack, 'mode': mode})
         return out
+
+
+@rfm.simple_test
+class UmbHaloAcc(UmbHalo):
+    """The halo stencil in OpenACC, one compile mode per case (NVHPC builds explicit,
+    managed and both; GCC explicit): the per-mode times, CPU and GPU pack."""
+    descr = 'P000 exp. 4 in OpenACC: halo stencil, one compile mode per case'
+    valid_systems = ['+openacc +mpi']
+    acc_mode = parameter(['explicit', 'managed', 'both'])
+
+    @run_after('setup')
+    def use_acc_binary(self):
+        self.executable = self.program(f'umb-halo-acc-{self.acc_mode}')
+
+    @run_before('run')
+    def skip_without_hardware(self):
+        skip_without_openacc(self)
+        self.skip_unless(os.path.exists(self.executable),
+                         f'umb-halo-acc-{self.acc_mode} was not built (see the CMake report: '
+                         'only NVHPC builds the managed and both modes)')
+
+    def named_metrics(self):
+        return {f'{pack}_pack_ms': ('time', 'ms', {'pack': pack}) for pack in ('cpu', 'gpu')}
 
 
 # ---- P001 -------------------------------------------------------------------------

@@ -45,6 +45,9 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
         bs = self.build_system
         bs.builddir = 'build'
         bs.config_opts = ['-DCMAKE_BUILD_TYPE=Release', '-DBUILD_TESTING=OFF']
+        # UMSTUDY_COMPONENTS="himeno;umbench" builds a subset (a site without MPI, say).
+        if os.environ.get('UMSTUDY_COMPONENTS'):
+            bs.config_opts += [f'-DUMSTUDY_COMPONENTS={os.environ["UMSTUDY_COMPONENTS"]}']
         if 'cuda' in feats:
             archs = str(extras.get('build', {}).get('cuda_archs', '90')).replace(',', ';')
             bs.config_opts += ['-DUMSTUDY_CUDA=ON', f'-DCMAKE_CUDA_ARCHITECTURES={archs}']
@@ -102,6 +105,12 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
     # partition's features and facts as they were when it ran.
     skip_reason = variable(str, value='')
     partition_info = variable(dict, value={})
+    # Checks whose figures need every point (sweeps, per-rep traces) set keep_records;
+    # the program's measurement lines then travel in the run report as `records`
+    # (without the repeated bench name and params; `record_params` holds those once).
+    keep_records = variable(bool, value=False)
+    records_kept = variable(list, value=[])
+    record_params = variable(dict, value={})
 
     @run_after('setup')
     def record_partition(self):
@@ -144,6 +153,14 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
             sn.assert_false(sn.any(r.get('status') in ('error', 'mismatch') for r in recs.evaluate()),
                             msg='the program reported an error or a mismatch'),
         ])
+
+    @run_before('performance')
+    def keep_result_records(self):
+        if not self.keep_records:
+            return
+        recs = [r for r in self.records().evaluate() if 'metric' in r]
+        self.record_params = recs[0].get('params', {}) if recs else {}
+        self.records_kept = [{k: v for k, v in r.items() if k not in ('bench', 'params')} for r in recs]
 
     @run_before('performance')
     def set_references(self):
