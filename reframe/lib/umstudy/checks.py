@@ -47,7 +47,7 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
         bs.config_opts = ['-DCMAKE_BUILD_TYPE=Release', '-DBUILD_TESTING=OFF']
         # UMSTUDY_COMPONENTS="himeno;umbench" builds a subset (a site without MPI, say).
         if os.environ.get('UMSTUDY_COMPONENTS'):
-            bs.config_opts += [f'-DUMSTUDY_COMPONENTS={os.environ["UMSTUDY_COMPONENTS"]}']
+            bs.config_opts += [f'"-DUMSTUDY_COMPONENTS={os.environ["UMSTUDY_COMPONENTS"]}"']  # ; is a list, not a shell separator
         if 'cuda' in feats:
             archs = str(extras.get('build', {}).get('cuda_archs', '90')).replace(',', ';')
             bs.config_opts += ['-DUMSTUDY_CUDA=ON', f'-DCMAKE_CUDA_ARCHITECTURES={archs}']
