@@ -34,8 +34,13 @@ size_t umb_plateau_end(const double *v, size_t n, double tol)
     double head[3];
     size_t m = n < 3 ? n : 3;
     memcpy(head, v, m * sizeof *head);
-    const double ref = ums_median(head, m);
-    size_t i = 0;
-    while (i + 1 < n && v[i + 1] >= (1.0 - tol) * ref) ++i;
-    return i;
+    const double floor = (1.0 - tol) * ums_median(head, m);
+    /* A single low point is noise (one sweep point is one run); the plateau ends where
+     * UMB_PLATEAU_DROP points in a row (or all that remain) fall below the floor. */
+    for (size_t i = 1; i < n; ++i) {
+        size_t low = 0;
+        while (i + low < n && low < UMB_PLATEAU_DROP && v[i + low] < floor) ++low;
+        if (low == UMB_PLATEAU_DROP || (low > 0 && i + low == n)) return i - 1;
+    }
+    return n - 1;
 }

@@ -48,7 +48,9 @@ int main(int argc, char **argv)
     }
     if (!explicit_ms.empty() && !managed_ms.empty()) {
         ums_result("crossover_kib", umb_final_win_start(kib.data(), managed_ms.data(), explicit_ms.data(), kib.size()), "KiB");
-        const size_t end = umb_plateau_end(managed_ms.data(), managed_ms.size(), 0.10);
+        // One run per point and fault handling that varies by +-15% between runs (seen
+        // on an H100): a 25% band still separates the plateau from the fall beyond it.
+        const size_t end = umb_plateau_end(managed_ms.data(), managed_ms.size(), 0.25);
         double flat = 0.0, expl = 0.0;
         for (size_t i = 0; i <= end; ++i) flat += managed_ms[i] / (double)(end + 1);
         for (double v : explicit_ms) expl += v / (double)explicit_ms.size();

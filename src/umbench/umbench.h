@@ -65,8 +65,10 @@ size_t umb_touch_count(umb_touch touch);
  *   where a >= b.  Returns -1 if a never wins; x[n-1] if a wins at the last point.
  * umb_final_win_start: the smallest x from which a < b holds at every larger x (the
  *   first grid point of the final winning run); -1 if a does not win at x[n-1].
- * umb_plateau_end: the last index i such that every v[0..i] >= (1 - tol) * median of
- *   v[0..min(2,n-1)]: how far a flat start extends. */
+ * umb_plateau_end: how far a flat start extends: the last index before the first run of
+ *   UMB_PLATEAU_DROP consecutive points (or the whole remaining tail) below (1 - tol) x
+ *   the median of v[0..min(2,n-1)]; isolated low points inside the plateau are noise. */
+#define UMB_PLATEAU_DROP 3
 double umb_last_win_boundary(const double *x, const double *a, const double *b, size_t n);
 double umb_final_win_start(const double *x, const double *a, const double *b, size_t n);
 size_t umb_plateau_end(const double *v, size_t n, double tol);

@@ -43,12 +43,18 @@ int main(void)
     const double m4[] = {1000, 1000, 1000, 1000, 2000};
     EXPECT(umb_final_win_start(s, m4, e2, 5) == -1.0, "losing at the last point gives -1");
 
-    /* Plateau: flat within 10% of the head's median, then a drop. */
-    const double v[] = {2600, 2550, 2620, 2500, 2400, 1300, 2600};
-    EXPECT(umb_plateau_end(v, 7, 0.10) == 4, "plateau ends at index 4, got %zu", umb_plateau_end(v, 7, 0.10));
-    EXPECT(umb_plateau_end(v, 1, 0.10) == 0, "one point is its own plateau");
-    const double drop[] = {100, 104, 97, 50, 99};
-    EXPECT(umb_plateau_end(drop, 5, 0.10) == 2, "the plateau ends before the first drop, got %zu", umb_plateau_end(drop, 5, 0.10));
+    /* Plateau: flat within 25% of the head's median, then a sustained drop; one
+     * stray low point (1500) inside the plateau is noise, not its end. */
+    const double v[] = {2148, 1990, 2050, 1500, 2089, 2175, 1410, 1256, 1243, 1161};
+    EXPECT(umb_plateau_end(v, 10, 0.25) == 5, "plateau ends at index 5, got %zu", umb_plateau_end(v, 10, 0.25));
+    EXPECT(umb_plateau_end(v, 1, 0.25) == 0, "one point is its own plateau");
+    const double flat[] = {100, 104, 97, 99};
+    EXPECT(umb_plateau_end(flat, 4, 0.10) == 3, "an all-flat curve is all plateau");
+    const double tail[] = {100, 104, 97, 99, 50, 40};
+    EXPECT(umb_plateau_end(tail, 6, 0.10) == 3, "a drop shorter than the run length at the end still ends it, got %zu",
+           umb_plateau_end(tail, 6, 0.10));
+    const double fall[] = {100, 100, 100, 50, 45, 40, 35};
+    EXPECT(umb_plateau_end(fall, 7, 0.10) == 2, "the plateau ends before the drop, got %zu", umb_plateau_end(fall, 7, 0.10));
 
     /* The exact expected sum of a pass: a[i] = i % 3343, +1 where touched. */
     umb_touch t = {100, 7};
