@@ -50,6 +50,10 @@ def load_cases(paths):
                     'reason': tc.get('skip_reason') or tc.get('fail_reason') or '',
                     'info': tc.get('partition_info') or {},
                     'size': tc.get('size', 'quick'),
+                    # Every measurement line the program printed (umbench keeps them for
+                    # the figures: sweep points, per-rep traces) and its parameters.
+                    'records': tc.get('records_kept') or [],
+                    'record_params': tc.get('record_params') or {},
                 }
                 cases[(tc['system'], tc['partition'], tc['name'])] = case
     return list(cases.values())
@@ -198,12 +202,9 @@ def himeno_figure(cases, out_dir):
             bars.setdefault(c['system'], {})['cpu'] = c['perf'].get('gflops')
     if not bars:
         return None, 'no Himeno results to plot'
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None, 'matplotlib is not installed: figure not drawn'
+    plt = _pyplot()
+    if plt is None:
+        return None, NO_MATPLOTLIB
     variants = ['cpu', 'explicit', 'managed', 'system']
     colors = {'cpu': '#888888', 'explicit': '#1f77b4', 'managed': '#ff7f0e', 'system': '#2ca02c'}
     fig, ax = plt.subplots(figsize=(7, 4))
