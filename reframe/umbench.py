@@ -65,15 +65,19 @@ class UmbBase(UmstudyRunTest):
 
 # ---- P000 -------------------------------------------------------------------------
 
-@rfm.simple_test
-class UmbModes(UmbBase):
-    descr = 'P000 exp. 1 in CUDA: whole-array GPU pass, explicit | managed | both | prefetch'
+class UmbP000Cuda(UmbBase):
+    """One P000 CUDA program on one GPU, with the options of SIZES[<program>][size]."""
     valid_systems = ['+cuda']
-    bench = 'umb-modes'
 
     @run_after('setup')
     def set_command(self):
-        self.one_gpu('umb-modes', SIZES['modes'][self.size])
+        self.one_gpu(self.bench, SIZES[self.bench[len('umb-'):]][self.size])
+
+
+@rfm.simple_test
+class UmbModes(UmbP000Cuda):
+    descr = 'P000 exp. 1 in CUDA: whole-array GPU pass, explicit | managed | both | prefetch'
+    bench = 'umb-modes'
 
     def named_metrics(self):
         out = {f'{m}_ms': ('time', 'ms', {'mode': m}) for m in ('explicit', 'managed', 'both', 'prefetch')}
@@ -131,28 +135,18 @@ class UmbAcc(UmbBase):
 
 
 @rfm.simple_test
-class UmbFraction(UmbBase):
+class UmbFraction(UmbP000Cuda):
     descr = 'P000 exp. 2: contiguous-fraction sweep, explicit vs managed (CUDA)'
-    valid_systems = ['+cuda']
     bench = 'umb-fraction'
     perf_metrics = [('crossover_pct', '%'), ('managed_over_explicit_full', 'ratio')]
 
-    @run_after('setup')
-    def set_command(self):
-        self.one_gpu('umb-fraction', SIZES['fraction'][self.size])
-
 
 @rfm.simple_test
-class UmbStride(UmbBase):
+class UmbStride(UmbP000Cuda):
     descr = 'P000 exp. 3: stride sweep, explicit vs managed (CUDA)'
-    valid_systems = ['+cuda']
     bench = 'umb-stride'
     perf_metrics = [('crossover_kib', 'KiB'), ('granule_kib', 'KiB'), ('flat_managed_ms', 'ms'),
                     ('explicit_mean_ms', 'ms')]
-
-    @run_after('setup')
-    def set_command(self):
-        self.one_gpu('umb-stride', SIZES['stride'][self.size])
 
 
 @rfm.simple_test

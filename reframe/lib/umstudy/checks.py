@@ -156,7 +156,7 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
 
     @run_before('performance')
     def keep_result_records(self):
-        if not self.keep_records:
+        if not self.keep_records or self.is_dry_run():  # a dry run has no output to keep
             return
         recs = [r for r in self.records().evaluate() if 'metric' in r]
         self.record_params = recs[0].get('params', {}) if recs else {}
