@@ -1,0 +1,146 @@
+/* armci backend: ARMCI, as in P002 (Global Arrays' ARMCI there; ARMCI-MPI works too).
+ *
+ * The xfer is already ARMCI's strided form (count[0] bytes, then levels), so:
+ *   put      ARMCI_PutS (returns when the local buffer may be reused)
+ *   get      ARMCI_Fence to the target if this coarray has puts in flight, ARMCI_GetS
+ *   put-acc  ARMCI_AccS for '+' (scale 1) and '-' (scale -1): ARMCI's accumulate is
+ *            only dst += scale*src.  '*', '/', min and max have no ARMCI form: they are
+ *            get + op + put under ARMCI_Lock on the target's mutex, fenced before the
+ *            unlock, so they are atomic with respect to each other (not to a
+ *            concurrent AccS on the same element; see coarray.h)
+ *   sync memory   ARMCI_AllFence;  barrier   ARMCI_Barrier (which also fences) */
+#include "xmpc_internal.h"
+
+#include <armci.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_me, g_n;
+
+static void init(int *argc, char ***argv, int *me, int *n)
+{
+    xmpc_mpi_init(argc, argv); /* ARMCI-MPI and GA's ARMCI both run on MPI */
+    ARMCI_Init();
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_n);
+    /* One image has nobody to exclude, and ARMCI-MPI cannot create mutexes for a
+     * single process under Open MPI (MPI_Win_create fails with MPI_ERR_WIN). */
+    if (g_n > 1)
+        ARMCI_Create_mutexes(1);
+    *me = g_me;
+    *n = g_n;
+}
+
+static void finalize(void)
+{
+    if (g_n > 1)
+        ARMCI_Destroy_mutexes();
+    ARMCI_Finalize();
+    xmpc_mpi_finalize();
+}
+
+static void alloc(xmpc_coarray *ca)
+{
+    void **addr = xmpc_xmalloc(sizeof(void *) * (size_t)g_n);
+    if (ARMCI_Malloc(addr, (armci_size_t)ca->bytes) != 0)
+        xmpc_fatal(ca, g_me + 1, "ARMCI_Malloc of %zu bytes failed", ca->bytes);
+    ca->data = addr[g_me];
+    memset(ca->data, 0, ca->bytes);
+    ARMCI_Barrier();
+    ca->bk = addr;
+}
+
+static void free_(xmpc_coarray *ca)
+{
+    ARMCI_Free(ca->data);
+    free(ca->bk);
+}
+
+/* ARMCI takes int counts and strides. */
+typedef struct {
+    int count[XMPC_MAX_DIMS + 1], lstride[XMPC_MAX_DIMS], rstride[XMPC_MAX_DIMS];
+    char *remote;
+} strided;
+
+static strided to_armci(const xmpc_coarray *ca, int rank, const xmpc_xfer *x)
+{
+    strided s;
+    size_t big = x->block;
+    s.count[0] = (int)x->block;
+    for (int i = 0; i < x->levels; ++i) {
+        s.count[i + 1] = (int)x->count[i];
+        s.lstride[i] = (int)x->lstride[i];
+        s.rstride[i] = (int)x->rstride[i];
+        big |= x->count[i] | x->lstride[i] | x->rstride[i];
+    }
+    if (big > INT_MAX)
+        xmpc_fatal(ca, rank + 1, "transfer counts or strides exceed ARMCI's int range");
+    s.remote = (char *)((void **)ca->bk)[rank] + x->roff;
+    return s;
+}
+
+static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
+{
+    strided s = to_armci(ca, rank, x);
+    ARMCI_PutS(x->laddr, s.lstride, s.remote, s.rstride, s.count, x->levels, rank);
+    ca->dirty = 1;
+}
+
+static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
+{
+    strided s = to_armci(ca, rank, x);
+    if (ca->dirty)
+        ARMCI_Fence(rank);
+    ARMCI_GetS(s.remote, s.rstride, x->laddr, s.lstride, s.count, x->levels, rank);
+}
+
+static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
+{
+    if (op != XMPC_OP_SUM && op != XMPC_OP_DIFF) {
+        if (g_n > 1)
+            ARMCI_Lock(0, rank);
+        xmpc_rmw_acc(&xmpc_backend_armci, ca, rank, x, op);
+        ARMCI_Fence(rank);
+        if (g_n > 1)
+            ARMCI_Unlock(0, rank);
+        return;
+    }
+    int sign = op == XMPC_OP_SUM ? 1 : -1;
+    int si = sign;
+    long sl = sign;
+    float sf = (float)sign;
+    double sd = sign;
+    void *scale = ca->type == XMPC_INT ? (void *)&si : ca->type == XMPC_LONG ? (void *)&sl
+                : ca->type == XMPC_FLOAT ? (void *)&sf : (void *)&sd;
+    int dt = ca->type == XMPC_INT ? ARMCI_ACC_INT : ca->type == XMPC_LONG ? ARMCI_ACC_LNG
+           : ca->type == XMPC_FLOAT ? ARMCI_ACC_FLT : ARMCI_ACC_DBL;
+    strided s = to_armci(ca, rank, x);
+    ARMCI_AccS(dt, scale, x->laddr, s.lstride, s.remote, s.rstride, s.count, x->levels, rank);
+    ca->dirty = 1;
+}
+
+static void sync_memory(xmpc_coarray *all)
+{
+    ARMCI_AllFence();
+    for (xmpc_coarray *ca = all; ca; ca = ca->next)
+        ca->dirty = 0;
+}
+
+static void barrier(void) { ARMCI_Barrier(); }
+
+const xmpc_backend xmpc_backend_armci = {
+    .name = "armci",
+    .init = init,
+    .finalize = finalize,
+    .abort = xmpc_mpi_abort,
+    .alloc = alloc,
+    .free = free_,
+    .put = put,
+    .get = get,
+    .put_acc = put_acc,
+    .sync_memory = sync_memory,
+    .barrier = barrier,
+    .sync_images = xmpc_mpi_sync_images,
+};

@@ -1,0 +1,207 @@
+/* mpi3 backend: MPI-3 passive-target RMA.
+ *
+ * One window per coarray (MPI_Win_allocate), locked once for all targets with
+ * MPI_Win_lock_all so every put/get is a plain RMA call with no epoch per access.
+ * Strided sides are hvector datatypes built from the xfer, so nothing is packed.
+ *   put      MPI_Put + MPI_Win_flush_local (the caller may reuse its buffer)
+ *   get      MPI_Win_flush to the target if this coarray has puts in flight (a get
+ *            must see them), MPI_Get + MPI_Win_flush_local
+ *   put-acc  MPI_Accumulate with SUM/PROD/MIN/MAX; '-' is SUM of negated values
+ *            (exact in integers and IEEE); '/' has no MPI op: get + divide + put
+ *            under a per-image mutex (compare-and-swap on a lock window)
+ *   sync memory   MPI_Win_flush_all + MPI_Win_sync on every window */
+#include "xmpc_internal.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One int per image: the '/' accumulate mutex.  An int, not a long: Open MPI 4.x's
+ * shared-memory transport crashes on 64-bit compare-and-swap (ompi issue #7967). */
+static MPI_Win g_lock_win;
+
+static void init(int *argc, char ***argv, int *me, int *n)
+{
+    xmpc_mpi_init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, me);
+    MPI_Comm_size(MPI_COMM_WORLD, n);
+    int *word;
+    MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &word, &g_lock_win);
+    *word = 0;
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, g_lock_win);
+    MPI_Win_sync(g_lock_win);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void finalize(void)
+{
+    MPI_Win_unlock_all(g_lock_win);
+    MPI_Win_free(&g_lock_win);
+    xmpc_mpi_finalize();
+}
+
+static void alloc(xmpc_coarray *ca)
+{
+    MPI_Win *win = xmpc_xmalloc(sizeof *win);
+    MPI_Win_allocate((MPI_Aint)ca->bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &ca->data, win);
+    memset(ca->data, 0, ca->bytes);
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, *win);
+    MPI_Win_sync(*win); /* the zeros before anyone's first access */
+    MPI_Barrier(MPI_COMM_WORLD);
+    ca->bk = win;
+}
+
+static void free_(xmpc_coarray *ca)
+{
+    MPI_Win *win = ca->bk;
+    MPI_Win_unlock_all(*win);
+    MPI_Win_free(win);
+    free(win);
+}
+
+static MPI_Datatype basic_type(xmpc_type t)
+{
+    switch (t) {
+    case XMPC_INT: return MPI_INT;
+    case XMPC_LONG: return MPI_LONG;
+    case XMPC_FLOAT: return MPI_FLOAT;
+    case XMPC_DOUBLE: return MPI_DOUBLE;
+    default: return MPI_BYTE;
+    }
+}
+
+/* One side of x as (count, datatype): `count` basic elements when there are no
+ * levels, otherwise one element of nested hvectors (a committed type the caller
+ * frees with free_type). */
+static int side_type(const xmpc_coarray *ca, int rank, const xmpc_xfer *x, const size_t *stride,
+                     MPI_Datatype base, size_t esize, MPI_Datatype *out)
+{
+    size_t block = x->block / esize;
+    if (block > INT_MAX)
+        xmpc_fatal(ca, rank + 1, "contiguous run of %zu elements exceeds MPI's int count", block);
+    if (x->levels == 0) {
+        *out = base;
+        return (int)block;
+    }
+    MPI_Datatype t;
+    MPI_Type_contiguous((int)block, base, &t);
+    for (int i = 0; i < x->levels; ++i) {
+        MPI_Datatype next;
+        if (x->count[i] > INT_MAX)
+            xmpc_fatal(ca, rank + 1, "%zu runs at one level exceed MPI's int count", x->count[i]);
+        MPI_Type_create_hvector((int)x->count[i], 1, (MPI_Aint)stride[i], t, &next);
+        MPI_Type_free(&t);
+        t = next;
+    }
+    MPI_Type_commit(&t);
+    *out = t;
+    return 1;
+}
+
+static void free_type(MPI_Datatype *t, MPI_Datatype base)
+{
+    if (*t != base)
+        MPI_Type_free(t);
+}
+
+static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
+{
+    MPI_Win win = *(MPI_Win *)ca->bk;
+    MPI_Datatype lt, rt;
+    int lc = side_type(ca, rank, x, x->lstride, MPI_BYTE, 1, &lt);
+    int rc = side_type(ca, rank, x, x->rstride, MPI_BYTE, 1, &rt);
+    MPI_Put(x->laddr, lc, lt, rank, (MPI_Aint)x->roff, rc, rt, win);
+    MPI_Win_flush_local(rank, win);
+    free_type(&lt, MPI_BYTE);
+    free_type(&rt, MPI_BYTE);
+    ca->dirty = 1;
+}
+
+static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
+{
+    MPI_Win win = *(MPI_Win *)ca->bk;
+    if (ca->dirty)
+        MPI_Win_flush(rank, win);
+    MPI_Datatype lt, rt;
+    int lc = side_type(ca, rank, x, x->lstride, MPI_BYTE, 1, &lt);
+    int rc = side_type(ca, rank, x, x->rstride, MPI_BYTE, 1, &rt);
+    MPI_Get(x->laddr, lc, lt, rank, (MPI_Aint)x->roff, rc, rt, win);
+    MPI_Win_flush_local(rank, win);
+    free_type(&lt, MPI_BYTE);
+    free_type(&rt, MPI_BYTE);
+}
+
+static void mutex(int rank, int lock)
+{
+    int one = 1, zero = 0, old;
+    if (!lock) {
+        MPI_Accumulate(&zero, 1, MPI_INT, rank, 0, 1, MPI_INT, MPI_REPLACE, g_lock_win);
+        MPI_Win_flush(rank, g_lock_win);
+        return;
+    }
+    do {
+        MPI_Compare_and_swap(&one, &zero, &old, MPI_INT, rank, 0, g_lock_win);
+        MPI_Win_flush(rank, g_lock_win);
+    } while (old != 0);
+}
+
+static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
+{
+    MPI_Win win = *(MPI_Win *)ca->bk;
+    if (op == XMPC_OP_DIV) {
+        mutex(rank, 1);
+        xmpc_rmw_acc(&xmpc_backend_mpi3, ca, rank, x, op);
+        MPI_Win_flush(rank, win);
+        mutex(rank, 0);
+        return;
+    }
+    MPI_Op mop = op == XMPC_OP_PROD ? MPI_PROD : op == XMPC_OP_MIN ? MPI_MIN
+               : op == XMPC_OP_MAX  ? MPI_MAX  : MPI_SUM;
+    xmpc_xfer nx = *x;
+    size_t bytes = xmpc_xfer_bytes(x), n = bytes / ca->esize;
+    void *neg = NULL;
+    if (op == XMPC_OP_DIFF) { /* the core hands accumulates a contiguous local side */
+        neg = xmpc_xmalloc(bytes);
+        memset(neg, 0, bytes);
+        xmpc_apply_op(XMPC_OP_DIFF, ca->type, neg, x->laddr, n);
+        nx.laddr = neg;
+    }
+    MPI_Datatype base = basic_type(ca->type), lt, rt;
+    int lc = side_type(ca, rank, &nx, nx.lstride, base, ca->esize, &lt);
+    int rc = side_type(ca, rank, &nx, nx.rstride, base, ca->esize, &rt);
+    MPI_Accumulate(nx.laddr, lc, lt, rank, (MPI_Aint)nx.roff, rc, rt, mop, win);
+    MPI_Win_flush_local(rank, win);
+    free_type(&lt, base);
+    free_type(&rt, base);
+    free(neg);
+    ca->dirty = 1;
+}
+
+static void sync_memory(xmpc_coarray *all)
+{
+    for (xmpc_coarray *ca = all; ca; ca = ca->next) {
+        MPI_Win win = *(MPI_Win *)ca->bk;
+        if (ca->dirty)
+            MPI_Win_flush_all(win);
+        ca->dirty = 0;
+        MPI_Win_sync(win); /* others' writes to this image become visible to loads */
+    }
+}
+
+static void barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+
+const xmpc_backend xmpc_backend_mpi3 = {
+    .name = "mpi3",
+    .init = init,
+    .finalize = finalize,
+    .abort = xmpc_mpi_abort,
+    .alloc = alloc,
+    .free = free_,
+    .put = put,
+    .get = get,
+    .put_acc = put_acc,
+    .sync_memory = sync_memory,
+    .barrier = barrier,
+    .sync_images = xmpc_mpi_sync_images,
+};
