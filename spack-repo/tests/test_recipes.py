@@ -16,7 +16,8 @@ ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 
 
 def recipe(name):
-    with open(os.path.join(REPO_DIR, 'packages', name, 'package.py')) as f:
+    # Spack >= 1.0 package directories are Python modules: xmp-coarray -> xmp_coarray
+    with open(os.path.join(REPO_DIR, 'packages', name.replace('-', '_'), 'package.py')) as f:
         return f.read()
 
 
@@ -36,14 +37,26 @@ def base_recipe():
         return f.read()
 
 
-@pytest.mark.parametrize('name', ['himeno', 'umbench'])
+def cmake_cache_names(component):
+    """Every cache variable the component's CMake (and the shared module) defines."""
+    text = open(os.path.join(ROOT, 'src', component, 'CMakeLists.txt')).read()
+    names = set(re.findall(r'set\((\w+) [^)]*CACHE', text))
+    names |= {f'XMPC_{b}' for b in re.findall(r'foreach\(_b ([A-Z0-9 ]+)\)', text)[0].split()} \
+        if 'foreach(_b ' in text else set()
+    return names | cmake_options() | {'CMAKE_CUDA_ARCHITECTURES', 'BUILD_TESTING'}
+
+
+@pytest.mark.parametrize('name', ['himeno', 'umbench', 'xmp-coarray'])
 def test_component_variants_map_to_cmake_options(name):
     src, base = recipe(name), base_recipe()
     ast.parse(src)
     ast.parse(base)
-    for opt in re.findall(r'self\.define\("(UMSTUDY_\w+)"', src + base):
-        assert opt in cmake_options(), f'{opt} is not a CMake option of src/'
-    assert 'class ' in src and '(UmstudyComponent)' in src
+    names = cmake_cache_names(name)
+    for _, opt in re.findall(r'self\.define\((f?)"([^"]+)"', src + base):
+        # an f-string name (XMPC_{b.upper()}) must match at least one option
+        pattern = re.sub(r'\{[^}]*\}', r'\\w+', opt)
+        assert any(re.fullmatch(pattern, n) for n in names), f'{opt} is not a CMake option of src/{name}'
+    assert re.search(r'class \w+\(Umstudy(Gpu)?Component\)', src)
     assert 'conflicts("cuda_arch=none", when="+cuda"' in base
     assert f'root_cmakelists_dir = "src/{name}"' in src
     assert os.path.isfile(os.path.join(ROOT, 'src', name, 'CMakeLists.txt'))
@@ -53,7 +66,8 @@ def test_bundle_covers_every_component_with_a_recipe():
     tree = ast.parse(recipe('umstudy'))
     comps = next(ast.literal_eval(n.value) for n in tree.body
                  if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'COMPONENTS')
-    have = sorted(d for d in os.listdir(os.path.join(REPO_DIR, 'packages')) if d != 'umstudy')
+    have = sorted(d.replace('_', '-') for d in os.listdir(os.path.join(REPO_DIR, 'packages'))
+                  if d != 'umstudy' and not d.startswith('__'))
     assert sorted(comps) == have
 
 
@@ -81,7 +95,7 @@ def scope(tmp_path_factory):
 
 @needs_spack
 def test_spack_audit_is_clean(scope):
-    rc, out = run_spack('audit', 'packages', 'himeno', 'umbench', 'umstudy', scope=scope)
+    rc, out = run_spack('audit', 'packages', 'himeno', 'umbench', 'xmp-coarray', 'umstudy', scope=scope)
     assert rc == 0, out
 
 

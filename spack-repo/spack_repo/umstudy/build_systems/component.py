@@ -7,7 +7,7 @@ from spack_repo.builtin.build_systems.cuda import CudaPackage
 from spack.package import *
 
 
-class UmstudyComponent(CMakePackage, CudaPackage):
+class UmstudyComponent(CMakePackage):
     """Base of the umstudy component recipes (not a package itself)."""
 
     homepage = "https://github.com/umstudy/umstudy"
@@ -19,6 +19,21 @@ class UmstudyComponent(CMakePackage, CudaPackage):
     # The artifact is built from its checkout: systems/<name>/spack.yaml `develop`s it.
     version("main", branch="main")
 
+    depends_on("c", type="build")
+    depends_on("cxx", type="build")
+    depends_on("cmake@3.24:", type="build")
+
+    def component_args(self):
+        """CMake options of the component's own variants (overridden where it has some)."""
+        return []
+
+    def cmake_args(self):
+        return [self.define("BUILD_TESTING", self.run_tests)] + self.component_args()
+
+
+class UmstudyGpuComponent(UmstudyComponent, CudaPackage):
+    """A component with GPU variants: CUDA, OpenACC, and OpenMP host code."""
+
     variant("openmp", default=True, description="OpenMP in CPU code")
     variant(
         "openacc",
@@ -26,15 +41,7 @@ class UmstudyComponent(CMakePackage, CudaPackage):
         description="OpenACC variants: NVHPC (all compile modes), or GCC with nvptx offloading",
     )
 
-    depends_on("c", type="build")
-    depends_on("cxx", type="build")
-    depends_on("cmake@3.24:", type="build")
-
     conflicts("cuda_arch=none", when="+cuda", msg="name the GPU architecture: cuda_arch=90 ...")
-
-    def component_args(self):
-        """CMake options of the component's own variants (overridden where it has some)."""
-        return []
 
     def cmake_args(self):
         spec = self.spec
@@ -43,8 +50,7 @@ class UmstudyComponent(CMakePackage, CudaPackage):
             self.define("UMSTUDY_CUDA", on("+cuda")),
             self.define("UMSTUDY_OPENMP", on("+openmp")),
             self.define("UMSTUDY_OPENACC", on("+openacc")),
-            self.define("BUILD_TESTING", self.run_tests),
         ]
         if spec.satisfies("+cuda"):
             args.append(self.define("CMAKE_CUDA_ARCHITECTURES", spec.variants["cuda_arch"].value))
-        return args + self.component_args()
+        return args + super().cmake_args()

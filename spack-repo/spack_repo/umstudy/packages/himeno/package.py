@@ -1,10 +1,10 @@
 # umstudy: Spack (>= 1.0) recipe for the Himeno component (src/himeno).
-from spack_repo.umstudy.build_systems.component import UmstudyComponent
+from spack_repo.umstudy.build_systems.component import UmstudyGpuComponent
 
 from spack.package import *
 
 
-class Himeno(UmstudyComponent):
+class Himeno(UmstudyGpuComponent):
     """RIKEN's Himeno benchmark (Jacobi solver of a 3-D Poisson equation) as umstudy
     builds it: a CPU (OpenMP) reference, a CUDA variant with explicit, managed and
     system-allocated memory, and an OpenACC variant; one per-point function in all."""

@@ -1,10 +1,10 @@
 # umstudy: Spack (>= 1.0) recipe for the umbench component (src/umbench).
-from spack_repo.umstudy.build_systems.component import UmstudyComponent
+from spack_repo.umstudy.build_systems.component import UmstudyGpuComponent
 
 from spack.package import *
 
 
-class Umbench(UmstudyComponent):
+class Umbench(UmstudyGpuComponent):
     """The P000 (OpenACC Unified Memory vs data directives) and P001 (GH200
     system-allocated vs managed memory) experiments: CUDA programs for every
     experiment, OpenACC builds of the P000 ones (NVHPC: explicit, managed and both

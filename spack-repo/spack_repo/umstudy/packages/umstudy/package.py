@@ -4,10 +4,14 @@ from spack_repo.builtin.build_systems.cuda import CudaPackage
 
 from spack.package import *
 
-# Components that exist so far; each later component adds itself here, with the
-# condition (if any) under which the bundle has something of it to build.
-COMPONENTS = ["himeno", "umbench"]
-NEEDS = {"umbench": ["+cuda", "~cuda +openacc"]}  # umbench is GPU programs only
+# Components that exist so far; each later component adds itself here.  gpu: takes the
+# bundle's cuda/openmp/openacc variants; mpi: takes its mpi variant; needs: the bundle
+# conditions under which it has something to build (any one of them).
+COMPONENTS = {
+    "himeno": {"gpu": True},
+    "umbench": {"gpu": True, "mpi": True, "needs": ["+cuda", "~cuda +openacc"]},
+    "xmp-coarray": {"needs": ["+mpi"]},
+}
 
 
 class Umstudy(BundlePackage, CudaPackage):
@@ -29,19 +33,19 @@ class Umstudy(BundlePackage, CudaPackage):
 
     conflicts("cuda_arch=none", when="+cuda", msg="name the GPU architecture: cuda_arch=90 ...")
 
-    # Every variant of the bundle is passed on to each component it pulls in.
-    for _name in COMPONENTS:
-        for _need in NEEDS.get(_name, [""]):
+    # Every variant of the bundle is passed on to each component that has it.
+    for _name, _c in COMPONENTS.items():
+        for _need in _c.get("needs", [""]):
             depends_on(f"{_name}@main", when=_need or None)
-            for _v in ("openmp", "openacc"):
+            _opts = (("openmp", "openacc") if _c.get("gpu") else ()) + (("mpi",) if _c.get("mpi") else ())
+            for _v in _opts:
                 if _v in _need:
                     continue  # the condition already fixes it
                 depends_on(f"{_name}+{_v}", when=f"{_need} +{_v}".strip())
                 depends_on(f"{_name}~{_v}", when=f"{_need} ~{_v}".strip())
-            if _name in NEEDS:  # the GPU-only components take their own MPI variant
-                depends_on(f"{_name}+mpi", when=f"{_need} +mpi")
-                depends_on(f"{_name}~mpi", when=f"{_need} ~mpi")
-            else:
-                depends_on(f"{_name}~cuda", when="~cuda")
-            for _arch in CudaPackage.cuda_arch_values:
-                depends_on(f"{_name}+cuda cuda_arch={_arch}", when=f"+cuda cuda_arch={_arch}")
+            if _c.get("gpu") and "~cuda" not in _need:
+                _rest = " ".join(t for t in _need.split() if t != "+cuda")
+                if "+cuda" not in _need:
+                    depends_on(f"{_name}~cuda", when=f"{_rest} ~cuda".strip())
+                for _arch in CudaPackage.cuda_arch_values:
+                    depends_on(f"{_name}+cuda cuda_arch={_arch}", when=f"{_rest} +cuda cuda_arch={_arch}".strip())
