@@ -18,6 +18,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'reframe', 'lib'))
 from umstudy import data  # noqa: E402
 
+from figures import figures, himeno_figure  # noqa: E402
+
 REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE, NOT_RUN = (
     'reproduced', 'not reproduced', 'not applicable here', 'not run')
 
@@ -32,7 +34,8 @@ def parse_name(name):
 
 
 def load_cases(paths):
-    """Test cases of all reports; a later run of the same case replaces an earlier one."""
+    """Test cases of all reports; a later run of the same case at the same size replaces
+    an earlier one (quick and paper runs of a check are different experiments)."""
     cases = {}
     for path in paths:
         with open(path) as f:
@@ -55,17 +58,18 @@ def load_cases(paths):
                     'records': tc.get('records_kept') or [],
                     'record_params': tc.get('record_params') or {},
                 }
-                cases[(tc['system'], tc['partition'], tc['name'])] = case
+                cases[(tc['system'], tc['partition'], tc['name'], case['size'])] = case
     return list(cases.values())
 
 
-def find(cases, system, selector):
-    for c in cases:
-        if (c['system'] == system and c['check'] == selector['check'] and
-                all(str(c['params'].get(k)) == str(v)
-                    for k, v in (selector.get('params') or {}).items())):
-            return c
-    return None
+def find(cases, system, selector, size=None):
+    """The case a selector names on a system: at `size` if given, else the paper-size
+    run where there is one (the claims are about the papers' sizes)."""
+    hits = [c for c in cases
+            if c['system'] == system and c['check'] == selector['check'] and
+            all(str(c['params'].get(k)) == str(v) for k, v in (selector.get('params') or {}).items())]
+    hits.sort(key=lambda c: (c['size'] != size if size else c['size'] != 'paper'))
+    return hits[0] if hits else None
 
 
 # ---- judging ------------------------------------------------------------------------
@@ -78,7 +82,7 @@ def within(measured, expected, tol):
 
 def _case(cases, system, selector, size_needed):
     """(case, None) or (None, (verdict, reason)) for the case a selector names."""
-    case = find(cases, system, selector)
+    case = find(cases, system, selector, size_needed)
     desc = selector['check'] + ''.join(f' {k}={v}' for k, v in (selector.get('params') or {}).items())
     if case is None:
         return None, (NOT_RUN, f'{desc} did not run on this system')
@@ -132,6 +136,12 @@ def judge(claim, system, cases):
     feats = next((c['info'].get('features', []) for c in cases if c['system'] == system and c['info']), [])
     ok, why = data.applies(claim, system, feats)
     if not ok:
+        # A claim about another system is not judged here, but what this system
+        # measured for it is shown beside the paper's value.
+        here = {key: _measure(cases, system, sel, claim.get('size'))[0] for key, sel in sels}
+        if any(v is not None for v in here.values()):
+            return dict(row, verdict=NOT_APPLICABLE, reason=why + ' (measured here for comparison)',
+                        measured=here[None] if list(here) == [None] else here)
         return dict(row, verdict=NOT_APPLICABLE, reason=why)
 
     if claim['kind'] == 'bound':
@@ -139,7 +149,7 @@ def judge(claim, system, cases):
         value, problem = _measure(cases, system, measure, claim.get('size'))
         if problem:
             return dict(row, verdict=problem[0], reason=problem[1])
-        case = find(cases, system, measure)
+        case = find(cases, system, measure, claim.get('size'))
         facts = _facts(case, system)
         b = claim['bound']
         try:
@@ -190,52 +200,10 @@ def fmt(v):
     return str(v)
 
 
-def himeno_figure(cases, out_dir):
-    """Fig. 5.8-style bars: Himeno GFLOPS per variant, one group per system."""
-    bars, skipped = {}, {}
-    for c in cases:
-        if c['check'] == 'HimenoCudaPerf' and c['result'] == 'skip':
-            skipped.setdefault(c['system'], []).append(c['params'].get('alloc'))
-        if c['check'] == 'HimenoCudaPerf' and c['result'] == 'pass':
-            bars.setdefault(c['system'], {})[c['params'].get('alloc')] = c['perf'].get('gflops')
-        if c['check'] == 'HimenoCpuPerf' and c['result'] == 'pass':
-            bars.setdefault(c['system'], {})['cpu'] = c['perf'].get('gflops')
-    if not bars:
-        return None, 'no Himeno results to plot'
-    plt = _pyplot()
-    if plt is None:
-        return None, NO_MATPLOTLIB
-    variants = ['cpu', 'explicit', 'managed', 'system']
-    colors = {'cpu': '#888888', 'explicit': '#1f77b4', 'managed': '#ff7f0e', 'system': '#2ca02c'}
-    fig, ax = plt.subplots(figsize=(7, 4))
-    width = 0.8 / len(variants)
-    for s_i, system in enumerate(sorted(bars)):
-        for v_i, v in enumerate(variants):
-            val = bars[system].get(v)
-            x = s_i + (v_i - (len(variants) - 1) / 2) * width
-            if val is None:
-                if v in skipped.get(system, []):
-                    ax.text(x, 0, f'{v}: skipped', rotation=90, ha='center', va='bottom', fontsize=8)
-                continue
-            ax.bar(x, val, width, color=colors[v], label=v if s_i == 0 else None)
-            ax.text(x, val, f'{val:.0f}', ha='center', va='bottom', fontsize=8)
-    ax.set_xlim(-0.5, len(bars) - 0.5)
-    ax.set_xticks(range(len(bars)))
-    ax.set_xticklabels(sorted(bars))
-    ax.set_ylabel('GFLOPS')
-    ax.set_title('Himeno (cf. P001 fig. 5.8): explicit vs UM vs SAM')
-    handles, labels = ax.get_legend_handles_labels()
-    ax.legend(handles, labels)
-    fig.tight_layout()
-    path = os.path.join(out_dir, 'himeno.png')
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return 'himeno.png', ''
-
-
 def write(rows, cases, out_dir, sources):
     os.makedirs(out_dir, exist_ok=True)
     fig, fig_note = himeno_figure(cases, out_dir)
+    figs = figures(cases, out_dir)
     counts = {}
     for r in rows:
         counts[r['verdict']] = counts.get(r['verdict'], 0) + 1
@@ -253,8 +221,12 @@ def write(rows, cases, out_dir, sources):
           '', '## Claims x systems', '', '| ' + ' | '.join(headers) + ' |',
           '|' + '---|' * len(headers)]
     md += ['| ' + ' | '.join(str(c).replace('|', '/') for c in cells(r)) + ' |' for r in rows]
-    md += ['', '## Himeno', '', f'![Himeno]({fig})' if fig else f'_{fig_note}_', '',
-           '## Test cases', '', '| check | system | result | reason |', '|---|---|---|---|']
+    md += ['', '## Himeno', '', f'![Himeno]({fig})' if fig else f'_{fig_note}_', '', '## Figures', '']
+    for f in figs:
+        md += [f"### {f['name']}", '', f['caption'], '']
+        md += [f"![{f['name']}]({f['file']})", ''] if f['file'] else ['_Not drawn._', '']
+        md += [f"_Note: {f['note']}_", ''] if f['note'] else []
+    md += ['## Test cases', '', '| check | system | result | reason |', '|---|---|---|---|']
     md += [f"| {c['check']} {' '.join(f'{k}={v}' for k, v in c['params'].items())} | "
            f"{c['system']}:{c['partition']} | {c['result']} | {c['reason'] or ''} |" for c in cases]
     with open(os.path.join(out_dir, 'report.md'), 'w') as f:
@@ -270,6 +242,13 @@ def write(rows, cases, out_dir, sources):
         f"<tr><td>{esc(c['check'])} {esc(' '.join(f'{k}={v}' for k, v in c['params'].items()))}</td>"
         f"<td>{esc(c['system'])}:{esc(c['partition'])}</td><td>{esc(c['result'])}</td>"
         f"<td>{esc(c['reason'] or '')}</td><td>{esc(fmt(c['perf']))}</td></tr>" for c in cases)
+    figs_html = '\n'.join(
+        f"<figure id=\"{esc(f['name'])}\">"
+        + (f"<img src=\"{esc(f['file'])}\" alt=\"{esc(f['caption'])}\">" if f['file']
+           else '<p><em>Not drawn.</em></p>')
+        + f"<figcaption><strong>{esc(f['name'])}</strong>: {esc(f['caption'])}"
+        + (f"<br><em>Note: {esc(f['note'])}</em>" if f['note'] else '') + '</figcaption></figure>'
+        for f in figs)
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>umstudy report</title>
 <style>
@@ -277,6 +256,7 @@ body {{ font-family: sans-serif; margin: 2em; }} table {{ border-collapse: colla
 td, th {{ border: 1px solid #ccc; padding: 3px 6px; vertical-align: top; }}
 tr.ok td {{ background: #e6f4e6; }} tr.bad td {{ background: #f8dddd; }}
 tr.na td {{ background: #f4f4f4; color: #555; }} tr.nr td {{ color: #888; }}
+figure {{ margin: 1.5em 0; }} figure img {{ max-width: 100%; }} figcaption {{ font-size: 0.9em; }}
 </style></head><body>
 <h1>umstudy report</h1>
 <p>Sources: {esc(', '.join(sources))}</p>
@@ -287,6 +267,9 @@ tr.na td {{ background: #f4f4f4; color: #555; }} tr.nr td {{ color: #888; }}
 </table></section>
 <section id="himeno"><h2>Himeno</h2>
 {f'<img src="{fig}" alt="Himeno GFLOPS per variant and system">' if fig else f'<p><em>{esc(fig_note)}</em></p>'}
+</section>
+<section id="figures"><h2>Figures</h2>
+{figs_html}
 </section>
 <section id="cases"><h2>Test cases</h2>
 <table><tr><th>check</th><th>system</th><th>result</th><th>reason</th><th>performance</th></tr>

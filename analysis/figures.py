@@ -1,0 +1,518 @@
+"""Figures of the report: the papers' figures redrawn from ReFrame run reports, one
+PNG each, the paper's values marked (they come from analysis/claims.yaml, like the
+verdicts).  Each figure function returns (file or None, note); figures() draws all the
+umbench ones.  Used by report.py."""
+import os
+import re
+import sys
+import textwrap
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'reframe', 'lib'))
+from umstudy import data  # noqa: E402
+
+NO_MATPLOTLIB = 'matplotlib is not installed: figure not drawn'
+MODES = ('explicit', 'managed', 'both', 'prefetch')
+MODE_COLORS = {'explicit': '#1f77b4', 'managed': '#ff7f0e', 'both': '#9467bd', 'prefetch': '#2ca02c'}
+PAPER_STYLE = {'color': 'black', 'linestyle': '--', 'linewidth': 1.3}
+MEASURED_STYLE = {'color': '#d62728', 'linestyle': ':', 'linewidth': 1.8}
+BASELINE_SERIES = ('cpu_copy', 'gpu_copy', 'h2d', 'd2h', 'd2d')
+PHASE_DEVICE = {'phase1': 'GPU', 'phase2': 'CPU', 'phase3': 'GPU'}
+# Panel order of parameter values (others sort by name; arrays by size).
+PARAM_ORDER = {'alloc': ('system', 'managed'), 'problem': ('small', 'large')}
+
+
+def _pyplot():
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def _paper(claim_id):
+    """(value, label) of a paper claim: the number(s) the figures mark."""
+    c = data.claim(claim_id)
+    return c['value'], f"paper ({(c.get('system') or 'paper').capitalize()})"
+
+
+def _recs(case, metric, **match):
+    return [r for r in case['records']
+            if r.get('metric') == metric and all(r.get(k) == v for k, v in match.items())]
+
+
+def _value(case, metric):
+    recs = _recs(case, metric)
+    return recs[0]['value'] if recs else None
+
+
+def _bytes(text):
+    """'4G' -> 4 * 2**30 (sort key of array sizes)."""
+    m = re.fullmatch(r'([\d.]+)\s*([KMGT]?)i?B?', str(text or ''), re.I)
+    return float(m.group(1)) * 1024 ** ' KMGT'.index(m.group(2).upper() or ' ') if m else 0.0
+
+
+def _gib(case):
+    n = case['record_params'].get('size_bytes')
+    return f'{n / 2**30:g} GiB array' if n else ''
+
+
+def _why_empty(case):
+    """Why a case has nothing to plot ('' when it has)."""
+    if case['result'] == 'skip':
+        return 'skipped: ' + (case['reason'] or 'no reason recorded')
+    if not case['records']:
+        return 'ran but kept no records' + (f" ({case['result']}: {case['reason']})" if case['reason'] else '')
+    return ''
+
+
+def _describe(case):
+    return ' '.join([case['check']] + [f'{k}={v}' for k, v in case['params'].items()]) + f" on {case['system']}"
+
+
+def _size_label(cases):
+    sizes = sorted({c['size'] for c in cases if not _why_empty(c)})
+    return ' + '.join(sizes) + ' size' if sizes else ''
+
+
+def _matching(cases, sources):
+    """Cases of the (check, params) sources, in source order, then by system and params."""
+    out = []
+    for check, params in sources:
+        out += sorted((c for c in cases if c['check'] == check and
+                       all(str(c['params'].get(k)) == str(v) for k, v in params.items())),
+                      key=lambda c: (c['system'], _rank(c, 'alloc'), _bytes(c['params'].get('array')),
+                                     _rank(c, 'problem'), sorted(c['params'].items())))
+    return out
+
+
+def _rank(case, param):
+    order, value = PARAM_ORDER[param], case['params'].get(param)
+    return order.index(value) if value in order else len(order)
+
+
+def _grid(picked):
+    """Layout: a row per system (x allocator), a column per check, size mode, array size and problem."""
+    def row(c):
+        return c['system'], _rank(c, 'alloc')
+
+    def col(c):
+        rest = sorted((k, str(v)) for k, v in c['params'].items() if k not in ('alloc', 'array', 'problem'))
+        # paper-size runs first: quick and paper runs of one case sit side by side
+        return c['check'], c['size'] != 'paper', _bytes(c['params'].get('array')), _rank(c, 'problem'), rest
+    rows = sorted({row(c) for c in picked})
+    cols = sorted({repr(col(c)): col(c) for c in picked}.values())
+    return [[next((c for c in picked if row(c) == r and col(c) == k), None) for k in cols] for r in rows]
+
+
+def _write_in(ax, text, width):
+    """A panel with nothing to plot says why."""
+    ax.text(0.5, 0.45, textwrap.fill(text, int(width * 11)), ha='center', va='center', fontsize=8,
+            color='#555555', transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _panel_title(case, with_check):
+    params = ' '.join(f'{k}={v}' for k, v in case['params'].items())
+    parts = [case['system']] + ([case['check']] if with_check else []) + ([params] if params else [])
+    return ' · '.join(parts) + f" ({case['size']} size)" + (' [failed]' if case['result'] == 'fail' else '')
+
+
+def _notes(picked):
+    """'UmbX a=1 on s, UmbX a=2 on s: skipped: why' for the cases with nothing to plot."""
+    by_reason = {}
+    for c in picked:
+        if _why_empty(c):
+            by_reason.setdefault(_why_empty(c), []).append(_describe(c))
+    return [f"{', '.join(who)}: {why}" for why, who in by_reason.items()]
+
+
+def _figure(cases, out_dir, name, title, sources, draw, panel=(7.0, 3.8)):
+    """One PNG of one panel per case of the sources (draw(ax, case) fills it; a case with
+    nothing to plot gets its reason written in, its row kept short when the whole row
+    has nothing) -> (file or None, note)."""
+    picked = _matching(cases, sources)
+    notes = _notes(picked)
+    if all(_why_empty(c) for c in picked):
+        what = ' / '.join(check + ''.join(f' {k}={v}' for k, v in params.items()) for check, params in sources)
+        return None, '; '.join([f'no {what} data to plot'] + notes)
+    plt = _pyplot()
+    if plt is None:
+        return None, NO_MATPLOTLIB
+    grid = _grid(picked)
+    nrows, ncols = len(grid), max(len(row) for row in grid)
+    heights = [1 if any(c and not _why_empty(c) for c in row) else 0.3 for row in grid]
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel[0] * ncols, panel[1] * sum(heights) + 0.5),
+                             squeeze=False, gridspec_kw={'height_ratios': heights}, layout='constrained')
+    with_check = len({c['check'] for c in picked}) > 1
+    for i in range(nrows):
+        for j in range(ncols):
+            ax, case = axes[i][j], grid[i][j] if j < len(grid[i]) else None
+            if case is None:
+                ax.axis('off')
+                continue
+            ax.set_title(_panel_title(case, with_check), fontsize=9)
+            why = _why_empty(case)
+            if why or not draw(ax, case):
+                _write_in(ax, why or 'no records of the kind this figure plots', panel[0])
+    fig.suptitle(title, fontsize=11)
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    plt.close(fig)
+    return name, '; '.join(notes)
+
+
+def _paper_level(ax, value, label, color='black'):
+    """The paper's level (a number, or a [lo, hi] range) as a dashed line / band."""
+    style = dict(PAPER_STYLE, color=color)
+    if isinstance(value, (list, tuple)):
+        ax.axhspan(value[0], value[1], color=color, alpha=0.12, label=label)
+        for v in value:
+            ax.axhline(v, **dict(style, linewidth=0.8))
+    else:
+        ax.axhline(value, label=label, **style)
+
+
+def _paper_tick(ax, x, y, width, label=None):
+    """The paper's value for one bar: a dashed segment across it."""
+    ax.hlines(y, x - width / 2, x + width / 2, label=label, **PAPER_STYLE)
+
+
+def _legend(ax, **kw):
+    """Legend right of the panel, where it hides no data."""
+    ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1.0), borderaxespad=0, **kw)
+
+
+# P000 figures
+
+def _draw_modes(ax, case):
+    times = {r.get('mode'): r['value'] for r in _recs(case, 'time')}
+    modes = [m for m in MODES if m in times] + sorted(m for m in times if m not in MODES)
+    if not modes:
+        return False
+    base = times.get('explicit')
+    ax.bar(range(len(modes)), [times[m] for m in modes], 0.6,
+           color=[MODE_COLORS.get(m, 'grey') for m in modes])
+    for i, m in enumerate(modes):  # at the foot of the bars: higher up are the paper's marks
+        ax.text(i, max(times.values()) * 0.02, f'{times[m]:.0f} ms' + (f'\n{times[m] / base:.2f}× expl.'
+                if base and m != 'explicit' else ''), ha='center', va='bottom', fontsize=7,
+                bbox={'facecolor': 'white', 'alpha': 0.75, 'edgecolor': 'none', 'pad': 1})
+    ratios, label = _paper('P000-C1')
+    marks, text = [], []
+    if 'both' in times:
+        x = modes.index('both')
+        for ref, key in (('explicit', 'both_over_manual'), ('managed', 'both_over_auto')):
+            if times.get(ref):
+                marks.append((times[ref] * ratios[key], f'{ratios[key]}× {ref}'))
+                text.append(f'both/{ref} {times["both"] / times[ref]:.2f} ({ratios[key]})')
+        for i, (y, what) in enumerate(sorted(marks)):  # the lower label below its line, the upper above
+            _paper_tick(ax, x, y, 0.8, label=None if i else f'{label}:\nboth = ratio × ref')
+            ax.text(x + 0.42, y, what, fontsize=6.5, va='bottom' if i else 'top')
+        marks = [y for y, _ in marks]
+    if marks:
+        _legend(ax)
+        ax.text(1.02, 0.0, 'measured (paper):\n' + '\n'.join(text), transform=ax.transAxes,
+                va='bottom', fontsize=7)
+    ax.set_xticks(range(len(modes)))
+    ax.set_xticklabels(modes)
+    ax.set_xlim(-0.6, len(modes) - 0.1)
+    ax.set_ylim(0, max(list(times.values()) + marks) * 1.1)
+    ax.set_ylabel('time, init to CPU sum (ms)')
+    ax.set_xlabel(_gib(case))
+    return True
+
+
+def _sweep_drawer(xfield, xlabel, crossover, claim_id, logx=False, flat_claim=None):
+    """Draws time vs xfield, one line per mode, the measured crossover and the paper's."""
+    def draw(ax, case):
+        lines = {}
+        for r in _recs(case, 'time'):
+            if xfield in r:
+                lines.setdefault(r.get('mode'), []).append((r[xfield], r['value']))
+        if not lines:
+            return False
+        for mode in sorted(lines, key=lambda m: MODES.index(m) if m in MODES else len(MODES)):
+            xs, ys = zip(*sorted(lines[mode]))
+            ax.plot(xs, ys, marker='o', markersize=2.5, linewidth=1.2,
+                    color=MODE_COLORS.get(mode, 'grey'), label=mode)
+        unit = xlabel.split('(')[-1].rstrip(')')
+        measured = _value(case, crossover)
+        if measured is not None:
+            ax.axvline(measured, label=f'measured crossover {measured:.4g} {unit}', **MEASURED_STYLE)
+        paper, label = _paper(claim_id)
+        ax.axvline(paper, label=f'{label}: {paper} {unit}', **PAPER_STYLE)
+        if flat_claim and case['size'] == data.claim(flat_claim).get('size'):
+            flat, _ = _paper(flat_claim)  # a time on Cygnus: only comparable at the paper's size
+            ax.hlines(flat, min(x for pts in lines.values() for x, _ in pts), paper * 0.94,
+                      label=f'{label}: managed flat ≈ {flat} ms', **dict(PAPER_STYLE, linestyle='-.'))
+        if logx:
+            ax.set_xscale('log', base=2)
+            ax.xaxis.set_major_formatter(_plain_formatter())
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel(xlabel + (f', {_gib(case)}' if _gib(case) else ''))
+        ax.set_ylabel('time, init to CPU sum (ms)')
+        _legend(ax)
+        return True
+    return draw
+
+
+def _plain_formatter():
+    from matplotlib.ticker import FuncFormatter
+    return FuncFormatter(lambda v, _: f'{v:g}')
+
+
+def _draw_halo(ax, case):
+    times = {(r.get('pack'), r.get('mode')): r['value'] for r in _recs(case, 'time')}
+    packs = [p for p in ('cpu', 'gpu') if any(k[0] == p for k in times)]
+    if not packs:
+        return False
+    problem = case['params'].get('problem')
+    (cpu_ratio, label), (gpu_ratio, _) = _paper('P000-C5'), _paper('P000-C6')
+    paper = {'cpu': cpu_ratio.get(problem), 'gpu': gpu_ratio.get(problem)}
+    width, ticks = 0.36, []
+    for i, pack in enumerate(packs):
+        expl, man = times.get((pack, 'explicit')), times.get((pack, 'managed'))
+        for j, (mode, t) in enumerate((('explicit', expl), ('managed', man))):
+            if t is not None:
+                ax.bar(i + (j - 0.5) * width, t, width, color=MODE_COLORS[mode], label=mode if i == 0 else None)
+        xm = i + 0.5 * width
+        if expl and man:
+            ax.text(xm, man * 1.08, f'{man / expl:.2f}×', ha='center', va='bottom', fontsize=8, weight='bold')
+        if expl and paper[pack]:
+            _paper_tick(ax, xm, expl * paper[pack], width * 1.1,
+                        label=f'{label}:\nratio × explicit' if i == 0 else None)
+        ticks.append(f'{pack.upper()} pack' + (f'\npaper {paper[pack]}×' if paper[pack] else ''))
+    ax.set_xticks(range(len(packs)))
+    ax.set_xticklabels(ticks)
+    ax.set_yscale('log')
+    ax.yaxis.set_major_formatter(_plain_formatter())
+    top = max(times.values())
+    ax.set_ylim(min(times.values()) / 3, top * 2.5)
+    n = case['record_params'].get('n')
+    ax.set_xlabel((f'{n}² grid; ' if n else '') + 'managed/explicit on the bars')
+    ax.set_ylabel('time (ms, log)')
+    _legend(ax)
+    return True
+
+
+# P001 figures: per-rep bandwidth traces
+
+def _traces(case, key='series', trial=0):
+    """{series: [GB/s in rep order]} of a case's per-rep bandwidth records of one trial."""
+    out = {}
+    for r in _recs(case, 'bandwidth'):
+        if r.get('trial', 0) == trial:
+            out.setdefault(r.get(key), []).append((r.get('rep', 0), r['value']))
+    return {k: [v for _, v in sorted(pts)] for k, pts in out.items()}
+
+
+def _trace_axes(ax, case, xlabel='rep (trial 0)'):
+    ax.set_yscale('log')
+    ax.yaxis.set_major_formatter(_plain_formatter())
+    ax.set_xlabel(xlabel + (f', {case["params"]["array"]} array' if 'array' in case['params'] else ''))
+    ax.set_ylabel('bandwidth (GB/s, log)')
+    ax.grid(True, which='major', alpha=0.3)
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _draw_baseline(ax, case):
+    traces = _traces(case)
+    if not traces:
+        return False
+    paper = {}
+    for claim_id in ('P001-C1', 'P001-C2', 'P001-C3'):
+        c = data.claim(claim_id)
+        series = c['measure'].get('var') if 'var' in c['measure'] else None
+        paper.update({series: c['value']} if series else c['value'])
+    label = _paper('P001-C1')[1]
+    names = [s for s in BASELINE_SERIES if s in traces] + sorted(s for s in traces if s not in BASELINE_SERIES)
+    for i, s in enumerate(names):
+        ax.plot(traces[s], color=f'C{i}', linewidth=1.2, label=s)
+        if s in paper:
+            _paper_level(ax, paper[s], None, color=f'C{i}')
+    if any(s in paper for s in names):
+        ax.plot([], [], label=f'{label} (series colour)', **PAPER_STYLE)
+    _trace_axes(ax, case)
+    _legend(ax)
+    return True
+
+
+def _draw_patterns(ax, case):
+    traces = _traces(case)
+    if not traces:
+        return False
+    desc = {int(r['value']): r for r in _recs(case, 'pattern')}
+
+    def number(s):
+        return int(s[1:]) if s and s[1:].isdigit() else 99
+    for s in sorted(traces, key=number):
+        d = desc.get(number(s), {})
+        name = f"{s}: {d['src']}→{d['dst']} by {d['by']}" if all(k in d for k in ('src', 'dst', 'by')) else s
+        gpu = d.get('by', 'GPU' if number(s) >= 5 else 'CPU').upper() == 'GPU'
+        ax.plot(traces[s], color=f'C{(number(s) - 1) % 10}', linestyle='-' if gpu else '--',
+                linewidth=1.1, label=name)
+    levels, label = _paper('P001-C5')  # SAM (system allocator) only, 4 GB and 8 GB
+    level = levels.get(f"p5_{case['params'].get('array', '')}B")
+    if case['params'].get('alloc') == 'system' and level is not None:
+        _paper_level(ax, level, f'{label}: p5–p7 settled')
+    _trace_axes(ax, case)
+    _legend(ax)
+    return True
+
+
+def _draw_migration(ax, case):
+    traces = _traces(case, key='phase')
+    if not traces:
+        return False
+    start = 0
+    for i, phase in enumerate(sorted(traces)):
+        vals = traces[phase]
+        ax.plot(range(start, start + len(vals)), vals, color=f'C{i}', linewidth=1.2)
+        if start:
+            ax.axvline(start - 0.5, color='grey', linestyle=':', linewidth=1)
+        ax.text(start + len(vals) / 2, 0.97, f'{phase}: {PHASE_DEVICE.get(phase, "?")}', color=f'C{i}',
+                ha='center', va='top', fontsize=8, transform=ax.get_xaxis_transform())
+        start += len(vals)
+    _trace_axes(ax, case, 'rep, phases concatenated (trial 0)')
+    ax.set_ylim(top=max(max(v) for v in traces.values()) * 6)  # room for the phase names
+    ramp = _value(case, 'phase3_ramp')
+    paper, label = _paper('P001-C7')
+    if ramp is not None:
+        ax.set_xlabel(ax.get_xlabel() + f'\nphase 3 settled/first = {ramp:.3g}× '
+                      f'({label}, SAM: ≈ {paper}×, no ramp)')
+    return True
+
+
+MODES_SOURCES = [('UmbModes', {}), ('UmbAcc', {'program_name': 'modes'})]
+FRACTION_SOURCES = [('UmbFraction', {}), ('UmbAcc', {'program_name': 'fraction'})]
+STRIDE_SOURCES = [('UmbStride', {}), ('UmbAcc', {'program_name': 'stride'})]
+HALO_SOURCES = [('UmbHalo', {})]
+BASELINE_SOURCES = [('UmbBaseline', {})]
+PATTERNS_SOURCES = [('UmbPatterns', {})]
+MIGRATION_SOURCES = [('UmbMigration', {})]
+
+
+def umb_modes_figure(cases, out_dir):
+    """P000 fig. 2-3: time per compile/allocation mode, the paper's ratios marked."""
+    return _figure(cases, out_dir, 'umb_modes.png', 'P000 exp. 1: time per mode (init, GPU +1, CPU sum)',
+                   MODES_SOURCES, _draw_modes)
+
+
+def umb_fraction_figure(cases, out_dir):
+    """P000 fig. 4: time vs the fraction of the array the GPU touches."""
+    return _figure(cases, out_dir, 'umb_fraction.png', 'P000 exp. 2: time vs touched fraction',
+                   FRACTION_SOURCES,
+                   _sweep_drawer('fraction_pct', 'touched fraction (%)', 'crossover_pct', 'P000-C2'))
+
+
+def umb_stride_figure(cases, out_dir):
+    """P000 fig. 5: time vs access stride."""
+    return _figure(cases, out_dir, 'umb_stride.png', 'P000 exp. 3: time vs stride',
+                   STRIDE_SOURCES, _sweep_drawer('stride_kib', 'stride (KiB)', 'crossover_kib', 'P000-C3',
+                                                 logx=True, flat_claim='P000-C4'))
+
+
+def umb_halo_figure(cases, out_dir):
+    """P000 fig. 6: halo-exchange stencil, explicit vs managed per problem and pack."""
+    return _figure(cases, out_dir, 'umb_halo.png', 'P000 exp. 4: 2-rank halo stencil, explicit vs managed',
+                   HALO_SOURCES, _draw_halo, panel=(5.8, 3.9))
+
+
+def umb_baseline_figure(cases, out_dir):
+    """P001 figs 5.1-5.3: per-rep bandwidth of the baseline copies."""
+    return _figure(cases, out_dir, 'umb_baseline.png', 'P001 baselines: per-rep bandwidth',
+                   BASELINE_SOURCES, _draw_baseline)
+
+
+def umb_patterns_figure(cases, out_dir):
+    """P001 figs 5.4-5.6: per-rep bandwidth of the 8 first-touch placement patterns."""
+    return _figure(cases, out_dir, 'umb_patterns.png',
+                   'P001 8 patterns: per-rep bandwidth',
+                   PATTERNS_SOURCES, _draw_patterns, panel=(7.5, 4.2))
+
+
+def umb_migration_figure(cases, out_dir):
+    """P001 fig. 5.7: per-rep bandwidth over the GPU -> CPU -> GPU phases."""
+    return _figure(cases, out_dir, 'umb_migration.png', 'P001 migration: GPU → CPU → GPU phases',
+                   MIGRATION_SOURCES, _draw_migration, panel=(5.4, 3.8))
+
+
+# (function, the checks it draws, caption)
+UMB_FIGURES = [
+    (umb_modes_figure, MODES_SOURCES,
+     'P000 fig. 2-3: end-to-end time per mode (explicit copies, managed, directives + managed, '
+     'managed + prefetch); dashed: the paper\'s both/explicit 1.44× and both/managed 0.99×'),
+    (umb_fraction_figure, FRACTION_SOURCES,
+     'P000 fig. 4: time vs the fraction of the array the GPU touches; dotted: measured '
+     'crossover, dashed: the paper\'s 60%'),
+    (umb_stride_figure, STRIDE_SOURCES,
+     'P000 fig. 5: time vs the GPU\'s access stride (log x); dotted: measured crossover, '
+     'dashed: the paper\'s 128 KiB'),
+    (umb_halo_figure, HALO_SOURCES,
+     'P000 fig. 6: halo stencil time, explicit vs managed per problem and pack (log y), '
+     'managed/explicit on the bars; dashed: the paper\'s ratio'),
+    (umb_baseline_figure, BASELINE_SOURCES,
+     'P001 figs 5.1-5.3: per-rep bandwidth of CPU copy, GPU copy, HtoD, DtoH, DtoD (trial 0, log y); '
+     'dashed: the paper\'s Miyabi levels'),
+    (umb_patterns_figure, PATTERNS_SOURCES,
+     'P001 figs 5.4-5.6: per-rep bandwidth of the 8 placement patterns per allocator and array '
+     '(HM/DM: Src/Dst first-touched in host/device memory; trial 0, log y; dashed lines: copies by the CPU)'),
+    (umb_migration_figure, MIGRATION_SOURCES,
+     'P001 fig. 5.7: per-rep bandwidth over the GPU → CPU → GPU phases (trial 0, log y)'),
+]
+
+
+def figures(cases, out_dir):
+    """Draws every umbench figure -> [{file, caption, note}] (file None: not drawn)."""
+    out = []
+    for fn, sources, caption in UMB_FIGURES:
+        name, note = fn(cases, out_dir)
+        size = _size_label(_matching(cases, sources))
+        out.append({'file': name, 'name': fn.__name__.replace('_figure', '.png'),
+                    'caption': caption + (f' [{size}]' if size else ''), 'note': note})
+    return out
+
+
+def himeno_figure(cases, out_dir):
+    """Fig. 5.8-style bars: Himeno GFLOPS per variant, one group per system."""
+    bars, skipped = {}, {}
+    for c in cases:
+        if c['check'] == 'HimenoCudaPerf' and c['result'] == 'skip':
+            skipped.setdefault(c['system'], []).append(c['params'].get('alloc'))
+        if c['check'] == 'HimenoCudaPerf' and c['result'] == 'pass':
+            bars.setdefault(c['system'], {})[c['params'].get('alloc')] = c['perf'].get('gflops')
+        if c['check'] == 'HimenoCpuPerf' and c['result'] == 'pass':
+            bars.setdefault(c['system'], {})['cpu'] = c['perf'].get('gflops')
+    if not bars:
+        return None, 'no Himeno results to plot'
+    plt = _pyplot()
+    if plt is None:
+        return None, NO_MATPLOTLIB
+    variants = ['cpu', 'explicit', 'managed', 'system']
+    colors = {'cpu': '#888888', 'explicit': '#1f77b4', 'managed': '#ff7f0e', 'system': '#2ca02c'}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / len(variants)
+    for s_i, system in enumerate(sorted(bars)):
+        for v_i, v in enumerate(variants):
+            val = bars[system].get(v)
+            x = s_i + (v_i - (len(variants) - 1) / 2) * width
+            if val is None:
+                if v in skipped.get(system, []):
+                    ax.text(x, 0, f'{v}: skipped', rotation=90, ha='center', va='bottom', fontsize=8)
+                continue
+            ax.bar(x, val, width, color=colors[v], label=v if s_i == 0 else None)
+            ax.text(x, val, f'{val:.0f}', ha='center', va='bottom', fontsize=8)
+    ax.set_xlim(-0.5, len(bars) - 0.5)
+    ax.set_xticks(range(len(bars)))
+    ax.set_xticklabels(sorted(bars))
+    ax.set_ylabel('GFLOPS')
+    ax.set_title('Himeno (cf. P001 fig. 5.8): explicit vs UM vs SAM')
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, labels)
+    fig.tight_layout()
+    path = os.path.join(out_dir, 'himeno.png')
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return 'himeno.png', ''
