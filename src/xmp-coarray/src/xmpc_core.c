@@ -118,9 +118,12 @@ int xmpc_init(int *argc, char ***argv)
                 b = k_backends[i];
         if (!b) {
             int known = !strcmp(want, "mpi3") || !strcmp(want, "armci") || !strcmp(want, "gasnet");
-            fprintf(stderr, "xmpc: error: XMPC_BACKEND=%s: %s (this build has: %s)\n", want,
-                    known ? "backend not built" : "unknown backend (mpi3|armci|gasnet)",
-                    built[0] ? built : "none");
+            /* A real backend this build lacks (no GASNet on the site, say) is "cannot run
+             * here" (exit 77, a skip with the reason); a misspelt one is bad input. */
+            if (known)
+                ums_unsupported("XMPC_BACKEND=%s: backend not built (this build has: %s)", want,
+                                built[0] ? built : "none");
+            fprintf(stderr, "xmpc: error: XMPC_BACKEND=%s: unknown backend (mpi3|armci|gasnet)\n", want);
             exit(UMS_EXIT_USAGE);
         }
     }
