@@ -57,8 +57,10 @@ reframe-list: setup-python
 	done
 
 # The CPU checks for real on this machine (GPU checks skip with their reason here).
+# Their performance references are not judged: a 2-core CI box oversubscribed by MPI
+# ranks says nothing about them (make run judges them, and the report).
 reframe-cpu: setup-python build
-	$(RFM) -c reframe/ --system local -r --report-file=$(OUTPUT)/reports/test-report.json
+	$(RFM) -c reframe/ --system local -r --skip-performance-check --report-file=$(OUTPUT)/reports/test-report.json
 
 spack-test: setup-python
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs spack-repo/tests

@@ -12,12 +12,11 @@ import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
-from umstudy.checks import (UmstudyRunTest, json_records, metric, size,  # noqa: E402
-                            skip_without_gpu, skip_without_openacc)
+from umstudy.checks import (UmstudyRunTest, json_records, metric, mpirun_on_local,  # noqa: E402
+                            size, skip_without_gpu, skip_without_openacc)
 
 # Per check and size mode: the program's options.  Paper sizes: P000 8 GiB arrays,
 # 4 KB..396 KB strides, 30720^2 / 61440^2 halo grids, 20 iterations; P001 4 GB and
@@ -172,12 +171,7 @@ class UmbHalo(UmbBase):
 
     @run_before('run')
     def local_mpi(self):
-        # The local system has no launcher of its own: run the two ranks with mpirun.
-        if self.current_partition.launcher_type.registered_name == 'local':
-            self.job.launcher = getlauncher('mpirun')()
-            self.job.launcher.options = ['--oversubscribe', '--bind-to', 'none']
-            if os.getuid() == 0:  # containers and CI run as root
-                self.env_vars.update(OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
+        mpirun_on_local(self)
 
     def named_metrics(self):
         out = {m: (m, u, {}) for m, u in self.perf_metrics}

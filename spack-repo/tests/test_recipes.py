@@ -46,7 +46,7 @@ def cmake_cache_names(component):
     return names | cmake_options() | {'CMAKE_CUDA_ARCHITECTURES', 'BUILD_TESTING'}
 
 
-@pytest.mark.parametrize('name', ['himeno', 'umbench', 'xmp-coarray'])
+@pytest.mark.parametrize('name', ['himeno', 'umbench', 'xmp-coarray', 'coarray-bench'])
 def test_component_variants_map_to_cmake_options(name):
     src, base = recipe(name), base_recipe()
     ast.parse(src)
@@ -56,7 +56,7 @@ def test_component_variants_map_to_cmake_options(name):
         # an f-string name (XMPC_{b.upper()}) must match at least one option
         pattern = re.sub(r'\{[^}]*\}', r'\\w+', opt)
         assert any(re.fullmatch(pattern, n) for n in names), f'{opt} is not a CMake option of src/{name}'
-    assert re.search(r'class \w+\(Umstudy(Gpu)?Component\)', src)
+    assert re.search(r'class \w+\((Umstudy(Gpu)?Component|XmpCoarray)\)', src)
     assert 'conflicts("cuda_arch=none", when="+cuda"' in base
     assert f'root_cmakelists_dir = "src/{name}"' in src
     assert os.path.isfile(os.path.join(ROOT, 'src', name, 'CMakeLists.txt'))
@@ -95,7 +95,7 @@ def scope(tmp_path_factory):
 
 @needs_spack
 def test_spack_audit_is_clean(scope):
-    rc, out = run_spack('audit', 'packages', 'himeno', 'umbench', 'xmp-coarray', 'umstudy', scope=scope)
+    rc, out = run_spack('audit', 'packages', 'himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'umstudy', scope=scope)
     assert rc == 0, out
 
 

@@ -8,11 +8,14 @@
 #   gasnet/udp conduit                amudprun -np N ./prog, spawning locally
 include_guard(GLOBAL)
 
-if(MPIEXEC_EXECUTABLE)
-  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _xmpc_mpiexec_version ERROR_QUIET)
-endif()
-
 function(xmpc_launch cmd_var env_var backend np)
+  # Asked here, not at include time: include_guard(GLOBAL) would leave a variable set
+  # only in the directory that included this file first.
+  if(MPIEXEC_EXECUTABLE AND NOT DEFINED CACHE{XMPC_MPIEXEC_VERSION})
+    execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _v ERROR_QUIET)
+    set(XMPC_MPIEXEC_VERSION "${_v}" CACHE INTERNAL "mpiexec --version")
+  endif()
+  set(_xmpc_mpiexec_version "${XMPC_MPIEXEC_VERSION}")
   set(_env XMPC_BACKEND=${backend})
   set(_cmd)
   if(backend STREQUAL "gasnet" AND XMPC_GASNET_CONDUIT STREQUAL "smp")

@@ -12,6 +12,7 @@ import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+from reframe.core.backends import getlauncher
 from reframe.core.builtins import (fixture, run_after, run_before, sanity_function,
                                    variable)
 
@@ -200,3 +201,13 @@ def skip_without_openacc(test):
     test.skip_unless('openacc' in feats, 'no OpenACC compiler on this partition')
     test.skip_unless('gpu' in feats, 'no GPU on this partition: ' +
                      test.current_partition.extras.get('facts', {}).get('gpu_reason', 'none detected'))
+
+
+def mpirun_on_local(test):
+    """The local system has no launcher of its own: MPI programs start under mpirun,
+    oversubscribing where there are fewer cores than ranks (small classes, CI)."""
+    if test.current_partition.launcher_type.registered_name == 'local':
+        test.job.launcher = getlauncher('mpirun')()
+        test.job.launcher.options = ['--oversubscribe', '--bind-to', 'none']
+        if os.getuid() == 0:  # containers and CI run as root
+            test.env_vars.update(OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')

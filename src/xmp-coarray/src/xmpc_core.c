@@ -479,6 +479,9 @@ void xmpc_sync_all(void)
 {
     xmpc_sync_memory();
     g.b->barrier();
+    /* Again after the barrier: the others' puts, complete before it, must also become
+     * visible to this image's loads (MPI-3 RMA: MPI_Win_sync after the synchronisation). */
+    g.b->sync_memory(g.list);
 }
 
 void xmpc_sync_images(int n, const int *images)
@@ -495,6 +498,7 @@ void xmpc_sync_images(int n, const int *images)
     }
     g.b->sync_memory(g.list);
     g.b->sync_images(n, ranks);
+    g.b->sync_memory(g.list); /* as in sync all: the partners' puts become visible here */
     free(ranks);
 }
 

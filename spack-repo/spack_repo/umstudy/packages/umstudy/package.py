@@ -11,6 +11,7 @@ COMPONENTS = {
     "himeno": {"gpu": True},
     "umbench": {"gpu": True, "mpi": True, "needs": ["+cuda", "~cuda +openacc"]},
     "xmp-coarray": {"needs": ["+mpi"]},
+    "coarray-bench": {"needs": ["+mpi"]},
 }
 
 

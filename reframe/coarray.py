@@ -1,0 +1,145 @@
+"""coarray checks (P002): XMP coarray ping-pong and NPB IS/CG over the runtime's
+backends (mpi3 | armci | gasnet), beside two-sided MPI and raw MPI-3 RMA baselines.
+
+A backend the build lacks makes the program exit 77 with the reason (a skip).  Ranks
+are one per node on clusters, as the paper ran them; on `local` all ranks share the
+machine (mpirun --oversubscribe), and rank counts above max(4, cores) are skipped.
+Sizes: quick = NPB class S at 2 and 4 ranks, ping-pong LOOP 100; paper = class C at
+2..32 ranks, LOOP 1000 (the paper's).  `-S npb_class=A` runs another class.
+"""
+import os
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
+from umstudy.checks import UmstudyRunTest, metric, mpirun_on_local, size  # noqa: E402
+
+MODE = size()
+SIZES = {
+    'pingpong': {'quick': ['--loop', '100'], 'paper': ['--loop', '1000']},
+    'class': {'quick': 'S', 'paper': 'C'},
+    'ranks': {'quick': [2, 4], 'paper': [2, 4, 8, 16, 32]},
+}
+BACKENDS = ['mpi3', 'armci', 'gasnet']
+
+
+class CabBase(UmstudyRunTest):
+    component = 'coarray-bench'
+    keep_records = True
+    # Subclasses define `backend` (none for the two-sided MPI baselines) and `ranks`
+    # (2 for the ping-pong), as parameters or plain values.
+
+    @run_after('setup')
+    def set_tasks(self):
+        self.ranks = getattr(self, 'ranks', 2)
+        self.num_tasks = self.ranks
+        part = self.current_partition
+        if part.scheduler.registered_name == 'local':
+            self.num_tasks_per_node = self.ranks
+        else:
+            self.num_tasks_per_node = 1   # one image per node, as P002
+        self.num_cpus_per_task = 1
+        self.env_vars = {'OMP_NUM_THREADS': '1'}
+        if getattr(self, 'backend', ''):
+            self.env_vars['XMPC_BACKEND'] = self.backend
+
+    @run_before('run')
+    def fit_partition(self):
+        part = self.current_partition
+        self.skip_unless('mpi' in part.features, 'no MPI on this partition')
+        if part.scheduler.registered_name == 'local':
+            cores = part.extras.get('facts', {}).get('cpu', {}).get('cores', 1)
+            self.skip_unless(self.ranks <= max(4, cores),
+                             f'{self.ranks} ranks on {cores} cores of one machine would say nothing')
+        mpirun_on_local(self)
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        self.perf_variables = {name: sn.make_performance_function(metric(self.records(), m, **match), unit)
+                               for name, (m, unit, match) in self.named_metrics().items()}
+
+
+@rfm.simple_test
+class CabPingPong(CabBase):
+    descr = 'P002 figs. 2/3: coarray put/get ping-pong, 1 B..4 MB, with the raw MPI-3 RMA baseline'
+    valid_systems = ['+mpi']
+    bench = 'cab-pingpong'
+    backend = parameter(BACKENDS)
+
+    @run_after('setup')
+    def set_command(self):
+        self.executable = self.program('cab-pingpong')
+        self.executable_opts = SIZES['pingpong'][self.size] + (['--raw'] if self.backend != 'gasnet' else [])
+
+    def named_metrics(self):
+        out = {}
+        for op in ('put', 'get') + (('raw-put', 'raw-get') if self.backend != 'gasnet' else ()):
+            key = op.replace('-', '_')
+            out[f'{key}_lat8_us'] = ('latency', 'us', {'op': op, 'bytes': 8})
+            out[f'{key}_bw4m'] = ('bandwidth', 'MB/s', {'op': op, 'bytes': 4 << 20})
+        if self.backend != 'gasnet':
+            out['put_lat8_over_raw'] = ('put_lat8_over_raw', 'ratio', {})
+            out['put_bw4m_over_raw'] = ('put_bw4m_over_raw', 'ratio', {})
+        return out
+
+
+class CabNpb(CabBase):
+    """One NPB kernel run: class, ranks, variant (set by each subclass)."""
+    ranks = parameter(SIZES['ranks'][MODE])
+    npb_class = variable(str, value=SIZES['class'][MODE])
+
+    @run_after('setup')
+    def set_command(self):
+        self.executable = self.program(self.bench)
+        self.executable_opts = ['--class', self.npb_class, '--variant', self.variant]
+
+    def named_metrics(self):
+        return {'mops': ('mops', 'Mop/s', {}), 'time': ('time', 's', {}),
+                'comm_share': ('comm_share', '%', {})}
+
+    @sanity_function
+    def verified(self):
+        # A clean exit and NPB's own verification: the result line must say so.
+        recs = self.records()
+        return sn.all([
+            sn.assert_eq(self.job.exitcode, 0, msg='exit code {0}, expected {1}'),
+            sn.assert_true(sn.any(r.get('metric') == 'mops' and r.get('verified') is True
+                                  for r in recs.evaluate()), msg='NPB verification did not pass'),
+        ])
+
+
+@rfm.simple_test
+class CabIs(CabNpb):
+    descr = 'P002 IS: key exchange by coarray puts (+ the displacement gmove)'
+    valid_systems = ['+mpi']
+    bench = 'cab-is'
+    variant = 'coarray'
+    backend = parameter(BACKENDS)
+
+
+@rfm.simple_test
+class CabIsMpi(CabNpb):
+    descr = 'P002 IS baseline: the original MPI_Alltoallv key exchange'
+    valid_systems = ['+mpi']
+    bench = 'cab-is'
+    variant = 'mpi'
+
+
+@rfm.simple_test
+class CabCg(CabNpb):
+    descr = 'P002 CG local view: q reduced by coarray gets (fig. 7) or put-accumulate (sec. 5.2)'
+    valid_systems = ['+mpi']
+    bench = 'cab-cg'
+    backend = parameter(BACKENDS)
+    variant = parameter(['get', 'putacc'])
+
+
+@rfm.simple_test
+class CabCgMpi(CabNpb):
+    descr = 'P002 CG baseline: two-sided MPI reduction'
+    valid_systems = ['+mpi']
+    bench = 'cab-cg'
+    variant = 'mpi'
