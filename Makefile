@@ -53,14 +53,14 @@ reframe-list: setup-python
 	@mkdir -p $(OUTPUT); for s in $(SYSTEMS); do \
 	  echo "== $$s"; \
 	  ($(RFM) -c reframe/ --system $$s -l) | grep -E '^- |^Found' || exit 1; \
-	  ($(RFM) -c reframe/ --system $$s --dry-run) > $(OUTPUT)/dry-run-$$s.log 2>&1 || { cat $(OUTPUT)/dry-run-$$s.log; exit 1; }; \
+	  ($(RFM) -c reframe/ --system $$s --dry-run --report-file=$(OUTPUT)/dry-run-$$s.json) > $(OUTPUT)/dry-run-$$s.log 2>&1 || { cat $(OUTPUT)/dry-run-$$s.log; exit 1; }; \
 	done
 
 # The CPU checks for real on this machine (GPU checks skip with their reason here).
 # Their performance references are not judged: a 2-core CI box oversubscribed by MPI
 # ranks says nothing about them (make run judges them, and the report).
 reframe-cpu: setup-python build
-	$(RFM) -c reframe/ --system local -r --skip-performance-check --report-file=$(OUTPUT)/reports/test-report.json
+	$(RFM) -c reframe/ --system local -r --skip-performance-check --report-file=$(OUTPUT)/test-report.json
 
 spack-test: setup-python
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs spack-repo/tests

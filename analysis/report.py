@@ -40,6 +40,8 @@ def load_cases(paths):
     for path in paths:
         with open(path) as f:
             report = json.load(f)
+        if '--dry-run' in report.get('session_info', {}).get('cmdline', '').split():
+            continue  # generated job scripts, no measurements
         for run in report.get('runs', []):
             for tc in run.get('testcases', []):
                 if tc.get('fixture'):
@@ -90,7 +92,7 @@ def _case(cases, system, selector, size_needed):
         return None, (NOT_APPLICABLE, f'{desc} skipped: {case["reason"] or "no reason recorded"}')
     if case['result'] != 'pass' and selector['var'] not in case['perf']:
         return None, (NOT_REPRODUCED, f'{desc} failed: {case["reason"]}')
-    if selector['var'] not in case['perf']:
+    if case['perf'].get(selector['var']) is None:
         return None, (NOT_RUN, f'{desc} reported no {selector["var"]}')
     if size_needed and case['size'] != size_needed:
         return None, (NOT_APPLICABLE, f'{desc} ran at {case["size"]} size; the claim is about {size_needed} size')

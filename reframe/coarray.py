@@ -54,7 +54,21 @@ class CabBase(UmstudyRunTest):
             cores = part.extras.get('facts', {}).get('cpu', {}).get('cores', 1)
             self.skip_unless(self.ranks <= max(4, cores),
                              f'{self.ranks} ranks on {cores} cores of one machine would say nothing')
-        mpirun_on_local(self)
+        if getattr(self, 'backend', '') == 'gasnet' and self.gasnet_conduit() == 'smp':
+            # GASNet's smp conduit starts its images itself (one process forks the rest).
+            self.num_tasks = self.num_tasks_per_node = 1
+            self.env_vars['GASNET_PSHM_NODES'] = str(self.ranks)
+        else:
+            mpirun_on_local(self)
+
+    def gasnet_conduit(self):
+        """The conduit the build fixture linked (from its CMake cache), if any."""
+        cache = os.path.join(self.build.stagedir, 'build', 'CMakeCache.txt')
+        if os.path.exists(cache):
+            for line in open(cache):
+                if line.startswith('XMPC_GASNET_CONDUIT:'):
+                    return line.strip().split('=', 1)[1]
+        return None
 
     @run_before('performance')
     def set_perf_variables(self):
