@@ -1,7 +1,7 @@
 """Figures of the report: the papers' figures redrawn from ReFrame run reports, one
 PNG each, the paper's values marked (they come from analysis/claims.yaml, like the
 verdicts).  Each figure function returns (file or None, note); figures() draws all the
-umbench ones.  Used by report.py."""
+umbench and coarray ones; cab_comm_table() is P002's table 3.  Used by report.py."""
 import os
 import re
 import sys
@@ -60,6 +60,9 @@ def _gib(case):
 
 def _why_empty(case):
     """Why a case has nothing to plot ('' when it has)."""
+    if 'members' in case:  # a panel of several cases (_panels): empty when all of them are
+        whys = [_why_empty(m) for m in case['members']]
+        return '' if not all(whys) else '; '.join(dict.fromkeys(whys))
     if case['result'] == 'skip':
         return 'skipped: ' + (case['reason'] or 'no reason recorded')
     if not case['records']:
@@ -100,7 +103,8 @@ def _grid(picked):
     def col(c):
         rest = sorted((k, str(v)) for k, v in c['params'].items() if k not in ('alloc', 'array', 'problem'))
         # paper-size runs first: quick and paper runs of one case sit side by side
-        return c['check'], c['size'] != 'paper', _bytes(c['params'].get('array')), _rank(c, 'problem'), rest
+        return (c.get('order', 0), c['check'], c['size'] != 'paper', _bytes(c['params'].get('array')),
+                _rank(c, 'problem'), rest)
     rows = sorted({row(c) for c in picked})
     cols = sorted({repr(col(c)): col(c) for c in picked}.values())
     return [[next((c for c in picked if row(c) == r and col(c) == k), None) for k in cols] for r in rows]
@@ -129,10 +133,24 @@ def _notes(picked):
     return [f"{', '.join(who)}: {why}" for why, who in by_reason.items()]
 
 
-def _figure(cases, out_dir, name, title, sources, draw, panel=(7.0, 3.8)):
-    """One PNG of one panel per case of the sources (draw(ax, case) fills it; a case with
-    nothing to plot gets its reason written in, its row kept short when the whole row
-    has nothing) -> (file or None, note)."""
+def _panels(picked, specs):
+    """Panels that draw several cases each: a pseudo-case per system, size and spec
+    (label, checks, fields) holding the picked cases of those checks as its 'members'
+    ('order' keeps the specs' column order; the fields tell the drawer what to draw)."""
+    out = []
+    for system, size in sorted({(c['system'], c['size']) for c in picked}):
+        for order, (label, checks, fields) in enumerate(specs):
+            members = [c for c in picked if (c['system'], c['size']) == (system, size) and c['check'] in checks]
+            if members:
+                out.append(dict(fields, check=label, params={}, system=system, size=size, result='pass',
+                                reason='', records=[], record_params={}, members=members, order=order))
+    return out
+
+
+def _figure(cases, out_dir, name, title, sources, draw, panel=(7.0, 3.8), panels=None):
+    """One PNG of one panel per case of the sources, or per pseudo-case of _panels(specs
+    `panels`) (draw(ax, case) fills it; a case with nothing to plot gets its reason
+    written in, its row kept short when the whole row has nothing) -> (file or None, note)."""
     picked = _matching(cases, sources)
     notes = _notes(picked)
     if all(_why_empty(c) for c in picked):
@@ -141,6 +159,8 @@ def _figure(cases, out_dir, name, title, sources, draw, panel=(7.0, 3.8)):
     plt = _pyplot()
     if plt is None:
         return None, NO_MATPLOTLIB
+    if panels:
+        picked = _panels(picked, panels)
     grid = _grid(picked)
     nrows, ncols = len(grid), max(len(row) for row in grid)
     heights = [1 if any(c and not _why_empty(c) for c in row) else 0.3 for row in grid]
@@ -385,6 +405,113 @@ def _draw_migration(ax, case):
     return True
 
 
+# P002 figures: coarray ping-pong and NPB over the runtime's backends, one panel per
+# quantity (kernel) holding every backend's case (_panels)
+
+BACKENDS = ('mpi3', 'armci', 'gasnet')
+BACKEND_NAMES = {'mpi3': 'MPI-3', 'armci': 'ARMCI', 'gasnet': 'GASNet'}
+BACKEND_COLORS = {'mpi3': '#1f77b4', 'armci': '#ff7f0e', 'gasnet': '#2ca02c'}
+MPI_STYLE = {'color': '#444444', 'linestyle': '--', 'linewidth': 1.3}  # the MPI baselines
+
+
+def _backend(case):
+    return case['params'].get('backend')
+
+
+def _backend_order(case):
+    return BACKENDS.index(_backend(case)) if _backend(case) in BACKENDS else len(BACKENDS)
+
+
+def _failed(case):
+    return ' [check failed]' if case['result'] == 'fail' else ''
+
+
+def _line(ax, pts, label, **style):
+    xs, ys = zip(*sorted(pts))
+    ax.plot(xs, ys, label=label, **dict({'marker': 'o', 'markersize': 2.5, 'linewidth': 1.2}, **style))
+
+
+def _not_run(ax, members):
+    """Legend entries for the backends with nothing here (the figure's note says why)."""
+    ran = {_backend(c) for c in members if not _why_empty(c)}
+    for b in dict.fromkeys(_backend(c) for c in sorted(members, key=_backend_order)):
+        if b and b not in ran:
+            ax.plot([], [], color=BACKEND_COLORS.get(b, 'grey'), alpha=0.35, linewidth=4,
+                    label=f'{BACKEND_NAMES.get(b, b)}: not run (see note)')
+
+
+def _bytes_formatter():
+    from matplotlib.ticker import FuncFormatter
+    return FuncFormatter(lambda v, _: next(f'{v / 1024 ** k:g}{unit}' for k, unit in
+                                           ((2, 'M'), (1, 'K'), (0, '')) if v >= 1024 ** k or not k))
+
+
+def _draw_pingpong(ax, panel):
+    metric, op = panel['metric'], panel['op']
+    members = sorted(panel['members'], key=_backend_order)
+    for c in members:
+        pts = [(r['bytes'], r['value']) for r in _recs(c, metric, op=op)]
+        if pts:
+            _line(ax, pts, BACKEND_NAMES.get(_backend(c), _backend(c)) + _failed(c),
+                  color=BACKEND_COLORS.get(_backend(c), 'grey'))
+    raw = next((c for c in members if _recs(c, metric, op='raw-' + op)), None)
+    if raw:
+        _line(ax, [(r['bytes'], r['value']) for r in _recs(raw, metric, op='raw-' + op)],
+              f'raw MPI-3 RMA {op}\n(in the {_backend(raw)} run)', **MPI_STYLE)
+    if not ax.lines:
+        return False
+    _not_run(ax, members)
+    from matplotlib.ticker import LogLocator
+    ax.set_xscale('log', base=2)
+    ax.set_yscale('log')
+    ax.xaxis.set_major_locator(LogLocator(base=4))
+    ax.xaxis.set_major_formatter(_bytes_formatter())
+    ax.yaxis.set_major_formatter(_plain_formatter())
+    ax.grid(True, which='major', alpha=0.3)
+    ax.set_xlabel('message size (bytes)')
+    ax.set_ylabel({'latency': 'half round trip (µs, log)'}.get(metric, f'{metric} (MB/s, log)'))
+    ax.legend(fontsize=6.5, loc='upper left')  # inside: the lines rise from the lower left
+    return True
+
+
+def _draw_npb(ax, panel):
+    lines = {}  # (backend order, variant, label, style) -> [(ranks, Mop/s)]
+    for c in panel['members']:
+        backend, variant = _backend(c), c['params'].get('variant', '')
+        label = (f'coarray {BACKEND_NAMES.get(backend, backend)}' + (f' {variant}' if variant else '')
+                 if backend else panel['baseline'])
+        style = (dict(color=BACKEND_COLORS.get(backend, 'grey'), linestyle='-.' if variant == 'putacc' else '-')
+                 if backend else MPI_STYLE)
+        key = (_backend_order(c), variant, label + _failed(c), tuple(sorted(style.items())))
+        lines.setdefault(key, []).extend((int(c['params']['ranks']), r['value']) for r in _recs(c, 'mops'))
+    lines = {k: pts for k, pts in lines.items() if pts}
+    if not lines:
+        return False
+    for (_, _, label, style), pts in sorted(lines.items()):
+        _line(ax, pts, label, **dict(style))
+    _not_run(ax, panel['members'])
+    ranks = sorted({x for pts in lines.values() for x, _ in pts})
+    ax.set_xscale('log', base=2)
+    ax.set_xticks(ranks)
+    ax.xaxis.set_major_formatter(_plain_formatter())
+    ax.set_xlim(ranks[0] / 1.3, ranks[-1] * 1.3)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, which='major', alpha=0.3)
+    ax.set_xlabel('ranks (images)')
+    ax.set_ylabel('Mop/s')
+    _legend(ax)
+    return True
+
+
+def _npb_classes(cases):
+    """'class S' or 'class S (quick size), C (paper size)': the NPB class(es) the cases ran."""
+    found = sorted({(c['size'], c['record_params']['class']) for c in cases if c['record_params'].get('class')},
+                   key=lambda sc: (sc[0] == 'paper', sc))
+    if len({cls for _, cls in found}) == 1:
+        return f'class {found[0][1]}'
+    return ('class ' + ', '.join(f'{cls} ({size} size)' for size, cls in found)) if found else ''
+
+
 MODES_SOURCES = [('UmbModes', {}), ('UmbAcc', {'program_name': 'modes'})]
 FRACTION_SOURCES = [('UmbFraction', {}), ('UmbAcc', {'program_name': 'fraction'})]
 STRIDE_SOURCES = [('UmbStride', {}), ('UmbAcc', {'program_name': 'stride'})]
@@ -392,6 +519,12 @@ HALO_SOURCES = [('UmbHalo', {})]
 BASELINE_SOURCES = [('UmbBaseline', {})]
 PATTERNS_SOURCES = [('UmbPatterns', {})]
 MIGRATION_SOURCES = [('UmbMigration', {})]
+PINGPONG_SOURCES = [('CabPingPong', {})]
+NPB_SOURCES = [('CabIs', {}), ('CabIsMpi', {}), ('CabCg', {}), ('CabCgMpi', {})]
+PINGPONG_PANELS = [(f'{op} {metric}', ('CabPingPong',), {'op': op, 'metric': metric})
+                   for op in ('put', 'get') for metric in ('latency', 'bandwidth')]
+NPB_PANELS = [('IS', ('CabIs', 'CabIsMpi'), {'baseline': 'MPI_Alltoallv (original)'}),
+              ('CG', ('CabCg', 'CabCgMpi'), {'baseline': 'two-sided MPI'})]
 
 
 def umb_modes_figure(cases, out_dir):
@@ -439,6 +572,21 @@ def umb_migration_figure(cases, out_dir):
                    MIGRATION_SOURCES, _draw_migration, panel=(5.4, 3.8))
 
 
+def cab_pingpong_figure(cases, out_dir):
+    """P002 figs. 2/3: coarray put/get ping-pong latency and bandwidth vs message size."""
+    return _figure(cases, out_dir, 'cab_pingpong.png',
+                   'P002 figs. 2/3: coarray put/get ping-pong between 2 images, per backend',
+                   PINGPONG_SOURCES, _draw_pingpong, panel=(4.6, 3.6), panels=PINGPONG_PANELS)
+
+
+def cab_npb_figure(cases, out_dir):
+    """P002 NPB IS and CG: Mop/s vs ranks per backend beside the MPI originals."""
+    classes = _npb_classes(_matching(cases, NPB_SOURCES))
+    return _figure(cases, out_dir, 'cab_npb.png',
+                   'P002 NPB IS and CG' + (f', {classes}' if classes else '') + ': Mop/s vs ranks',
+                   NPB_SOURCES, _draw_npb, panel=(6.2, 3.8), panels=NPB_PANELS)
+
+
 # (function, the checks it draws, caption)
 UMB_FIGURES = [
     (umb_modes_figure, MODES_SOURCES,
@@ -464,15 +612,68 @@ UMB_FIGURES = [
 ]
 
 
+CAB_FIGURES = [
+    (cab_pingpong_figure, PINGPONG_SOURCES,
+     'P002 figs. 2/3: coarray put and get ping-pong, half round trip latency and bandwidth vs '
+     'message size (log-log), one line per backend; dashed: the raw MPI-3 RMA ping-pong of the same run'),
+    (cab_npb_figure, NPB_SOURCES,
+     'P002 NPB: IS (key exchange by coarray puts) and CG (q reduced by coarray gets, dash-dot: '
+     'put-accumulate) Mop/s vs ranks per backend; dashed: the MPI originals (MPI_Alltoallv, two-sided MPI)'),
+]
+
+
 def figures(cases, out_dir):
-    """Draws every umbench figure -> [{file, caption, note}] (file None: not drawn)."""
+    """Draws every umbench and coarray figure -> [{file, caption, note}] (file None: not drawn)."""
     out = []
-    for fn, sources, caption in UMB_FIGURES:
+    for fn, sources, caption in UMB_FIGURES + CAB_FIGURES:
         name, note = fn(cases, out_dir)
         size = _size_label(_matching(cases, sources))
         out.append({'file': name, 'name': fn.__name__.replace('_figure', '.png'),
                     'caption': caption + (f' [{size}]' if size else ''), 'note': note})
     return out
+
+
+# P002 table 3 (T2K Tsukuba, NPB class C, one process per node): communication share of
+# the total time (%) per node count.  The paper's numbers, as in claim P002-C5's text.
+P002_TABLE3 = {
+    ('IS', 'gasnet'): {2: 12.17, 4: 19.43, 8: 21.08, 16: 31.01, 32: 49.01},
+    ('IS', 'armci'): {2: 12.76, 4: 21.15, 8: 32.95, 16: 42.87, 32: 55.55},
+    ('CG', 'gasnet'): {2: 0.91, 4: 2.19, 8: 5.11, 16: 9.94, 32: 20.34},
+    ('CG', 'armci'): {2: 1.00, 4: 2.60, 8: 5.76, 16: 10.98, 32: 21.46},
+}
+COMM_SOURCES = [('CabIs', {}), ('CabCg', {'variant': 'get'})]
+KERNELS = {'CabIs': 'IS', 'CabCg': 'CG'}
+
+
+def cab_comm_table(cases):
+    """P002 table 3 beside what ran here: a table per system and size, a row per rank
+    count, columns IS and CG (get) communication share per backend measured, then the
+    paper's -> {title, caption, tables: [{heading, headers, rows}], note}."""
+    picked = _matching(cases, COMM_SOURCES)
+    shares = {}  # (system, size) -> {(kernel, backend): {ranks: %}}
+    for c in picked:
+        if _value(c, 'comm_share') is not None:
+            shares.setdefault((c['system'], c['size']), {}).setdefault(
+                (KERNELS[c['check']], _backend(c)), {})[int(c['params']['ranks'])] = _value(c, 'comm_share')
+    tables = []
+    for (system, size), measured in sorted(shares.items()):
+        cols = []
+        for kernel in ('IS', 'CG'):
+            cols += [(f'{kernel} {b}' + (' (get)' if kernel == 'CG' else ''), measured[kernel, b])
+                     for b in BACKENDS if (kernel, b) in measured]
+            cols += [(f'{kernel} paper {BACKEND_NAMES[b]}', P002_TABLE3[kernel, b]) for b in ('gasnet', 'armci')]
+        ranks = sorted({n for _, col in cols for n in col})
+        classes = _npb_classes([c for c in picked if (c['system'], c['size']) == (system, size)])
+        tables.append({'heading': f'{system} ({size} size' + (f', {classes}' if classes else '') + ')',
+                       'headers': ['ranks'] + [name for name, _ in cols],
+                       'rows': [[str(n)] + [f'{col[n]:.2f}' if n in col else '-' for _, col in cols]
+                                for n in ranks]})
+    notes = ([] if tables else ['no CabIs / CabCg variant=get comm_share data']) + _notes(picked)
+    return {'title': 'P002 table 3: communication share (%)',
+            'caption': 'share of the total time spent communicating, per rank count: measured here '
+                       '(IS: coarray puts; CG: get variant) beside the paper\'s (T2K Tsukuba, class C, '
+                       'one process per node)',
+            'tables': tables, 'note': '; '.join(notes)}
 
 
 def himeno_figure(cases, out_dir):

@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'reframe', 'lib'))
 from umstudy import data  # noqa: E402
 
-from figures import figures, himeno_figure  # noqa: E402
+from figures import cab_comm_table, figures, himeno_figure  # noqa: E402
 
 REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE, NOT_RUN = (
     'reproduced', 'not reproduced', 'not applicable here', 'not run')
@@ -206,6 +206,7 @@ def write(rows, cases, out_dir, sources):
     os.makedirs(out_dir, exist_ok=True)
     fig, fig_note = himeno_figure(cases, out_dir)
     figs = figures(cases, out_dir)
+    tables = [cab_comm_table(cases)]
     counts = {}
     for r in rows:
         counts[r['verdict']] = counts.get(r['verdict'], 0) + 1
@@ -228,6 +229,13 @@ def write(rows, cases, out_dir, sources):
         md += [f"### {f['name']}", '', f['caption'], '']
         md += [f"![{f['name']}]({f['file']})", ''] if f['file'] else ['_Not drawn._', '']
         md += [f"_Note: {f['note']}_", ''] if f['note'] else []
+    md += ['## Tables', '']
+    for t in tables:
+        md += [f"### {t['title']}", '', t['caption'], '']
+        for tab in t['tables']:
+            md += [f"#### {tab['heading']}", '', '| ' + ' | '.join(tab['headers']) + ' |',
+                   '|' + '---|' * len(tab['headers'])] + ['| ' + ' | '.join(r) + ' |' for r in tab['rows']] + ['']
+        md += [f"_Note: {t['note']}_", ''] if t['note'] else []
     md += ['## Test cases', '', '| check | system | result | reason |', '|---|---|---|---|']
     md += [f"| {c['check']} {' '.join(f'{k}={v}' for k, v in c['params'].items())} | "
            f"{c['system']}:{c['partition']} | {c['result']} | {c['reason'] or ''} |" for c in cases]
@@ -251,6 +259,13 @@ def write(rows, cases, out_dir, sources):
         + f"<figcaption><strong>{esc(f['name'])}</strong>: {esc(f['caption'])}"
         + (f"<br><em>Note: {esc(f['note'])}</em>" if f['note'] else '') + '</figcaption></figure>'
         for f in figs)
+    tables_html = '\n'.join(
+        f"<h3>{esc(t['title'])}</h3><p>{esc(t['caption'])}</p>" + ''.join(
+            f"<h4>{esc(tab['heading'])}</h4><table><tr>{''.join(f'<th>{esc(h)}</th>' for h in tab['headers'])}</tr>"
+            + ''.join('<tr>' + ''.join(f'<td>{esc(c)}</td>' for c in r) + '</tr>' for r in tab['rows'])
+            + '</table>' for tab in t['tables'])
+        + (f"<p><em>Note: {esc(t['note'])}</em></p>" if t['note'] else '')
+        for t in tables)
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>umstudy report</title>
 <style>
@@ -272,6 +287,9 @@ figure {{ margin: 1.5em 0; }} figure img {{ max-width: 100%; }} figcaption {{ fo
 </section>
 <section id="figures"><h2>Figures</h2>
 {figs_html}
+</section>
+<section id="tables"><h2>Tables</h2>
+{tables_html}
 </section>
 <section id="cases"><h2>Test cases</h2>
 <table><tr><th>check</th><th>system</th><th>result</th><th>reason</th><th>performance</th></tr>

@@ -83,7 +83,7 @@ def test_load_cases_keeps_records(tmp_path):
 def test_every_figure_drawn_and_skip_reason_noted(tmp_path):
     cases = load(tmp_path, umbench_cases() + umbench_cases('pegasus'))  # two systems: a panel each
     figs = {f['name']: f for f in figures.figures(cases, str(tmp_path))}
-    assert sorted(figs) == sorted(FILES)
+    assert sorted(f for f in figs if f.startswith('umb_')) == sorted(FILES)
     for name in FILES:
         assert figs[name]['file'] == name
         assert (tmp_path / name).stat().st_size > 1000, name
@@ -122,3 +122,95 @@ def test_report_has_figures_section(tmp_path):
         assert 'umb_migration.png' in text and NO_HMM in text  # not drawn: its note says why
     assert '![umb_modes.png](umb_modes.png)' in md and '<img src="umb_fraction.png"' in page
     assert (out / 'umb_modes.png').exists() and not (out / 'umb_migration.png').exists()
+
+
+# ---- P002 (coarray-bench) figures and table 3 ----------------------------------------
+
+CAB_FILES = ['cab_pingpong.png', 'cab_npb.png']
+NO_GASNET = 'XMPC_BACKEND=gasnet: backend not built (this build has: mpi3 armci)'
+
+
+def pingpong(scale):
+    return [{'metric': m, 'value': v * scale, 'unit': u, 'op': op, 'bytes': n, 'verified': True}
+            for op in ('put', 'get', 'raw-put', 'raw-get') for n in (1, 1024, 4 << 20)
+            for m, u, v in (('latency', 'us', 1 + n / 1000), ('bandwidth', 'MB/s', n / (1 + n / 1000)))]
+
+
+def npb(mops, share):
+    return [{'metric': 'mops', 'value': mops, 'unit': 'Mop/s', 'verified': True},
+            {'metric': 'time', 'value': 1.0, 'unit': 's', 'verified': True},
+            {'metric': 'comm_share', 'value': share, 'unit': '%', 'verified': True}]
+
+
+def cab_cases(system='local'):
+    cls = {'class': 'S'}
+    out = [tc('CabPingPong %backend=mpi3', pingpong(1.0), system=system),
+           tc('CabPingPong %backend=armci', pingpong(1.3), system=system, result='fail', reason='slow'),
+           tc('CabPingPong %backend=gasnet', result='skip', reason=NO_GASNET, system=system)]
+    for ranks in (2, 4):
+        out += [tc(f'CabIsMpi %ranks={ranks}', npb(400 / ranks, 10 * ranks), system=system, params=cls),
+                tc(f'CabCgMpi %ranks={ranks}', npb(4000 / ranks, 5 * ranks), system=system, params=cls),
+                tc(f'CabIs %ranks={ranks} %backend=gasnet', result='skip', reason=NO_GASNET, system=system)]
+        for b, k in (('mpi3', 1.0), ('armci', 0.9)):
+            out.append(tc(f'CabIs %ranks={ranks} %backend={b}', npb(500 * k / ranks, 20 * ranks * k),
+                          system=system, params=cls))
+            for variant, share in (('get', 11.5 * ranks * k), ('putacc', 99.0)):
+                out.append(tc(f'CabCg %ranks={ranks} %backend={b} %variant={variant}',
+                              npb(3000 * k / ranks, share), system=system, params=cls))
+    return out
+
+
+def test_cab_figures_drawn_and_gasnet_skip_noted(tmp_path):
+    cases = load(tmp_path, cab_cases() + cab_cases('pegasus'))
+    figs = {f['name']: f for f in figures.figures(cases, str(tmp_path))}
+    for name in CAB_FILES:
+        assert figs[name]['file'] == name and (tmp_path / name).stat().st_size > 1000, name
+        assert NO_GASNET in figs[name]['note'] and 'on pegasus' in figs[name]['note']
+    assert 'CabPingPong backend=gasnet on local' in figs['cab_pingpong.png']['note']
+    assert figs['cab_npb.png']['caption'].endswith('[quick size]')
+    assert figures._npb_classes(cases) == 'class S'
+
+
+def test_cab_comm_table(tmp_path):
+    table = figures.cab_comm_table(load(tmp_path, cab_cases()))
+    assert table['title'] == 'P002 table 3: communication share (%)'
+    (tab,) = table['tables']
+    assert tab['heading'] == 'local (quick size, class S)'
+    assert tab['headers'] == ['ranks', 'IS mpi3', 'IS armci', 'IS paper GASNet', 'IS paper ARMCI',
+                              'CG mpi3 (get)', 'CG armci (get)', 'CG paper GASNet', 'CG paper ARMCI']
+    rows = {r[0]: r[1:] for r in tab['rows']}
+    assert list(rows) == ['2', '4', '8', '16', '32']
+    assert rows['2'] == ['40.00', '36.00', '12.17', '12.76', '23.00', '20.70', '0.91', '1.00']
+    assert rows['32'] == ['-', '-', '49.01', '55.55', '-', '-', '20.34', '21.46']
+    assert NO_GASNET in table['note'] and 'putacc' not in table['note']
+
+
+def test_table3_constant_is_the_claims(tmp_path):
+    text = figures.data.claim('P002-C5')['text']
+    for (kernel, backend), col in figures.P002_TABLE3.items():
+        name = f"{kernel} {figures.BACKEND_NAMES[backend]} "
+        assert name + '/'.join(f'{v:.2f}' for v in col.values()) + ' %' in text, name
+
+
+def test_cab_no_data_no_figure_but_a_note(tmp_path):
+    cases = load(tmp_path, [tc('CabPingPong %backend=gasnet', result='skip', reason=NO_GASNET),
+                            tc('CabIs %ranks=2 %backend=gasnet', result='skip', reason=NO_GASNET)])
+    figs = {f['name']: f for f in figures.figures(cases, str(tmp_path))}
+    for name in CAB_FILES:
+        assert figs[name]['file'] is None and not (tmp_path / name).exists()
+        assert figs[name]['note'].startswith('no ')
+    assert NO_GASNET in figs['cab_pingpong.png']['note'] and NO_GASNET in figs['cab_npb.png']['note']
+    table = figures.cab_comm_table(cases)
+    assert table['tables'] == [] and table['note'].startswith('no ') and NO_GASNET in table['note']
+
+
+def test_report_has_cab_figures_and_table(tmp_path):
+    path = tmp_path / 'run.json'
+    path.write_text(json.dumps({'session_info': {}, 'runs': [{'testcases': cab_cases()}]}))
+    out = tmp_path / 'out'
+    assert report.main(['--out', str(out), str(path)]) == 0
+    md, page = (out / 'report.md').read_text(), (out / 'report.html').read_text()
+    assert '![cab_pingpong.png](cab_pingpong.png)' in md and '<img src="cab_npb.png"' in page
+    assert '### P002 table 3: communication share (%)' in md and 'id="tables"' in page
+    assert '| 2 | 40.00 | 36.00 | 12.17 | 12.76 | 23.00 | 20.70 | 0.91 | 1.00 |' in md
+    assert '<td>49.01</td>' in page and '<th>CG armci (get)</th>' in page

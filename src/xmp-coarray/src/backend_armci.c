@@ -22,6 +22,12 @@ static int g_me, g_n;
 static void init(int *argc, char ***argv, int *me, int *n)
 {
     xmpc_mpi_init(argc, argv); /* ARMCI-MPI and GA's ARMCI both run on MPI */
+    /* ARMCI-MPI: let MPI allocate the memory it exposes (MPI_Win_allocate), not attach
+     * malloc'ed memory (MPI_Win_create).  On one node that is MPI's shared-memory
+     * window; Open MPI 4.1 without a single-copy transport (CMA disallowed in VMs and
+     * containers) rejects MPI_Win_create outright ("invalid window").  A user's own
+     * setting wins; GA's ARMCI ignores the variable. */
+    setenv("ARMCI_USE_WIN_ALLOCATE", "1", 0);
     ARMCI_Init();
     MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
     MPI_Comm_size(MPI_COMM_WORLD, &g_n);

@@ -105,6 +105,14 @@ static void free_type(MPI_Datatype *t, MPI_Datatype base)
         MPI_Type_free(t);
 }
 
+/* ca->dirty here: 0 nothing outstanding, r+1 only rank r has outstanding puts, -1 several.
+ * Completing one target with MPI_Win_flush is cheaper than MPI_Win_flush_all, and a
+ * single target is the common case (a ping-pong, a halo to one neighbour). */
+static void mark_dirty(xmpc_coarray *ca, int rank)
+{
+    ca->dirty = (ca->dirty == 0 || ca->dirty == rank + 1) ? rank + 1 : -1;
+}
+
 static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
 {
     MPI_Win win = *(MPI_Win *)ca->bk;
@@ -115,7 +123,7 @@ static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
     MPI_Win_flush_local(rank, win);
     free_type(&lt, MPI_BYTE);
     free_type(&rt, MPI_BYTE);
-    ca->dirty = 1;
+    mark_dirty(ca, rank);
 }
 
 static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
@@ -175,14 +183,16 @@ static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
     free_type(&lt, base);
     free_type(&rt, base);
     free(neg);
-    ca->dirty = 1;
+    mark_dirty(ca, rank);
 }
 
 static void sync_memory(xmpc_coarray *all)
 {
     for (xmpc_coarray *ca = all; ca; ca = ca->next) {
         MPI_Win win = *(MPI_Win *)ca->bk;
-        if (ca->dirty)
+        if (ca->dirty > 0)
+            MPI_Win_flush(ca->dirty - 1, win);
+        else if (ca->dirty < 0)
             MPI_Win_flush_all(win);
         ca->dirty = 0;
         MPI_Win_sync(win); /* others' writes to this image become visible to loads */
