@@ -5,9 +5,11 @@
  *   get      ARMCI_Fence to the target if this coarray has puts in flight, ARMCI_GetS
  *   put-acc  ARMCI_AccS for '+' (scale 1) and '-' (scale -1): ARMCI's accumulate is
  *            only dst += scale*src.  '*', '/', min and max have no ARMCI form: they are
- *            get + op + put under ARMCI_Lock on the target's mutex, fenced before the
- *            unlock, so they are atomic with respect to each other (not to a
- *            concurrent AccS on the same element; see coarray.h)
+ *            get + op + put under a lock word on the target (ARMCI_Rmw swap; ARMCI's
+ *            own mutexes are MPI_Win_create windows in ARMCI-MPI, which Open MPI
+ *            refuses without a single-copy transport), fenced before the unlock, so
+ *            they are atomic with respect to each other (not to a concurrent AccS on
+ *            the same element; see coarray.h)
  *   sync memory   ARMCI_AllFence;  barrier   ARMCI_Barrier (which also fences) */
 #include "xmpc_internal.h"
 
@@ -18,6 +20,7 @@
 #include <string.h>
 
 static int g_me, g_n;
+static void **g_lock; /* g_lock[r]: image r's lock word (guards non-native accumulates) */
 
 static void init(int *argc, char ***argv, int *me, int *n)
 {
@@ -31,18 +34,36 @@ static void init(int *argc, char ***argv, int *me, int *n)
     ARMCI_Init();
     MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
     MPI_Comm_size(MPI_COMM_WORLD, &g_n);
-    /* One image has nobody to exclude, and ARMCI-MPI cannot create mutexes for a
-     * single process under Open MPI (MPI_Win_create fails with MPI_ERR_WIN). */
-    if (g_n > 1)
-        ARMCI_Create_mutexes(1);
+    /* One lock word per image, in ARMCI memory (collective allocation). */
+    g_lock = xmpc_xmalloc(sizeof(void *) * (size_t)g_n);
+    if (ARMCI_Malloc(g_lock, sizeof(int)) != 0)
+        xmpc_fatal(NULL, 0, "ARMCI_Malloc of the lock words failed");
+    *(volatile int *)g_lock[g_me] = 0;
+    ARMCI_Barrier();
     *me = g_me;
     *n = g_n;
 }
 
+static void lock(int rank)
+{
+    int v;
+    do {
+        v = 1; /* swap in "held"; the old value 0 means it was free */
+        ARMCI_Rmw(ARMCI_SWAP, &v, g_lock[rank], 0, rank);
+    } while (v != 0);
+}
+
+static void unlock(int rank)
+{
+    int v = 0;
+    ARMCI_Fence(rank); /* the guarded update lands before the lock is seen free */
+    ARMCI_Rmw(ARMCI_SWAP, &v, g_lock[rank], 0, rank);
+}
+
 static void finalize(void)
 {
-    if (g_n > 1)
-        ARMCI_Destroy_mutexes();
+    ARMCI_Free(g_lock[g_me]);
+    free(g_lock);
     ARMCI_Finalize();
     xmpc_mpi_finalize();
 }
@@ -105,12 +126,9 @@ static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
 static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
 {
     if (op != XMPC_OP_SUM && op != XMPC_OP_DIFF) {
-        if (g_n > 1)
-            ARMCI_Lock(0, rank);
+        lock(rank);
         xmpc_rmw_acc(&xmpc_backend_armci, ca, rank, x, op);
-        ARMCI_Fence(rank);
-        if (g_n > 1)
-            ARMCI_Unlock(0, rank);
+        unlock(rank);
         return;
     }
     int sign = op == XMPC_OP_SUM ? 1 : -1;
