@@ -1,18 +1,17 @@
-"""CLI contract of every umbench binary: --help, bad input -> exit 2 with a message and
-no results, and a small run that either succeeds with JSON records of this bench or
-(no GPU here) exits 77 with an `unsupported` line naming the reason.
+"""CLI contract of every umbench binary (src/support/tests/cli_contract.py): a small
+run either succeeds or, with no GPU here, exits 77 with an `unsupported` line and its
+reason.
 
     test_cli.py BINARY [MPIEXEC ARGS...]   (the halo programs run under MPIEXEC)
 """
-import json
 import os
-import subprocess
 import sys
 
-exe, launcher = sys.argv[1], sys.argv[2:]
-name = os.path.basename(exe)
-kind = name.split('-')[1]          # umb-<kind>[-acc-<mode>]
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'support', 'tests'))
+from cli_contract import Contract  # noqa: E402
+
+c = Contract(sys.argv[1], sys.argv[2:])
+kind = c.name.split('-')[1]          # umb-<kind>[-acc-<mode>]
 SMALL = {
     'modes': ['--size', '1M'],
     'fraction': ['--size', '1M', '--step', '25'],
@@ -31,43 +30,6 @@ BAD = {
     'patterns': [['--alloc', 'magic'], ['--reps', '0']],
     'migration': [['--alloc', 'magic'], ['--reps', 'x']],
 }
-COMMON_BAD = [['--bogus'], ['stray'], ['--device']]
-env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
-
-
-def run(*args):
-    return subprocess.run([*launcher, exe, *args], capture_output=True, text=True, timeout=600, env=env)
-
-
-def expect(cond, what):
-    if not cond:
-        failures.append(what)
-        print('FAIL:', name, what)
-
-
-r = run('--help')
-expect(r.returncode == 0 and '--' in r.stdout, f'--help exits 0 and lists options (rc={r.returncode})')
-for bad in BAD[kind] + COMMON_BAD:
-    r = run(*bad)
-    expect(r.returncode == 2 and 'error' in r.stderr.lower() and r.stdout.strip() == '',
-           f'{bad} exits 2 with a message and no results (rc={r.returncode}, out={r.stdout[:200]!r})')
-
-r = run(*SMALL[kind])
-expect(r.returncode in (0, 77), f'a small run exits 0 or 77 (rc={r.returncode}: {r.stderr[-400:]})')
-lines = []
-for line in r.stdout.splitlines():
-    try:
-        lines.append(json.loads(line))
-    except json.JSONDecodeError:
-        expect(False, f'stdout line is not JSON: {line[:120]!r}')
-expect(lines and all('bench' in l and l['bench'].startswith('umb-') for l in lines),
-       'every stdout line is a umbench JSON record')
-if r.returncode == 77:
-    expect(any(l.get('status') == 'unsupported' and l.get('reason') for l in lines),
-           'exit 77 comes with an unsupported line and its reason')
-    print(f'{name}: no usable GPU here, checked the exit-77 path:',
-          next((l['reason'] for l in lines if l.get('reason')), '?'))
-else:
-    expect(not any(l.get('status') in ('error', 'mismatch') for l in lines), 'no error or mismatch lines')
-    expect(any('metric' in l and 'unit' in l for l in lines), 'at least one measurement with a unit')
-sys.exit(1 if failures else 0)
+# Every umbench binary shares the P000/P001 option `--device`, which needs a value.
+c.check(BAD[kind] + [['--device']], SMALL[kind], allow_unsupported=True, bench_prefix='umb-')
+c.exit()
