@@ -26,7 +26,8 @@
  * power-method iterations after one untimed), verified as NPB does: |zeta - zeta_ref|
  * / zeta_ref <= 1e-10 with the official zeta for classes S W A B C; Mop/s by NPB's
  * formula 2 niter na (3 + nz(nz+1) + 25 (5 + nz(nz+1)) + 3) / t / 10^6, nz = nonzer,
- * t = the slowest image's time.  comm_share (P002 table 3) = the images' mean time in
+ * t = the slowest image's time (--trials N: the fastest of N runs, each from x = 1,
+ * every one verified).  comm_share (P002 table 3) = the images' mean time in
  * communication (the q = A.p exchange and the dot-product reductions, synchronisation
  * waits included) / t. */
 #include "cab_common.h"
@@ -369,11 +370,13 @@ static void *xalloc(size_t n)
 int main(int argc, char **argv)
 {
     const char *cls = "S", *variant = "get";
+    long long trials = 1;
     const ums_arg args[] = {
         {"class", UMS_ARG_CHOICE, &cls, "NPB problem class", 0, -1, "S|W|A|B|C"},
         {"variant", UMS_ARG_CHOICE, &variant,
          "q = A.p reduction: coarray gets (P002 fig. 7), put-accumulate (§5.2) or two-sided MPI",
          0, -1, "get|putacc|mpi"},
+        CAB_TRIALS_ARG(&trials),
     };
     ums_args_parse(argc, argv,
                    "NPB CG (NPB 3.x) in XMP local view, 1-D block distribution; images: a power "
@@ -390,6 +393,7 @@ int main(int argc, char **argv)
     np = xmpc_num_images();
     ums_param_str("class", cls);
     ums_param_str("variant", variant);
+    ums_param_int("trials", trials);
     na = C->na;
     if (!cab_is_pow2(np) || np > na)
         cab_usage_fail("NPB CG needs a power-of-two number of images (at most %d), got %d", na, np);
@@ -435,32 +439,44 @@ int main(int argc, char **argv)
         ca_qacc[1] = xmpc_coarray_alloc("qacc1", XMPC_DOUBLE, sizeof(double), 1, dims);
     }
 
-    /* One untimed power step (pages, connections), then restart from x = 1. */
-    for (int j = 0; j < len; ++j)
-        x[j] = 1.0;
-    conj_grad();
-    power_step(C->shift);
-    for (int j = 0; j < len; ++j)
-        x[j] = 1.0;
-    t_comm = 0.0;
-    xmpc_sync_all();
+    double time = 0, share = 0, zeta = 0, err = 0;
+    int verified = 1;
+    for (long long k = 0; k < trials; ++k) {
+        /* NPB's start every trial (x = 1: the power method's only state; the rest is
+         * rebuilt from x): one untimed power step (pages, connections), then x = 1. */
+        for (int j = 0; j < len; ++j)
+            x[j] = 1.0;
+        conj_grad();
+        power_step(C->shift);
+        for (int j = 0; j < len; ++j)
+            x[j] = 1.0;
+        t_comm = 0.0;
+        xmpc_sync_all();
 
-    double t0 = ums_now(), zeta = 0.0, rnorm = 0.0;
-    for (int it = 1; it <= C->niter; ++it) {
-        rnorm = conj_grad();
-        zeta = power_step(C->shift);
-        if (me == 0 && (it == 1 || it == C->niter))
-            fprintf(stderr, "cab-cg: iteration %3d  ||r|| = %.14e  zeta = %.13f\n", it, rnorm, zeta);
+        double t0 = ums_now(), zeta_k = 0.0, rnorm = 0.0;
+        for (int it = 1; it <= C->niter; ++it) {
+            rnorm = conj_grad();
+            zeta_k = power_step(C->shift);
+            if (me == 0 && (it == 1 || it == C->niter))
+                fprintf(stderr, "cab-cg: iteration %3d  ||r|| = %.14e  zeta = %.13f\n", it, rnorm,
+                        zeta_k);
+        }
+        double t_total = ums_now() - t0;
+
+        /* Bookkeeping (untimed): the slowest image's time, the mean communication time. */
+        double tmax[1] = {t_total}, comm[1] = {t_comm};
+        cab_allreduce_max(tmax, 1);
+        cab_allreduce_sum(comm, 1);
+        const double err_k = fabs(zeta_k - C->zeta_verify) / C->zeta_verify;
+        const int ok = err_k <= 1e-10;
+        if (cab_trial_best(k, trials, tmax[0], ok, &time))
+            share = 100.0 * comm[0] / np / time;
+        verified &= ok;
+        if (k == 0 || !(err_k <= err)) { /* zeta and error: the worst trial's */
+            err = err_k;
+            zeta = zeta_k;
+        }
     }
-    double t_total = ums_now() - t0;
-
-    /* Bookkeeping (untimed): the slowest image's time, the mean communication time. */
-    double tmax[1] = {t_total}, comm[1] = {t_comm};
-    cab_allreduce_max(tmax, 1);
-    cab_allreduce_sum(comm, 1);
-    const double time = tmax[0], share = 100.0 * comm[0] / np / time;
-    const double err = fabs(zeta - C->zeta_verify) / C->zeta_verify;
-    const int verified = err <= 1e-10;
     const double nzz = (double)C->nonzer * (C->nonzer + 1);
     const double mops = 2.0 * C->niter * na * (3.0 + nzz + 25.0 * (5.0 + nzz) + 3.0) / time / 1e6;
     if (me == 0) {

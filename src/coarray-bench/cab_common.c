@@ -131,3 +131,14 @@ double cab_randlc(double *x, double a)
 }
 
 int cab_is_pow2(long n) { return n > 0 && (n & (n - 1)) == 0; }
+
+int cab_trial_best(long long k, long long n, double time, int verified, double *best)
+{
+    if (n > 1 && xmpc_this_image() == 1)
+        fprintf(stderr, "%s: trial %lld of %lld: %.6f s, %s\n", g_bench, k + 1, n, time,
+                verified ? "verified" : "NOT verified");
+    if (k > 0 && !(time < *best))
+        return 0;
+    *best = time;
+    return 1;
+}

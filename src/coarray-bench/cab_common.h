@@ -10,7 +10,8 @@
  *   counterpart in xmpc, and the gasnet backend has no MPI to fall back on, so the
  *   coarray variants reduce with puts + sync all (the same code on every backend,
  *   so backends are compared on equal terms).
- * - NPB's portable random number generator (randlc), shared by IS and CG. */
+ * - NPB's portable random number generator (randlc), shared by IS and CG.
+ * - Best of --trials (P002 reports the best of 5): IS and CG time N runs. */
 #ifndef CAB_COMMON_H
 #define CAB_COMMON_H
 
@@ -78,6 +79,17 @@ void cab_allreduce_free(void);
 double cab_randlc(double *x, double a);
 
 int cab_is_pow2(long n);
+
+/* --trials N: the timed section runs N times, each from NPB's initial state and each
+ * verified; the fastest is reported, verified only if every trial was. */
+#define CAB_TRIALS_ARG(p)                                                                 \
+    {"trials", UMS_ARG_INT, (p),                                                          \
+     "timed runs, each from fresh input and verified; the fastest is reported (default 1)", \
+     1, 1000, NULL}
+/* Call on every image after trial k (0-based) of n with the same time (the slowest
+ * image's) and verdict: returns 1 when it is the fastest so far (*best = time; its
+ * figures are the ones to report).  With n > 1 image 1 reports each trial on stderr. */
+int cab_trial_best(long long k, long long n, double time, int verified, double *best);
 
 #ifdef __cplusplus
 }
