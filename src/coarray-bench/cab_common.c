@@ -42,9 +42,7 @@ void cab_usage_fail(const char *fmt, ...)
     if (xmpc_this_image() == 1) {
         va_list ap;
         va_start(ap, fmt);
-        fprintf(stderr, "%s: error: ", g_bench);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
+        ums_usage_vmessage(fmt, ap);
         va_end(ap);
     }
     cab_exit(UMS_EXIT_USAGE);

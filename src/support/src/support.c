@@ -197,13 +197,18 @@ void ums_fail(const char *fmt, ...)
     status_and_exit("error", UMS_EXIT_FAILED, fmt, ap);
 }
 
+void ums_usage_vmessage(const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s: error: ", g_bench);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void ums_usage_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: error: ", g_bench);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    ums_usage_vmessage(fmt, ap);
     va_end(ap);
     exit(UMS_EXIT_USAGE);
 }

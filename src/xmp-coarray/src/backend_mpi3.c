@@ -113,32 +113,29 @@ static void mark_dirty(xmpc_coarray *ca, int rank)
     ca->dirty = (ca->dirty == 0 || ca->dirty == rank + 1) ? rank + 1 : -1;
 }
 
-static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
+/* One put or get of x, locally complete on return (the caller may reuse or read its
+ * buffer); a put stays outstanding at the target until sync memory. */
+static void transfer(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
 {
     MPI_Win win = *(MPI_Win *)ca->bk;
+    if (!is_put && ca->dirty)
+        MPI_Win_flush(rank, win); /* a get sees this image's earlier puts */
     MPI_Datatype lt, rt;
     int lc = side_type(ca, rank, x, x->lstride, MPI_BYTE, 1, &lt);
     int rc = side_type(ca, rank, x, x->rstride, MPI_BYTE, 1, &rt);
-    MPI_Put(x->laddr, lc, lt, rank, (MPI_Aint)x->roff, rc, rt, win);
+    if (is_put)
+        MPI_Put(x->laddr, lc, lt, rank, (MPI_Aint)x->roff, rc, rt, win);
+    else
+        MPI_Get(x->laddr, lc, lt, rank, (MPI_Aint)x->roff, rc, rt, win);
     MPI_Win_flush_local(rank, win);
     free_type(&lt, MPI_BYTE);
     free_type(&rt, MPI_BYTE);
-    mark_dirty(ca, rank);
+    if (is_put)
+        mark_dirty(ca, rank);
 }
 
-static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
-{
-    MPI_Win win = *(MPI_Win *)ca->bk;
-    if (ca->dirty)
-        MPI_Win_flush(rank, win);
-    MPI_Datatype lt, rt;
-    int lc = side_type(ca, rank, x, x->lstride, MPI_BYTE, 1, &lt);
-    int rc = side_type(ca, rank, x, x->rstride, MPI_BYTE, 1, &rt);
-    MPI_Get(x->laddr, lc, lt, rank, (MPI_Aint)x->roff, rc, rt, win);
-    MPI_Win_flush_local(rank, win);
-    free_type(&lt, MPI_BYTE);
-    free_type(&rt, MPI_BYTE);
-}
+static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x) { transfer(ca, rank, x, 1); }
+static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x) { transfer(ca, rank, x, 0); }
 
 static void mutex(int rank, int lock)
 {

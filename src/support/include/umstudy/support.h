@@ -11,6 +11,7 @@
 #ifndef UMSTUDY_SUPPORT_H
 #define UMSTUDY_SUPPORT_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,6 +68,9 @@ void ums_fail(const char *fmt, ...)
 #endif
     ;
 
+/* "<bench>: error: <reason>" on stderr (the message of ums_usage_fail, for programs
+ * that must leave in their own way, e.g. all MPI ranks together). */
+void ums_usage_vmessage(const char *fmt, va_list ap);
 /* Bad input found after ums_args_parse (values that only make sense together):
  * "<bench>: error: <reason>" on stderr, nothing on stdout, exits UMS_EXIT_USAGE. */
 void ums_usage_fail(const char *fmt, ...)
