@@ -302,11 +302,36 @@ figure {{ margin: 1.5em 0; }} figure img {{ max-width: 100%; }} figcaption {{ fo
     return os.path.join(out_dir, 'report.html')
 
 
+def failures_are_verdicts(path):
+    """0 if every failed case of a run report failed only its performance references
+    (a measured "not reproduced", which the report judges), 1 if anything else failed
+    (a build, a crash, a wrong result)."""
+    with open(path) as f:
+        report = json.load(f)
+    failed = [tc for run in report.get('runs', []) for tc in run.get('testcases', [])
+              if tc.get('result') == 'fail']
+    other = [tc['name'] for tc in failed if tc.get('fail_phase') != 'performance']
+    if other:
+        print(f'report: {len(other)} check(s) failed outside performance: {", ".join(other)}', file=sys.stderr)
+        return 1
+    if failed:
+        print(f'report: {len(failed)} check(s) missed performance references; the report judges them',
+              file=sys.stderr)
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('reports', nargs='+', help='ReFrame run report JSON files')
-    ap.add_argument('--out', required=True, help='output directory')
+    ap.add_argument('--out', help='output directory')
+    ap.add_argument('--failures-are-verdicts', action='store_true',
+                    help='only check one run report: exit 0 if its failures are all missed '
+                         'performance references, 1 otherwise (make run uses this)')
     args = ap.parse_args(argv)
+    if args.failures_are_verdicts:
+        return failures_are_verdicts(args.reports[0])
+    if not args.out:
+        ap.error('--out is required')
     missing = [p for p in args.reports if not os.path.isfile(p)]
     if missing:
         print(f'report: no such run report: {", ".join(missing)}', file=sys.stderr)

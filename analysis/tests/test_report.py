@@ -133,3 +133,16 @@ def test_paper_size_claims_need_paper_size_runs(tmp_path):
     row = rows_by_id(tmp_path, paper, system='cygnus')['P000-C6']
     assert row['verdict'] == report.REPRODUCED
     assert rows_by_id(tmp_path, paper, system='cygnus')['P000-C5']['verdict'] == report.NOT_REPRODUCED
+
+
+def test_failures_are_verdicts_only_for_missed_references(tmp_path):
+    def run_report(phases):
+        tcs = [{'name': f'C{i}', 'result': 'fail', 'fail_phase': ph} for i, ph in enumerate(phases)]
+        tcs.append({'name': 'ok', 'result': 'pass'})
+        p = tmp_path / f'r{len(phases)}{phases[-1] if phases else ""}.json'
+        p.write_text(json.dumps({'runs': [{'testcases': tcs}]}))
+        return str(p)
+    assert report.failures_are_verdicts(run_report([])) == 0
+    assert report.failures_are_verdicts(run_report(['performance', 'performance'])) == 0
+    assert report.failures_are_verdicts(run_report(['performance', 'sanity'])) == 1
+    assert report.failures_are_verdicts(run_report(['compile'])) == 1
