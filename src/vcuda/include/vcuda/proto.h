@@ -1,0 +1,207 @@
+/* vcuda wire protocol: the frames a client library and a per-GPU server exchange.
+ *
+ * Frame = 24-byte header + payload, every integer little-endian, written byte by byte
+ * (never a memcpy of a host struct, so layout/endianness/padding of either side do
+ * not matter):
+ *
+ *   off size field
+ *    0   4   magic        "VCUD" (0x44554356)
+ *    4   2   version      VCUDA_PROTO_VERSION; any other value is rejected
+ *    6   2   opcode       VCUDA_OPCODES below
+ *    8   4   flags        VCUDA_FLAG_*; unknown bits are rejected
+ *   12   8   request id   echoed in the reply, so replies can be matched when pipelined
+ *   20   4   payload len  <= VCUDA_MAX_PAYLOAD, checked before anything is allocated
+ *
+ * The payload of each opcode is described by a layout string in VCUDA_OPCODES; one
+ * generic encoder/decoder walks it, so every field of every frame gets the same
+ * checks and adding a call is one line.  Layout characters (name in parentheses is
+ * documentation only):
+ *   u u32 any        i i32 any          f f32 (IEEE bits)
+ *   d i32 device ordinal in [0, VCUDA_MAX_DEVICES)     n u32 device count <= MAX_DEVICES
+ *   e i32 cudaError code in [1, VCUDA_MAX_CUDA_ERROR]  g u32 grid/block dim in [1, 2^31-1]
+ *   z u64 byte size <= VCUDA_MAX_SIZE                  h u64 opaque handle (server checks)
+ *   s string: u32 len in [1, VCUDA_MAX_STRING] + bytes, no NUL  -> msg.str
+ *   t token:  u32 len in [1, VCUDA_MAX_TOKEN] + bytes           -> msg.blob
+ *   b bytes:  u32 len <= VCUDA_MAX_CHUNK + bytes                -> msg.blob
+ *   H 32-byte content hash (SHA-256 of a module image)          -> msg.hash
+ *   a u32 count <= VCUDA_MAX_PARAMS + count u32 sizes, each in [1, MAX_PARAM_BYTES],
+ *     sum <= VCUDA_MAX_PARAM_BYTES                               -> msg.sizes
+ *   p 'a' followed by exactly sum(sizes) bytes: packed kernel arguments in order
+ *                                                                -> msg.sizes + msg.blob
+ * Scalars land in msg.v[] in layout order (signed values sign-extended, f32 as bits).
+ * A layout has at most one s, one t/b/p and one a/p (checked by a test).
+ *
+ * Bulk copies are split by the client into chunks of <= VCUDA_MAX_CHUNK bytes sent
+ * back to back with VCUDA_FLAG_MORE on all but the last (replies likewise for D2H),
+ * so a transfer is pipelined and no side ever buffers more than one chunk.
+ */
+#ifndef VCUDA_PROTO_H
+#define VCUDA_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VCUDA_MAGIC 0x44554356u /* "VCUD" as little-endian bytes */
+#define VCUDA_PROTO_VERSION 1u
+#define VCUDA_HEADER_SIZE 24u
+
+/* Limits; compile-time configurable.  The payload bound is what a server is willing to
+ * allocate for one frame from a client-supplied length. */
+#ifndef VCUDA_MAX_CHUNK
+#define VCUDA_MAX_CHUNK (64u << 20)
+#endif
+#define VCUDA_MAX_PAYLOAD (VCUDA_MAX_CHUNK + 4096u) /* a chunk plus its other fields */
+#define VCUDA_MAX_SIZE (1ull << 48)                 /* no GPU has 256 TiB */
+#define VCUDA_MAX_DEVICES 64
+#define VCUDA_MAX_STRING 1024   /* mangled C++ kernel names can be long */
+#define VCUDA_MAX_TOKEN 256
+#define VCUDA_MAX_PARAMS 512
+#define VCUDA_MAX_PARAM_BYTES 32764u /* CUDA's kernel parameter limit (12.1+) */
+#define VCUDA_MAX_CUDA_ERROR 10000
+#define VCUDA_MAX_SCALARS 16
+#define VCUDA_HASH_SIZE 32
+#define VCUDA_WHY_LEN 160
+
+enum {
+    VCUDA_FLAG_REPLY = 1u << 0, /* server -> client */
+    VCUDA_FLAG_ERROR = 1u << 1, /* reply carrying "e(cuda_error) s(message)" instead */
+    VCUDA_FLAG_MORE = 1u << 2,  /* another chunk of the same copy follows */
+    VCUDA_FLAG_KNOWN = 7u
+};
+
+/* X(name, code, request layout, success reply layout).  Codes are wire values: never
+ * renumber, only append. */
+#define VCUDA_OPCODES(X)                                                                    \
+    X(HELLO, 1, "u(proto_version) t(token)", "u(proto_version) d(server_device)")           \
+    X(PING, 2, "", "")                                                                      \
+    X(GET_DEVICE_COUNT, 3, "", "n(count)")                                                  \
+    X(SET_DEVICE, 4, "d(device)", "")                                                       \
+    X(GET_DEVICE, 5, "", "d(device)")                                                       \
+    X(GET_DEVICE_PROPERTIES, 6, "d(device)",                                                \
+      "s(name) z(total_global_mem) z(shared_mem_per_block) z(l2_cache_size) i(major) "      \
+      "i(minor) i(multiprocessors) i(warp_size) i(max_threads_per_block) i(clock_khz) "     \
+      "i(memory_clock_khz) i(memory_bus_width)")                                            \
+    X(DEVICE_SYNCHRONIZE, 7, "", "")                                                        \
+    X(DEVICE_RESET, 8, "", "")                                                              \
+    X(MALLOC, 9, "z(size)", "h(dptr)")                                                      \
+    X(FREE, 10, "h(dptr)", "")                                                              \
+    X(MEMCPY_H2D, 11, "h(dst) h(stream) b(data)", "")                                       \
+    X(MEMCPY_D2H, 12, "h(src) z(size) h(stream)", "b(data)")                                \
+    X(MEMCPY_D2D, 13, "h(dst) h(src) z(size) h(stream)", "")                                \
+    X(MEMSET, 14, "h(dst) i(value) z(size) h(stream)", "")                                  \
+    X(STREAM_CREATE, 15, "u(flags)", "h(stream)")                                           \
+    X(STREAM_DESTROY, 16, "h(stream)", "")                                                  \
+    X(STREAM_SYNCHRONIZE, 17, "h(stream)", "")                                              \
+    X(EVENT_CREATE, 18, "u(flags)", "h(event)")                                             \
+    X(EVENT_DESTROY, 19, "h(event)", "")                                                    \
+    X(EVENT_RECORD, 20, "h(event) h(stream)", "")                                           \
+    X(EVENT_SYNCHRONIZE, 21, "h(event)", "")                                                \
+    X(EVENT_ELAPSED, 22, "h(start) h(end)", "f(ms)")                                        \
+    X(MODULE_LOOKUP, 23, "H(sha256)", "h(module)") /* cached? then no image is sent */      \
+    X(MODULE_LOAD, 24, "H(sha256) b(image)", "h(module)")                                   \
+    X(MODULE_UNLOAD, 25, "h(module)", "")                                                   \
+    X(FUNCTION_GET, 26, "h(module) s(name)", "h(function) a(param_sizes)")                  \
+    X(LAUNCH, 27,                                                                           \
+      "h(function) g(grid_x) g(grid_y) g(grid_z) g(block_x) g(block_y) g(block_z) "         \
+      "u(shared_mem) h(stream) p(params)",                                                  \
+      "")
+
+typedef enum {
+#define VCUDA_X_ENUM(name, code, req, rep) VCUDA_OP_##name = code,
+    VCUDA_OPCODES(VCUDA_X_ENUM)
+#undef VCUDA_X_ENUM
+} vcuda_opcode;
+
+/* Layout of error replies, whatever the opcode. */
+#define VCUDA_ERROR_LAYOUT "e(cuda_error) s(message)"
+
+typedef enum {
+    VCUDA_OK = 0,
+    VCUDA_E_SHORT_HEADER,  /* fewer than VCUDA_HEADER_SIZE bytes */
+    VCUDA_E_BAD_MAGIC,
+    VCUDA_E_BAD_VERSION,
+    VCUDA_E_BAD_OPCODE,
+    VCUDA_E_BAD_FLAGS,
+    VCUDA_E_OVERSIZE,      /* declared payload length > VCUDA_MAX_PAYLOAD */
+    VCUDA_E_TRUNCATED,     /* buffer shorter than header + declared payload */
+    VCUDA_E_TRAILING,      /* buffer longer than header + declared payload */
+    VCUDA_E_FIELD_OVERRUN, /* a field runs past the end of the payload */
+    VCUDA_E_EXTRA_BYTES,   /* payload bytes left after the last field */
+    VCUDA_E_BAD_LENGTH,    /* string/token/bytes length outside its limits */
+    VCUDA_E_BAD_COUNT,     /* parameter count over VCUDA_MAX_PARAMS */
+    VCUDA_E_BAD_SIZE,      /* byte size or parameter size out of bounds */
+    VCUDA_E_BAD_STRING,    /* string contains NUL */
+    VCUDA_E_BAD_VALUE,     /* device ordinal, dimension or error code out of range */
+    VCUDA_E_NO_SPACE,      /* encoder: output buffer too small */
+    VCUDA_E_NO_TOKEN,      /* neither VCUDA_TOKEN nor VCUDA_TOKEN_FILE set */
+    VCUDA_E_TOKEN_FILE,    /* token file unreadable, not a regular file, or empty */
+    VCUDA_E_TOKEN_PERMS    /* token file readable/writable by group or others */
+} vcuda_status;
+
+typedef struct {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t opcode;
+    uint32_t flags;
+    uint64_t request_id;
+    uint32_t payload_len;
+} vcuda_header;
+
+/* A decoded (or to-be-encoded) frame.  Decoding never allocates: str/blob point into
+ * the caller's buffer and are valid as long as it is. */
+typedef struct {
+    vcuda_header hdr;
+    uint64_t v[VCUDA_MAX_SCALARS];
+    unsigned nv;
+    const uint8_t *str;
+    uint32_t str_len;
+    const uint8_t *blob;
+    uint32_t blob_len;
+    uint8_t hash[VCUDA_HASH_SIZE];
+    uint32_t nsizes;
+    uint32_t sizes[VCUDA_MAX_PARAMS];
+} vcuda_msg;
+
+const char *vcuda_status_name(vcuda_status s);
+/* NULL for unknown opcodes. */
+const char *vcuda_opcode_name(unsigned opcode);
+/* Layout of the payload this header announces (request, reply or error). */
+const char *vcuda_layout(unsigned opcode, uint32_t flags);
+
+/* Header only: for stream transports that read 24 bytes, validate, then read exactly
+ * payload_len (already bounded) bytes.  `why` (VCUDA_WHY_LEN bytes, may be NULL)
+ * receives a human-readable reason on failure. */
+vcuda_status vcuda_decode_header(const uint8_t *buf, size_t len, vcuda_header *h, char *why);
+/* Payload of a validated header; len must equal h->payload_len. */
+vcuda_status vcuda_decode_payload(const vcuda_header *h, const uint8_t *payload, size_t len,
+                                  vcuda_msg *m, char *why);
+/* A whole frame: exactly header + declared payload. */
+vcuda_status vcuda_decode(const uint8_t *buf, size_t len, vcuda_msg *m, char *why);
+
+/* Encodes m (hdr.magic/version/payload_len are filled in; opcode, flags, request_id
+ * and the fields are the caller's).  Applies the decoder's checks, so a frame that
+ * encodes also decodes.  *out_len gets the frame size, also on VCUDA_E_NO_SPACE. */
+vcuda_status vcuda_encode(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *out_len,
+                          char *why);
+
+/* Number of chunk frames a copy of `size` bytes takes (at least 1). */
+uint64_t vcuda_chunk_count(uint64_t size);
+
+/* ---- authentication ------------------------------------------------------------- */
+
+/* Time depends only on VCUDA_MAX_TOKEN, never on where the tokens differ or on their
+ * lengths (lengths > VCUDA_MAX_TOKEN never compare equal). */
+int vcuda_token_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
+/* VCUDA_TOKEN if set, else the file named by VCUDA_TOKEN_FILE, which must be a regular
+ * file owned by us and not accessible by group or others (trailing whitespace is
+ * stripped).  out holds VCUDA_MAX_TOKEN bytes. */
+vcuda_status vcuda_token_load(uint8_t *out, size_t *len, char *why);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,417 @@
+/* vcuda wire protocol: one table-driven encoder and decoder (see proto.h).
+ *
+ * The decoder is the server's first line of defence against a hostile client: it
+ * bounds every length before using it, compares lengths as "need <= remaining" (no
+ * pointer arithmetic that could overflow), keeps nothing but pointers into the input,
+ * and reports each rejection with its own status and a reason the server can log. */
+#define _POSIX_C_SOURCE 200809L
+#include "vcuda/proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *name, *req, *rep;
+} op_info;
+
+#define VCUDA_X_INFO(n, code, rq, rp) [code] = {#n, rq, rp},
+static const op_info ops[] = {VCUDA_OPCODES(VCUDA_X_INFO)};
+#undef VCUDA_X_INFO
+#define NOPS (sizeof ops / sizeof ops[0])
+
+const char *vcuda_opcode_name(unsigned op) { return op < NOPS ? ops[op].name : NULL; }
+
+const char *vcuda_layout(unsigned op, uint32_t flags)
+{
+    if (op >= NOPS || !ops[op].name) return NULL;
+    if (flags & VCUDA_FLAG_ERROR) return VCUDA_ERROR_LAYOUT;
+    return (flags & VCUDA_FLAG_REPLY) ? ops[op].rep : ops[op].req;
+}
+
+const char *vcuda_status_name(vcuda_status s)
+{
+    static const char *const names[] = {
+        "ok", "short header", "bad magic", "bad version", "bad opcode", "bad flags",
+        "oversize payload", "truncated frame", "trailing bytes", "field overrun",
+        "extra payload bytes", "bad length", "bad count", "bad size", "bad string",
+        "bad value", "no space", "no token", "token file", "token file permissions"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown status";
+}
+
+static vcuda_status fail(char *why, vcuda_status s, const char *fmt, ...)
+{
+    if (why) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, VCUDA_WHY_LEN, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+/* ---- little-endian primitives ---------------------------------------------------- */
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; ++i, v >>= 8) p[i] = (uint8_t)v;
+}
+
+/* Next layout field: its type character, skipping blanks and "(name)". */
+static const char *next_field(const char *l, char *type)
+{
+    while (*l == ' ') ++l;
+    if (!*l) return NULL;
+    *type = *l++;
+    if (*l == '(')
+        while (*l && *l++ != ')') {}
+    return l;
+}
+
+/* Range checks shared by encoder and decoder for one scalar (value as stored in v[]). */
+static vcuda_status check_scalar(char t, uint64_t v, unsigned idx, char *why)
+{
+    int64_t s = (int64_t)v;
+    switch (t) {
+    case 'd':
+        if (s < 0 || s >= VCUDA_MAX_DEVICES)
+            return fail(why, VCUDA_E_BAD_VALUE, "field %u: device ordinal %lld outside [0,%d)",
+                        idx, (long long)s, VCUDA_MAX_DEVICES);
+        break;
+    case 'n':
+        if (v > VCUDA_MAX_DEVICES)
+            return fail(why, VCUDA_E_BAD_VALUE, "field %u: device count %llu > %d", idx,
+                        (unsigned long long)v, VCUDA_MAX_DEVICES);
+        break;
+    case 'e':
+        if (s < 1 || s > VCUDA_MAX_CUDA_ERROR)
+            return fail(why, VCUDA_E_BAD_VALUE, "field %u: error code %lld outside [1,%d]", idx,
+                        (long long)s, VCUDA_MAX_CUDA_ERROR);
+        break;
+    case 'g':
+        if (v < 1 || v > INT32_MAX)
+            return fail(why, VCUDA_E_BAD_VALUE, "field %u: dimension %llu outside [1,2^31-1]",
+                        idx, (unsigned long long)v);
+        break;
+    case 'z':
+        if (v > VCUDA_MAX_SIZE)
+            return fail(why, VCUDA_E_BAD_SIZE, "field %u: size %llu > 2^48", idx,
+                        (unsigned long long)v);
+        break;
+    default:
+        break;
+    }
+    return VCUDA_OK;
+}
+
+static int width(char t) { return (t == 'z' || t == 'h') ? 8 : 4; }
+static int is_scalar(char t) { return t && strchr("uifdnegzh", t) != NULL; }
+
+static vcuda_status check_sizes(const uint32_t *sizes, uint32_t n, uint32_t *sum, char *why)
+{
+    uint32_t total = 0;
+    if (n > VCUDA_MAX_PARAMS)
+        return fail(why, VCUDA_E_BAD_COUNT, "parameter count %u > %d", n, VCUDA_MAX_PARAMS);
+    for (uint32_t i = 0; i < n; ++i) {
+        if (sizes[i] < 1 || sizes[i] > VCUDA_MAX_PARAM_BYTES - total)
+            return fail(why, VCUDA_E_BAD_SIZE,
+                        "parameter %u: size %u is 0 or brings the total over %u bytes", i,
+                        sizes[i], VCUDA_MAX_PARAM_BYTES);
+        total += sizes[i];
+    }
+    *sum = total;
+    return VCUDA_OK;
+}
+
+static vcuda_status check_span(char t, const uint8_t *p, uint32_t len, char *why)
+{
+    uint32_t lo = (t == 'b') ? 0 : 1;
+    uint32_t hi = t == 's' ? VCUDA_MAX_STRING : t == 't' ? VCUDA_MAX_TOKEN : VCUDA_MAX_CHUNK;
+    if (len < lo || len > hi)
+        return fail(why, VCUDA_E_BAD_LENGTH, "%s length %u outside [%u,%u]",
+                    t == 's' ? "string" : t == 't' ? "token" : "byte field", len, lo, hi);
+    if (t == 's' && p && len && memchr(p, 0, len)) /* p == NULL: length-only check */
+        return fail(why, VCUDA_E_BAD_STRING, "string contains a NUL byte");
+    return VCUDA_OK;
+}
+
+/* ---- decoder --------------------------------------------------------------------- */
+
+vcuda_status vcuda_decode_header(const uint8_t *b, size_t len, vcuda_header *h, char *why)
+{
+    if (len < VCUDA_HEADER_SIZE)
+        return fail(why, VCUDA_E_SHORT_HEADER, "frame of %zu bytes is shorter than the %u-byte header",
+                    len, VCUDA_HEADER_SIZE);
+    h->magic = (uint32_t)get_le(b, 4);
+    h->version = (uint16_t)get_le(b + 4, 2);
+    h->opcode = (uint16_t)get_le(b + 6, 2);
+    h->flags = (uint32_t)get_le(b + 8, 4);
+    h->request_id = get_le(b + 12, 8);
+    h->payload_len = (uint32_t)get_le(b + 20, 4);
+    if (h->magic != VCUDA_MAGIC)
+        return fail(why, VCUDA_E_BAD_MAGIC, "magic 0x%08x is not a vcuda frame", h->magic);
+    if (h->version != VCUDA_PROTO_VERSION)
+        return fail(why, VCUDA_E_BAD_VERSION, "protocol version %u, this side speaks %u",
+                    h->version, VCUDA_PROTO_VERSION);
+    if (!vcuda_opcode_name(h->opcode))
+        return fail(why, VCUDA_E_BAD_OPCODE, "unknown opcode %u", h->opcode);
+    if ((h->flags & ~(uint32_t)VCUDA_FLAG_KNOWN) ||
+        ((h->flags & VCUDA_FLAG_ERROR) && !(h->flags & VCUDA_FLAG_REPLY)))
+        return fail(why, VCUDA_E_BAD_FLAGS, "flags 0x%x: unknown bits or error without reply",
+                    h->flags);
+    if (h->payload_len > VCUDA_MAX_PAYLOAD)
+        return fail(why, VCUDA_E_OVERSIZE, "payload length %u > limit %u", h->payload_len,
+                    VCUDA_MAX_PAYLOAD);
+    return VCUDA_OK;
+}
+
+vcuda_status vcuda_decode_payload(const vcuda_header *h, const uint8_t *p, size_t len,
+                                  vcuda_msg *m, char *why)
+{
+    const char *l = vcuda_layout(h->opcode, h->flags);
+    size_t at = 0;
+    unsigned idx = 0;
+    char t;
+    vcuda_status s;
+    if (!l) return fail(why, VCUDA_E_BAD_OPCODE, "unknown opcode %u", h->opcode);
+    if (len != h->payload_len)
+        return fail(why, len < h->payload_len ? VCUDA_E_TRUNCATED : VCUDA_E_TRAILING,
+                    "payload of %zu bytes, header declares %u", len, h->payload_len);
+    memset(m, 0, offsetof(vcuda_msg, sizes)); /* sizes[] is only valid up to nsizes */
+    m->hdr = *h;
+    for (; (l = next_field(l, &t)); ++idx) {
+#define NEED(n, what)                                                                      \
+    if ((uint64_t)(n) > len - at)                                                          \
+        return fail(why, VCUDA_E_FIELD_OVERRUN,                                            \
+                    "%s %s: field %u needs %llu bytes, %zu left", vcuda_opcode_name(h->opcode), \
+                    what, idx, (unsigned long long)(n), len - at)
+        if (is_scalar(t)) {
+            int w = width(t);
+            NEED(w, "scalar");
+            uint64_t v = get_le(p + at, w);
+            if (t == 'i' || t == 'd' || t == 'e') v = (uint64_t)(int64_t)(int32_t)v;
+            if ((s = check_scalar(t, v, idx, why))) return s;
+            m->v[m->nv++] = v;
+            at += w;
+        } else if (t == 'H') {
+            NEED(VCUDA_HASH_SIZE, "hash");
+            memcpy(m->hash, p + at, VCUDA_HASH_SIZE);
+            at += VCUDA_HASH_SIZE;
+        } else if (t == 'a' || t == 'p') {
+            uint32_t sum = 0;
+            NEED(4, "parameter count");
+            m->nsizes = (uint32_t)get_le(p + at, 4);
+            at += 4;
+            /* count is bounded before it sizes a read or indexes sizes[] */
+            if (m->nsizes > VCUDA_MAX_PARAMS)
+                return fail(why, VCUDA_E_BAD_COUNT, "parameter count %u > %d", m->nsizes,
+                            VCUDA_MAX_PARAMS);
+            NEED(4ull * m->nsizes, "parameter sizes");
+            for (uint32_t i = 0; i < m->nsizes; ++i) m->sizes[i] = (uint32_t)get_le(p + at + 4 * i, 4);
+            at += 4ull * m->nsizes;
+            if ((s = check_sizes(m->sizes, m->nsizes, &sum, why))) return s;
+            if (t == 'p') {
+                NEED(sum, "parameter bytes");
+                m->blob = p + at;
+                m->blob_len = sum;
+                at += sum;
+            }
+        } else { /* s, t, b: u32 length + bytes */
+            NEED(4, "length");
+            uint32_t n = (uint32_t)get_le(p + at, 4);
+            at += 4;
+            if ((s = check_span(t, NULL, n, why))) return s; /* bound before the read */
+            NEED(n, "bytes");
+            if ((s = check_span(t, p + at, n, why))) return s;
+            if (t == 's') m->str = p + at, m->str_len = n;
+            else m->blob = p + at, m->blob_len = n;
+            at += n;
+        }
+#undef NEED
+    }
+    if (at != len)
+        return fail(why, VCUDA_E_EXTRA_BYTES, "%s: %zu bytes after the last field",
+                    vcuda_opcode_name(h->opcode), len - at);
+    return VCUDA_OK;
+}
+
+vcuda_status vcuda_decode(const uint8_t *buf, size_t len, vcuda_msg *m, char *why)
+{
+    vcuda_header h;
+    vcuda_status s = vcuda_decode_header(buf, len, &h, why);
+    if (s) return s;
+    size_t body = len - VCUDA_HEADER_SIZE;
+    if (body != h.payload_len)
+        return fail(why, body < h.payload_len ? VCUDA_E_TRUNCATED : VCUDA_E_TRAILING,
+                    "frame carries %zu payload bytes, header declares %u", body, h.payload_len);
+    return vcuda_decode_payload(&h, buf + VCUDA_HEADER_SIZE, body, m, why);
+}
+
+/* ---- encoder --------------------------------------------------------------------- */
+
+/* Two passes over the layout: the first (out == NULL) validates and sizes, the second
+ * writes, so nothing is written for a message that would not decode. */
+static vcuda_status encode_fields(const vcuda_msg *m, const char *l, uint8_t *out,
+                                  size_t *size, char *why)
+{
+    size_t at = 0;
+    unsigned idx = 0, vi = 0;
+    char t;
+    vcuda_status s;
+    for (; (l = next_field(l, &t)); ++idx) {
+        if (is_scalar(t)) {
+            if (vi >= m->nv)
+                return fail(why, VCUDA_E_BAD_VALUE, "field %u: only %u scalars given", idx, m->nv);
+            uint64_t v = m->v[vi++];
+            int sgn = t == 'i' || t == 'd' || t == 'e';
+            /* refuse values the 32-bit wire field would silently truncate */
+            if (width(t) == 4 && (sgn ? (int64_t)v != (int32_t)v : v > UINT32_MAX))
+                return fail(why, VCUDA_E_BAD_VALUE, "field %u: %lld does not fit 32 bits", idx,
+                            (long long)v);
+            if ((s = check_scalar(t, v, idx, why))) return s;
+            if (out) put_le(out + at, v, width(t));
+            at += width(t);
+        } else if (t == 'H') {
+            if (out) memcpy(out + at, m->hash, VCUDA_HASH_SIZE);
+            at += VCUDA_HASH_SIZE;
+        } else if (t == 'a' || t == 'p') {
+            uint32_t sum = 0;
+            if ((s = check_sizes(m->sizes, m->nsizes, &sum, why))) return s;
+            if (t == 'p' && (m->blob_len != sum || (sum && !m->blob)))
+                return fail(why, VCUDA_E_BAD_SIZE, "parameter bytes %u != sum of sizes %u",
+                            m->blob_len, sum);
+            if (out) {
+                put_le(out + at, m->nsizes, 4);
+                for (uint32_t i = 0; i < m->nsizes; ++i) put_le(out + at + 4 + 4 * i, m->sizes[i], 4);
+                if (t == 'p' && sum) memcpy(out + at + 4 + 4 * m->nsizes, m->blob, sum);
+            }
+            at += 4 + 4 * (size_t)m->nsizes + (t == 'p' ? sum : 0);
+        } else {
+            const uint8_t *p = t == 's' ? m->str : m->blob;
+            uint32_t n = t == 's' ? m->str_len : m->blob_len;
+            if ((s = check_span(t, p, n, why))) return s;
+            if (n && !p) return fail(why, VCUDA_E_BAD_LENGTH, "field %u: %u bytes from NULL", idx, n);
+            if (out) {
+                put_le(out + at, n, 4);
+                if (n) memcpy(out + at + 4, p, n);
+            }
+            at += 4 + (size_t)n;
+        }
+    }
+    if (vi != m->nv)
+        return fail(why, VCUDA_E_BAD_VALUE, "%u scalars given, layout has %u", m->nv, vi);
+    *size = at;
+    return VCUDA_OK;
+}
+
+vcuda_status vcuda_encode(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *out_len,
+                          char *why)
+{
+    const vcuda_header *h = &m->hdr;
+    const char *l = vcuda_layout(h->opcode, h->flags);
+    size_t body = 0;
+    vcuda_status s;
+    *out_len = 0;
+    if (!l) return fail(why, VCUDA_E_BAD_OPCODE, "unknown opcode %u", h->opcode);
+    if ((h->flags & ~(uint32_t)VCUDA_FLAG_KNOWN) ||
+        ((h->flags & VCUDA_FLAG_ERROR) && !(h->flags & VCUDA_FLAG_REPLY)))
+        return fail(why, VCUDA_E_BAD_FLAGS, "flags 0x%x: unknown bits or error without reply",
+                    h->flags);
+    if ((s = encode_fields(m, l, NULL, &body, why))) return s;
+    if (body > VCUDA_MAX_PAYLOAD)
+        return fail(why, VCUDA_E_OVERSIZE, "payload of %zu bytes > limit %u", body,
+                    VCUDA_MAX_PAYLOAD);
+    *out_len = VCUDA_HEADER_SIZE + body;
+    if (cap < *out_len)
+        return fail(why, VCUDA_E_NO_SPACE, "frame needs %zu bytes, buffer has %zu", *out_len, cap);
+    put_le(buf, VCUDA_MAGIC, 4);
+    put_le(buf + 4, VCUDA_PROTO_VERSION, 2);
+    put_le(buf + 6, h->opcode, 2);
+    put_le(buf + 8, h->flags, 4);
+    put_le(buf + 12, h->request_id, 8);
+    put_le(buf + 20, body, 4);
+    return encode_fields(m, l, buf + VCUDA_HEADER_SIZE, &body, why);
+}
+
+uint64_t vcuda_chunk_count(uint64_t size)
+{
+    return size == 0 ? 1 : (size + VCUDA_MAX_CHUNK - 1) / VCUDA_MAX_CHUNK;
+}
+
+/* ---- authentication -------------------------------------------------------------- */
+
+int vcuda_token_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+    /* Always VCUDA_MAX_TOKEN iterations, no early exit, no data-dependent branch:
+     * a client learns nothing from timing but "wrong".  volatile keeps the compiler
+     * from turning the accumulation back into a short-circuiting compare. */
+    volatile uint8_t diff = (uint8_t)((alen != blen) | (alen > VCUDA_MAX_TOKEN) | (alen == 0));
+    for (size_t i = 0; i < VCUDA_MAX_TOKEN; ++i) {
+        uint8_t x = i < alen ? a[i] : 0, y = i < blen ? b[i] : 0;
+        diff = diff | (uint8_t)(x ^ y);
+    }
+    return diff == 0;
+}
+
+vcuda_status vcuda_token_load(uint8_t *out, size_t *len, char *why)
+{
+    const char *env = getenv("VCUDA_TOKEN"), *path = getenv("VCUDA_TOKEN_FILE");
+    char buf[VCUDA_MAX_TOKEN + 3]; /* token + CRLF, one more byte means too long */
+    size_t n;
+    *len = 0;
+    if (env && *env) {
+        n = strlen(env);
+        if (n > VCUDA_MAX_TOKEN)
+            return fail(why, VCUDA_E_BAD_LENGTH, "VCUDA_TOKEN longer than %d bytes", VCUDA_MAX_TOKEN);
+        memcpy(out, env, n);
+        *len = n;
+        return VCUDA_OK;
+    }
+    if (!path || !*path)
+        return fail(why, VCUDA_E_NO_TOKEN, "set VCUDA_TOKEN or VCUDA_TOKEN_FILE");
+    /* fstat the opened file, not the path, so the checked file is the one read */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return fail(why, VCUDA_E_TOKEN_FILE, "cannot open token file %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(why, VCUDA_E_TOKEN_FILE, "token file %s is not a regular file", path);
+    }
+    if ((st.st_mode & 077) || st.st_uid != geteuid()) {
+        close(fd);
+        return fail(why, VCUDA_E_TOKEN_PERMS,
+                    "token file %s has mode %03o owner %u: it must be owned by uid %u and "
+                    "not accessible by group or others (chmod 600)",
+                    path, (unsigned)(st.st_mode & 0777), (unsigned)st.st_uid, (unsigned)geteuid());
+    }
+    ssize_t r = read(fd, buf, sizeof buf);
+    close(fd);
+    if (r < 0)
+        return fail(why, VCUDA_E_TOKEN_FILE, "cannot read token file %s: %s", path, strerror(errno));
+    if ((size_t)r == sizeof buf)
+        return fail(why, VCUDA_E_BAD_LENGTH, "token file %s is longer than %d bytes", path,
+                    VCUDA_MAX_TOKEN);
+    n = (size_t)r;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+        --n;
+    if (n == 0) return fail(why, VCUDA_E_TOKEN_FILE, "token file %s is empty", path);
+    if (n > VCUDA_MAX_TOKEN || memchr(buf, 0, n))
+        return fail(why, VCUDA_E_BAD_LENGTH, "token in %s is longer than %d bytes or has NUL", path,
+                    VCUDA_MAX_TOKEN);
+    memcpy(out, buf, n);
+    *len = n;
+    return VCUDA_OK;
+}

@@ -1,0 +1,384 @@
+/* CPU-only tests of the vcuda wire protocol: one binary, one CTest per case
+ * (`vcuda_proto_test CASE`), plus `write_corpus DIR` for the fuzzer's seed corpus. */
+#define _POSIX_C_SOURCE 200809L
+#include "vcuda/proto.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int failures;
+#define CHECK(c)                                                                           \
+    do {                                                                                   \
+        if (!(c)) fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c), ++failures; \
+    } while (0)
+
+static uint8_t frame[VCUDA_HEADER_SIZE + 8192];
+static char why[VCUDA_WHY_LEN];
+static const uint8_t param_bytes[28] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+static uint8_t data_bytes[64];
+
+/* A valid message for any opcode and direction, built from its layout, with values
+ * chosen to exercise sign extension, high bits and the 8-byte fields. */
+static void sample(vcuda_msg *m, unsigned op, uint32_t flags)
+{
+    const char *l = vcuda_layout(op, flags);
+    memset(m, 0, sizeof *m);
+    m->hdr.opcode = (uint16_t)op;
+    m->hdr.flags = flags;
+    m->hdr.request_id = 0x1122334455667788ull + op;
+    for (unsigned i = 0; i < sizeof data_bytes; ++i) data_bytes[i] = (uint8_t)(i * 37 + op);
+    for (unsigned idx = 0; *l; ++l) {
+        if (*l == '(') { while (*l != ')') ++l; continue; }
+        float f = 1.5f;
+        uint32_t fb;
+        switch (*l) {
+        case 'u': m->v[m->nv++] = 0xA0000000u + idx++; break;
+        case 'i': m->v[m->nv++] = (uint64_t)(int64_t)(-3 - (int)idx++); break;
+        case 'd': m->v[m->nv++] = idx++ % 4; break;
+        case 'n': m->v[m->nv++] = 2; break;
+        case 'e': m->v[m->nv++] = 700; break; /* cudaErrorIllegalAddress */
+        case 'g': m->v[m->nv++] = 1 + idx++; break;
+        case 'z': m->v[m->nv++] = (1ull << 40) + idx++; break;
+        case 'h': m->v[m->nv++] = 0xDEADBEEF00000000ull | idx++; break;
+        case 'f': memcpy(&fb, &f, 4); m->v[m->nv++] = fb; break;
+        case 's': m->str = (const uint8_t *)"_Z6vecAddPfS_S_i"; m->str_len = 16; break;
+        case 't': m->blob = (const uint8_t *)"secret-token"; m->blob_len = 12; break;
+        case 'b': m->blob = data_bytes; m->blob_len = sizeof data_bytes; break;
+        case 'H': for (int i = 0; i < VCUDA_HASH_SIZE; ++i) m->hash[i] = (uint8_t)(i * 7); break;
+        case 'a': case 'p':
+            m->nsizes = 4;
+            m->sizes[0] = m->sizes[1] = m->sizes[2] = 8;
+            m->sizes[3] = 4;
+            if (*l == 'p') m->blob = param_bytes, m->blob_len = 28;
+            break;
+        }
+    }
+}
+
+static size_t encode_ok(unsigned op, uint32_t flags)
+{
+    vcuda_msg m;
+    size_t n;
+    sample(&m, op, flags);
+    vcuda_status s = vcuda_encode(&m, frame, sizeof frame, &n, why);
+    if (s) fprintf(stderr, "encode %s: %s\n", vcuda_status_name(s), why);
+    CHECK(s == VCUDA_OK);
+    return n;
+}
+
+static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> 8 * i); }
+
+static void expect(const uint8_t *buf, size_t len, vcuda_status want)
+{
+    vcuda_msg m;
+    vcuda_status s = vcuda_decode(buf, len, &m, why);
+    if (s != want)
+        fprintf(stderr, "decode: got %s (%s), want %s\n", vcuda_status_name(s),
+                s ? why : "", vcuda_status_name(want));
+    else if (s)
+        printf("rejected as expected: %s: %s\n", vcuda_status_name(s), why);
+    CHECK(s == want);
+    CHECK(s == VCUDA_OK || strlen(why) > 0);
+}
+
+static const uint32_t directions[] = {0, VCUDA_FLAG_REPLY, VCUDA_FLAG_REPLY | VCUDA_FLAG_ERROR,
+                                      VCUDA_FLAG_MORE, VCUDA_FLAG_REPLY | VCUDA_FLAG_MORE};
+
+static void layout_table(void)
+{
+    for (unsigned op = 0; op < 1024; ++op) {
+        if (!vcuda_opcode_name(op)) continue;
+        for (int d = 0; d < 3; ++d) {
+            const char *l = vcuda_layout(op, directions[d]);
+            int spans = 0, strs = 0, arrays = 0, scalars = 0;
+            for (; *l; ++l) {
+                if (*l == '(') { while (*l && *l != ')') ++l; CHECK(*l == ')'); continue; }
+                if (*l == ' ') continue;
+                CHECK(strchr("uifdnegzhstbHap", *l) != NULL);
+                scalars += strchr("uifdnegzh", *l) != NULL;
+                strs += *l == 's';
+                spans += strchr("tbp", *l) != NULL;
+                arrays += strchr("ap", *l) != NULL;
+            }
+            CHECK(spans <= 1 && strs <= 1 && arrays <= 1 && scalars <= VCUDA_MAX_SCALARS);
+        }
+    }
+}
+
+static void roundtrip_all_opcodes(void)
+{
+    int count = 0;
+    for (unsigned op = 0; op < 1024; ++op) {
+        if (!vcuda_opcode_name(op)) continue;
+        for (size_t d = 0; d < sizeof directions / sizeof directions[0]; ++d) {
+            vcuda_msg in, out;
+            uint8_t again[sizeof frame];
+            size_t n = encode_ok(op, directions[d]), n2;
+            sample(&in, op, directions[d]);
+            CHECK(vcuda_decode(frame, n, &out, why) == VCUDA_OK);
+            CHECK(out.hdr.opcode == op && out.hdr.flags == directions[d]);
+            CHECK(out.hdr.request_id == in.hdr.request_id && out.nv == in.nv);
+            CHECK(memcmp(out.v, in.v, sizeof in.v) == 0 && memcmp(out.hash, in.hash, 32) == 0);
+            CHECK(out.str_len == in.str_len && (!in.str_len || !memcmp(out.str, in.str, in.str_len)));
+            CHECK(out.blob_len == in.blob_len && (!in.blob_len || !memcmp(out.blob, in.blob, in.blob_len)));
+            CHECK(out.nsizes == in.nsizes && !memcmp(out.sizes, in.sizes, 4 * in.nsizes));
+            CHECK(vcuda_encode(&out, again, sizeof again, &n2, why) == VCUDA_OK);
+            CHECK(n2 == n && memcmp(again, frame, n) == 0);
+            /* every cut-short frame is rejected, and one byte too many as well */
+            for (size_t cut = 0; cut < n; ++cut)
+                CHECK(vcuda_decode(frame, cut, &out, why) ==
+                      (cut < VCUDA_HEADER_SIZE ? VCUDA_E_SHORT_HEADER : VCUDA_E_TRUNCATED));
+            CHECK(vcuda_decode(frame, n + 1, &out, why) == VCUDA_E_TRAILING);
+            ++count;
+        }
+    }
+    printf("%d opcode/direction round trips\n", count);
+    CHECK(count >= 27 * 5);
+}
+
+/* Pins the wire layout: a change here breaks every deployed peer. */
+static void header_bytes(void)
+{
+    vcuda_msg m;
+    size_t n;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_SET_DEVICE;
+    m.hdr.flags = VCUDA_FLAG_MORE;
+    m.hdr.request_id = 0x0102030405060708ull;
+    m.v[0] = 3;
+    m.nv = 1;
+    CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_OK);
+    static const uint8_t want[] = {'V', 'C', 'U', 'D', 1, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
+                                   4, 3, 2, 1, 4, 0, 0, 0, 3, 0, 0, 0};
+    CHECK(n == sizeof want && memcmp(frame, want, n) == 0);
+}
+
+static void reject_header(void)
+{
+    size_t n = encode_ok(VCUDA_OP_PING, 0);
+    expect(frame, 0, VCUDA_E_SHORT_HEADER);
+    expect(frame, VCUDA_HEADER_SIZE - 1, VCUDA_E_SHORT_HEADER);
+    frame[0] ^= 0xFF;
+    expect(frame, n, VCUDA_E_BAD_MAGIC);
+    frame[0] ^= 0xFF;
+    frame[4] = 2;
+    expect(frame, n, VCUDA_E_BAD_VERSION);
+    frame[4] = 1;
+    uint16_t bad_ops[] = {0, 28, 1000, 0xFFFF};
+    for (int i = 0; i < 4; ++i) {
+        frame[6] = (uint8_t)bad_ops[i], frame[7] = (uint8_t)(bad_ops[i] >> 8);
+        expect(frame, n, VCUDA_E_BAD_OPCODE);
+    }
+    frame[6] = VCUDA_OP_PING, frame[7] = 0;
+    put32(frame + 8, 1u << 5);
+    expect(frame, n, VCUDA_E_BAD_FLAGS);
+    put32(frame + 8, VCUDA_FLAG_ERROR); /* an error that is not a reply */
+    expect(frame, n, VCUDA_E_BAD_FLAGS);
+    put32(frame + 8, 0);
+    put32(frame + 20, VCUDA_MAX_PAYLOAD + 1);
+    expect(frame, n, VCUDA_E_OVERSIZE);
+    put32(frame + 20, 0xFFFFFFFFu);
+    expect(frame, n, VCUDA_E_OVERSIZE);
+    put32(frame + 20, 0);
+    expect(frame, n, VCUDA_OK);
+}
+
+static void reject_payload_length(void)
+{
+    size_t n = encode_ok(VCUDA_OP_MALLOC, 0);
+    expect(frame, n - 1, VCUDA_E_TRUNCATED); /* shorter than declared */
+    expect(frame, n + 3, VCUDA_E_TRAILING);  /* longer than declared */
+    put32(frame + 20, 4);                    /* declared and carried agree, layout wants 8 */
+    expect(frame, VCUDA_HEADER_SIZE + 4, VCUDA_E_FIELD_OVERRUN);
+    n = encode_ok(VCUDA_OP_PING, 0);
+    put32(frame + 20, 4);
+    expect(frame, n + 4, VCUDA_E_EXTRA_BYTES);
+    /* a length field pointing past the payload: h(dst) h(stream) b(data) */
+    n = encode_ok(VCUDA_OP_MEMCPY_H2D, 0);
+    put32(frame + VCUDA_HEADER_SIZE + 16, 65);
+    expect(frame, n, VCUDA_E_FIELD_OVERRUN);
+    put32(frame + VCUDA_HEADER_SIZE + 16, 0xFFFFFFFFu); /* bounded before it is used */
+    expect(frame, n, VCUDA_E_BAD_LENGTH);
+    /* the split API used by stream transports agrees */
+    vcuda_header h;
+    vcuda_msg m;
+    n = encode_ok(VCUDA_OP_MEMCPY_H2D, 0);
+    CHECK(vcuda_decode_header(frame, VCUDA_HEADER_SIZE, &h, why) == VCUDA_OK);
+    CHECK(vcuda_decode_payload(&h, frame + VCUDA_HEADER_SIZE, n - VCUDA_HEADER_SIZE - 1, &m, why) == VCUDA_E_TRUNCATED);
+    CHECK(vcuda_decode_payload(&h, frame + VCUDA_HEADER_SIZE, n - VCUDA_HEADER_SIZE, &m, why) == VCUDA_OK);
+    CHECK(m.blob_len == 64 && m.blob == frame + VCUDA_HEADER_SIZE + 20);
+}
+
+/* LAUNCH payload: h + 6 g + u + h = 44 bytes, then p(params) */
+#define PARAMS_AT (VCUDA_HEADER_SIZE + 44)
+static void reject_counts(void)
+{
+    size_t n = encode_ok(VCUDA_OP_LAUNCH, 0);
+    put32(frame + PARAMS_AT, VCUDA_MAX_PARAMS + 1);
+    expect(frame, n, VCUDA_E_BAD_COUNT);
+    put32(frame + PARAMS_AT, 0xFFFFFFFFu);
+    expect(frame, n, VCUDA_E_BAD_COUNT);
+    put32(frame + PARAMS_AT, 12); /* 48 bytes of sizes claimed, 44 follow */
+    expect(frame, n, VCUDA_E_FIELD_OVERRUN);
+    n = encode_ok(VCUDA_OP_LAUNCH, 0);
+    put32(frame + PARAMS_AT + 4, 0);
+    expect(frame, n, VCUDA_E_BAD_SIZE);
+    put32(frame + PARAMS_AT + 4, VCUDA_MAX_PARAM_BYTES);
+    expect(frame, n, VCUDA_E_BAD_SIZE); /* sum over the limit */
+    put32(frame + PARAMS_AT + 4, 12);   /* sizes sum to 32, only 28 bytes follow */
+    expect(frame, n, VCUDA_E_FIELD_OVERRUN);
+    put32(frame + PARAMS_AT + 4, 4);    /* sizes sum to 24, 4 bytes left over */
+    expect(frame, n, VCUDA_E_EXTRA_BYTES);
+}
+
+static void reject_strings(void)
+{
+    /* FUNCTION_GET: h(module) s(name) */
+    size_t n = encode_ok(VCUDA_OP_FUNCTION_GET, 0);
+    frame[VCUDA_HEADER_SIZE + 12 + 3] = 0;
+    expect(frame, n, VCUDA_E_BAD_STRING);
+    put32(frame + VCUDA_HEADER_SIZE + 8, 0);
+    put32(frame + 20, 12);
+    expect(frame, VCUDA_HEADER_SIZE + 12, VCUDA_E_BAD_LENGTH); /* empty name */
+    put32(frame + VCUDA_HEADER_SIZE + 8, VCUDA_MAX_STRING + 1);
+    expect(frame, VCUDA_HEADER_SIZE + 12, VCUDA_E_BAD_LENGTH);
+    n = encode_ok(VCUDA_OP_HELLO, 0); /* u(version) t(token) */
+    put32(frame + VCUDA_HEADER_SIZE + 4, VCUDA_MAX_TOKEN + 1);
+    expect(frame, n, VCUDA_E_BAD_LENGTH);
+    /* the encoder refuses what the decoder would */
+    vcuda_msg m;
+    char long_name[VCUDA_MAX_STRING + 1];
+    memset(long_name, 'x', sizeof long_name);
+    sample(&m, VCUDA_OP_FUNCTION_GET, 0);
+    m.str = (const uint8_t *)"a\0b";
+    m.str_len = 3;
+    CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_E_BAD_STRING);
+    m.str = (const uint8_t *)long_name;
+    m.str_len = sizeof long_name;
+    CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_E_BAD_LENGTH);
+}
+
+static void reject_values(void)
+{
+    size_t n = encode_ok(VCUDA_OP_SET_DEVICE, 0);
+    put32(frame + VCUDA_HEADER_SIZE, 0xFFFFFFFFu); /* -1 */
+    expect(frame, n, VCUDA_E_BAD_VALUE);
+    put32(frame + VCUDA_HEADER_SIZE, VCUDA_MAX_DEVICES);
+    expect(frame, n, VCUDA_E_BAD_VALUE);
+    n = encode_ok(VCUDA_OP_LAUNCH, 0);
+    put32(frame + VCUDA_HEADER_SIZE + 8 + 4, 0); /* grid_y = 0 */
+    expect(frame, n, VCUDA_E_BAD_VALUE);
+    put32(frame + VCUDA_HEADER_SIZE + 8 + 4, 0x80000000u);
+    expect(frame, n, VCUDA_E_BAD_VALUE);
+    n = encode_ok(VCUDA_OP_MALLOC, 0);
+    frame[VCUDA_HEADER_SIZE + 6] = 1; /* 2^48 + ... */
+    expect(frame, n, VCUDA_E_BAD_SIZE);
+    n = encode_ok(VCUDA_OP_FREE, VCUDA_FLAG_REPLY | VCUDA_FLAG_ERROR);
+    put32(frame + VCUDA_HEADER_SIZE, 0); /* cudaSuccess is not an error */
+    expect(frame, n, VCUDA_E_BAD_VALUE);
+    /* encoder: values that do not fit, counts that disagree, small buffers */
+    vcuda_msg m;
+    sample(&m, VCUDA_OP_STREAM_CREATE, 0);
+    m.v[0] = 1ull << 32;
+    CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_E_BAD_VALUE);
+    sample(&m, VCUDA_OP_STREAM_CREATE, 0);
+    m.nv = 2;
+    CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_E_BAD_VALUE);
+    sample(&m, VCUDA_OP_LAUNCH, 0);
+    m.blob_len = 27;
+    CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_E_BAD_SIZE);
+    sample(&m, VCUDA_OP_MEMCPY_H2D, 0);
+    CHECK(vcuda_encode(&m, frame, 50, &n, why) == VCUDA_E_NO_SPACE && n == VCUDA_HEADER_SIZE + 84);
+    m.blob_len = VCUDA_MAX_CHUNK + 1;
+    CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_E_BAD_LENGTH);
+}
+
+static void chunking(void)
+{
+    CHECK(vcuda_chunk_count(0) == 1 && vcuda_chunk_count(1) == 1);
+    CHECK(vcuda_chunk_count(VCUDA_MAX_CHUNK) == 1 && vcuda_chunk_count(VCUDA_MAX_CHUNK + 1ull) == 2);
+    CHECK(vcuda_chunk_count(VCUDA_MAX_SIZE) == VCUDA_MAX_SIZE / VCUDA_MAX_CHUNK);
+    CHECK(VCUDA_MAX_CHUNK + 4u + 16u <= VCUDA_MAX_PAYLOAD); /* an H2D chunk fits a frame */
+}
+
+static void token_equal(void)
+{
+    const uint8_t *a = (const uint8_t *)"correct horse", *b = (const uint8_t *)"correct horsf";
+    uint8_t big[VCUDA_MAX_TOKEN + 1];
+    memset(big, 'k', sizeof big);
+    CHECK(vcuda_token_equal(a, 13, a, 13));
+    CHECK(!vcuda_token_equal(a, 13, b, 13));
+    CHECK(!vcuda_token_equal(a, 12, a, 13)); /* prefix */
+    CHECK(!vcuda_token_equal(a, 0, a, 0));   /* empty tokens never authenticate */
+    CHECK(vcuda_token_equal(big, VCUDA_MAX_TOKEN, big, VCUDA_MAX_TOKEN));
+    CHECK(!vcuda_token_equal(big, sizeof big, big, sizeof big));
+}
+
+static void token_file(void)
+{
+    char path[] = "/tmp/vcuda-token-XXXXXX";
+    uint8_t tok[VCUDA_MAX_TOKEN];
+    size_t len;
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, "s3cret\n", 7) == 7);
+    close(fd);
+    unsetenv("VCUDA_TOKEN");
+    unsetenv("VCUDA_TOKEN_FILE");
+    CHECK(vcuda_token_load(tok, &len, why) == VCUDA_E_NO_TOKEN);
+    setenv("VCUDA_TOKEN_FILE", path, 1);
+    CHECK(chmod(path, 0644) == 0);
+    CHECK(vcuda_token_load(tok, &len, why) == VCUDA_E_TOKEN_PERMS);
+    printf("refused as expected: %s\n", why);
+    CHECK(chmod(path, 0620) == 0);
+    CHECK(vcuda_token_load(tok, &len, why) == VCUDA_E_TOKEN_PERMS);
+    CHECK(chmod(path, 0600) == 0);
+    CHECK(vcuda_token_load(tok, &len, why) == VCUDA_OK && len == 6 && !memcmp(tok, "s3cret", 6));
+    setenv("VCUDA_TOKEN", "from-env", 1); /* the environment wins */
+    CHECK(vcuda_token_load(tok, &len, why) == VCUDA_OK && len == 8 && !memcmp(tok, "from-env", 8));
+    unsetenv("VCUDA_TOKEN");
+    fd = open(path, O_WRONLY | O_TRUNC);
+    CHECK(fd >= 0 && write(fd, "\n", 1) == 1);
+    close(fd);
+    CHECK(vcuda_token_load(tok, &len, why) == VCUDA_E_TOKEN_FILE);
+    unlink(path);
+    CHECK(vcuda_token_load(tok, &len, why) == VCUDA_E_TOKEN_FILE);
+}
+
+static int write_corpus(const char *dir)
+{
+    char path[4096];
+    mkdir(dir, 0700);
+    for (unsigned op = 0; op < 1024; ++op) {
+        if (!vcuda_opcode_name(op)) continue;
+        for (int d = 0; d < 3; ++d) {
+            size_t n = encode_ok(op, directions[d]);
+            snprintf(path, sizeof path, "%s/%s-%d", dir, vcuda_opcode_name(op), d);
+            FILE *f = fopen(path, "wb");
+            if (!f || fwrite(frame, 1, n, f) != n || fclose(f) != 0) return perror(path), 1;
+        }
+    }
+    return failures != 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct { const char *name; void (*fn)(void); } cases[] = {
+        {"layout_table", layout_table}, {"roundtrip_all_opcodes", roundtrip_all_opcodes},
+        {"header_bytes", header_bytes}, {"reject_header", reject_header},
+        {"reject_payload_length", reject_payload_length}, {"reject_counts", reject_counts},
+        {"reject_strings", reject_strings}, {"reject_values", reject_values},
+        {"chunking", chunking}, {"token_equal", token_equal}, {"token_file", token_file}};
+    if (argc == 3 && !strcmp(argv[1], "write_corpus")) return write_corpus(argv[2]);
+    for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; ++i)
+        if (!strcmp(argv[1], cases[i].name)) {
+            cases[i].fn();
+            printf("%s: %s (%d failed checks)\n", argv[1], failures ? "FAIL" : "PASS", failures);
+            return failures != 0;
+        }
+    fprintf(stderr, "usage: %s CASE | write_corpus DIR\n", argv[0]);
+    return 2;
+}
