@@ -44,14 +44,18 @@ const char *vcuda_status_name(vcuda_status s)
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown status";
 }
 
+void vcuda_vwhy(char *why, const char *fmt, va_list ap)
+{
+    if (why)
+        vsnprintf(why, VCUDA_WHY_LEN, fmt, ap);
+}
+
 static vcuda_status fail(char *why, vcuda_status s, const char *fmt, ...)
 {
-    if (why) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, VCUDA_WHY_LEN, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    vcuda_vwhy(why, fmt, ap);
+    va_end(ap);
     return s;
 }
 

@@ -38,6 +38,7 @@
 #ifndef VCUDA_PROTO_H
 #define VCUDA_PROTO_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,6 +66,8 @@ extern "C" {
 #define VCUDA_MAX_SCALARS 16
 #define VCUDA_HASH_SIZE 32
 #define VCUDA_WHY_LEN 160
+/* Writes a reason into a caller's why[VCUDA_WHY_LEN] buffer (nothing if why is NULL). */
+void vcuda_vwhy(char *why, const char *fmt, va_list ap);
 
 enum {
     VCUDA_FLAG_REPLY = 1u << 0, /* server -> client */

@@ -1,0 +1,66 @@
+/* vcuda TCP transport: blocking frame I/O with a deadline, connect, listen.
+ *
+ * Every call takes a timeout so that a peer that stalls (or a server that died without
+ * a FIN reaching us) turns into an error within a bound, never a hang: the client
+ * library maps that to cudaErrorDevicesUnavailable.  Sockets stay in blocking mode;
+ * each read/write is preceded by poll() and issued with MSG_DONTWAIT, so a partial
+ * transfer never blocks past the deadline.  MSG_NOSIGNAL: a dead peer is an error
+ * return, not SIGPIPE. */
+#ifndef VCUDA_NET_H
+#define VCUDA_NET_H
+
+#include "vcuda/proto.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    VCUDA_NET_OK = 0,
+    VCUDA_NET_CLOSED,  /* orderly EOF before the first byte of a frame */
+    VCUDA_NET_TIMEOUT, /* deadline passed (peer stalled or unreachable) */
+    VCUDA_NET_IO,      /* socket error, EOF inside a frame, allocation failure */
+    VCUDA_NET_PROTO    /* frame failed validation (header or payload) */
+} vcuda_net_status;
+
+const char *vcuda_net_status_name(vcuda_net_status s);
+
+/* Frame buffer grown on demand, never beyond VCUDA_HEADER_SIZE + VCUDA_MAX_PAYLOAD
+ * (the header is validated before the payload length sizes anything).  Zero-init. */
+typedef struct {
+    uint8_t *data;
+    size_t cap;
+} vcuda_buf;
+int vcuda_buf_reserve(vcuda_buf *b, size_t n); /* 0 or -1 (n over the bound / ENOMEM) */
+void vcuda_buf_free(vcuda_buf *b);
+
+/* Whole-buffer transfers against one deadline (timeout_ms < 0: none). */
+vcuda_net_status vcuda_write_all(int fd, const void *p, size_t n, int timeout_ms, char *why);
+vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char *why);
+
+/* Encodes m into b and sends it. */
+vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
+                                  char *why);
+/* Reads 24 header bytes, validates them, only then reads exactly the declared payload
+ * into b and validates it.  m's str/blob point into b (valid until b is reused). */
+vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeout_ms,
+                                  char *why);
+
+/* TCP connect (host name or address) with a timeout; TCP_NODELAY.  fd or -1. */
+int vcuda_connect(const char *host, uint16_t port, int timeout_ms, char *why);
+/* Listening socket on addr (NULL or "": 127.0.0.1 -- exposing the server is an
+ * explicit choice), port 0 = ephemeral; *bound_port (may be NULL) gets the port.
+ * fd or -1. */
+int vcuda_listen(const char *addr, uint16_t port, uint16_t *bound_port, char *why);
+/* "ADDR:PORT", ":PORT" or "PORT" (ADDR then NULL); 0 or -1.  addr holds 256 bytes. */
+int vcuda_parse_hostport(const char *s, char *addr, uint16_t *port);
+/* Milliseconds on the monotonic clock. */
+int64_t vcuda_now_ms(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,257 @@
+/* vcuda TCP transport (see net.h). */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MSG_NOSIGNAL, getaddrinfo's helpers on older glibc */
+#include "vcuda/net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FRAME_MAX ((size_t)VCUDA_HEADER_SIZE + VCUDA_MAX_PAYLOAD)
+
+static vcuda_net_status nfail(char *why, vcuda_net_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vcuda_vwhy(why, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *vcuda_net_status_name(vcuda_net_status s)
+{
+    static const char *const n[] = {"ok", "closed", "timeout", "i/o error", "protocol error"};
+    return (unsigned)s < 5 ? n[s] : "unknown";
+}
+
+int64_t vcuda_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int vcuda_buf_reserve(vcuda_buf *b, size_t n)
+{
+    if (n <= b->cap) return 0;
+    if (n > FRAME_MAX) return -1;
+    /* grow geometrically, but a big copy chunk is allocated once at its size */
+    size_t c = b->cap ? b->cap * 2 : 4096;
+    if (c < n) c = n;
+    if (c > FRAME_MAX) c = FRAME_MAX;
+    uint8_t *p = realloc(b->data, c);
+    if (!p) return -1;
+    b->data = p;
+    b->cap = c;
+    return 0;
+}
+
+void vcuda_buf_free(vcuda_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->cap = 0;
+}
+
+/* Waits for `ev` until the deadline (-1: none). */
+static vcuda_net_status wait_fd(int fd, short ev, int64_t deadline, char *why)
+{
+    for (;;) {
+        int ms = -1;
+        if (deadline >= 0) {
+            int64_t left = deadline - vcuda_now_ms();
+            if (left <= 0) return nfail(why, VCUDA_NET_TIMEOUT, "peer stalled: timed out");
+            ms = left > 1000000 ? 1000000 : (int)left;
+        }
+        struct pollfd p = {.fd = fd, .events = ev};
+        int r = poll(&p, 1, ms);
+        if (r > 0) return VCUDA_NET_OK; /* POLLERR/POLLHUP: the next call reports it */
+        if (r < 0 && errno != EINTR) return nfail(why, VCUDA_NET_IO, "poll: %s", strerror(errno));
+    }
+}
+
+static int64_t deadline_of(int timeout_ms) { return timeout_ms < 0 ? -1 : vcuda_now_ms() + timeout_ms; }
+
+static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t dl, char *why)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            p += w, n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return nfail(why, VCUDA_NET_IO, "send: %s", strerror(errno));
+        vcuda_net_status s = wait_fd(fd, POLLOUT, dl, why);
+        if (s) return s;
+    }
+    return VCUDA_NET_OK;
+}
+
+/* `got` counts bytes already part of the frame, to tell clean EOF from truncation. */
+static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, size_t got, char *why)
+{
+    while (n) {
+        ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+        if (r > 0) {
+            p += r, n -= (size_t)r, got += (size_t)r;
+            continue;
+        }
+        if (r == 0)
+            return got ? nfail(why, VCUDA_NET_IO, "peer closed mid-frame after %zu bytes", got)
+                       : nfail(why, VCUDA_NET_CLOSED, "peer closed the connection");
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return nfail(why, VCUDA_NET_IO, "recv: %s", strerror(errno));
+        vcuda_net_status s = wait_fd(fd, POLLIN, dl, why);
+        if (s == VCUDA_NET_TIMEOUT && got)
+            return nfail(why, s, "peer stalled mid-frame after %zu bytes: timed out", got);
+        if (s) return s;
+    }
+    return VCUDA_NET_OK;
+}
+
+vcuda_net_status vcuda_write_all(int fd, const void *p, size_t n, int timeout_ms, char *why)
+{
+    return write_until(fd, p, n, deadline_of(timeout_ms), why);
+}
+
+vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char *why)
+{
+    return read_until(fd, p, n, deadline_of(timeout_ms), 0, why);
+}
+
+vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
+                                  char *why)
+{
+    size_t len = 0;
+    vcuda_status s = vcuda_encode(m, b->data, b->cap, &len, why);
+    if (s == VCUDA_E_NO_SPACE) {
+        if (vcuda_buf_reserve(b, len)) return nfail(why, VCUDA_NET_IO, "no memory for a %zu-byte frame", len);
+        s = vcuda_encode(m, b->data, b->cap, &len, why);
+    }
+    if (s) return VCUDA_NET_PROTO; /* why already says which field */
+    return write_until(fd, b->data, len, deadline_of(timeout_ms), why);
+}
+
+vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeout_ms, char *why)
+{
+    int64_t dl = deadline_of(timeout_ms);
+    uint8_t hb[VCUDA_HEADER_SIZE];
+    vcuda_header h;
+    vcuda_net_status ns = read_until(fd, hb, sizeof hb, dl, 0, why);
+    if (ns) return ns;
+    /* the declared length is trusted only after the header passed every check */
+    if (vcuda_decode_header(hb, sizeof hb, &h, why)) return VCUDA_NET_PROTO;
+    if (vcuda_buf_reserve(b, h.payload_len ? h.payload_len : 1))
+        return nfail(why, VCUDA_NET_IO, "no memory for a %u-byte payload", h.payload_len);
+    ns = read_until(fd, b->data, h.payload_len, dl, sizeof hb, why);
+    if (ns) return ns;
+    if (vcuda_decode_payload(&h, b->data, h.payload_len, m, why)) return VCUDA_NET_PROTO;
+    return VCUDA_NET_OK;
+}
+
+static void set_nodelay(int fd)
+{
+    int one = 1; /* small request/reply frames: Nagle would add ~40 ms per call */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int vcuda_connect(const char *host, uint16_t port, int timeout_ms, char *why)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *ai;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%u", (unsigned)port);
+    int rc = getaddrinfo(host && *host ? host : "127.0.0.1", ps, &hints, &res);
+    if (rc) return nfail(why, VCUDA_NET_IO, "%s: %s", host, gai_strerror(rc)), -1;
+    int64_t dl = deadline_of(timeout_ms);
+    int fd = -1;
+    for (ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) continue;
+        /* non-blocking connect + poll: a blackholed host costs timeout_ms, not ~2 min */
+        int fl = fcntl(fd, F_GETFL);
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        int err = 0;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+            err = errno;
+            if (err == EINPROGRESS) {
+                socklen_t el = sizeof err;
+                if (wait_fd(fd, POLLOUT, dl, NULL) != VCUDA_NET_OK) err = ETIMEDOUT;
+                else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
+            }
+        }
+        if (!err) {
+            fcntl(fd, F_SETFL, fl);
+            set_nodelay(fd);
+            break;
+        }
+        nfail(why, VCUDA_NET_IO, "connect %s:%u: %s", host, (unsigned)port, strerror(err));
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+int vcuda_listen(const char *addr, uint16_t port, uint16_t *bound_port, char *why)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICHOST},
+                    *res;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%u", (unsigned)port);
+    if (!addr || !*addr) addr = "127.0.0.1";
+    int rc = getaddrinfo(addr, ps, &hints, &res);
+    if (rc) return nfail(why, VCUDA_NET_IO, "listen address %s: %s", addr, gai_strerror(rc)), -1;
+    int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol), one = 1;
+    if (fd < 0) {
+        nfail(why, VCUDA_NET_IO, "socket: %s", strerror(errno));
+        freeaddrinfo(res);
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* restart after a crash */
+    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+        nfail(why, VCUDA_NET_IO, "bind/listen %s:%u: %s", addr, (unsigned)port, strerror(errno));
+        close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    if (bound_port) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        getsockname(fd, (struct sockaddr *)&ss, &sl);
+        *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    return fd;
+}
+
+int vcuda_parse_hostport(const char *s, char *addr, uint16_t *port)
+{
+    const char *c = strrchr(s, ':'), *ps = c ? c + 1 : s;
+    size_t al = c ? (size_t)(c - s) : 0;
+    char *end;
+    if (al >= 256) return -1;
+    /* "[::1]:9000": brackets are URL syntax, getaddrinfo wants the bare address */
+    if (al >= 2 && s[0] == '[' && s[al - 1] == ']') memcpy(addr, s + 1, al - 2), addr[al - 2] = 0;
+    else memcpy(addr, s, al), addr[al] = 0;
+    errno = 0;
+    unsigned long p = strtoul(ps, &end, 10);
+    if (!*ps || *end || errno || p > 65535) return -1;
+    *port = (uint16_t)p;
+    return 0;
+}

@@ -1,0 +1,382 @@
+/* CPU-only tests of the vcuda TCP transport and server loop: `vcuda_net_test CASE
+ * [vcuda-server path]`.  The loop runs in a forked child on an ephemeral 127.0.0.1
+ * port with a test handler (GET_DEVICE_COUNT -> 3), its stderr in a log file the
+ * tests read back to check that each rejection was logged with its reason. */
+#define _POSIX_C_SOURCE 200809L
+#include "vcuda/server_loop.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+#define CHECK(c)                                                                           \
+    do {                                                                                   \
+        if (!(c)) fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c), ++failures; \
+    } while (0)
+
+#define TIMEOUT_MS 300
+static const char TOKEN[] = "s3cret-test-token";
+static char why[VCUDA_WHY_LEN];
+static vcuda_buf buf;
+
+/* ---- server in a child process --------------------------------------------------- */
+
+static volatile sig_atomic_t stop_flag;
+static void on_term(int s) { (void)s; stop_flag = 1; }
+
+static int t_handle(void *ctx, vcuda_conn *c, const vcuda_msg *req, vcuda_msg *r, char *w)
+{
+    (void)ctx, (void)c;
+    if (req->hdr.opcode == VCUDA_OP_GET_DEVICE_COUNT) {
+        r->v[0] = 3, r->nv = 1;
+        return 0;
+    }
+    if (req->hdr.opcode == VCUDA_OP_DEVICE_RESET) { /* a handler may close, with a reason */
+        snprintf(w, VCUDA_WHY_LEN, "test handler closes on DEVICE_RESET");
+        return -1;
+    }
+    vcuda_reply_error(r, 801, "test: not implemented");
+    return 0;
+}
+static void t_disconnect(void *ctx, vcuda_conn *c)
+{
+    (void)ctx;
+    fprintf(stderr, "test-handler: disconnect %s\n", c->peer);
+}
+
+typedef struct {
+    pid_t pid;
+    uint16_t port;
+    char log[64];
+} server;
+
+static void start(server *s)
+{
+    int lfd = vcuda_listen(NULL, 0, &s->port, why);
+    if (lfd < 0) fprintf(stderr, "listen: %s\n", why), exit(1);
+    snprintf(s->log, sizeof s->log, "vcuda-net-test-%d.log", (int)getpid());
+    int logfd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    fflush(NULL);
+    s->pid = fork();
+    if (s->pid == 0) {
+        dup2(logfd, 2);
+        signal(SIGTERM, on_term);
+        struct vcuda_handler h = {NULL, t_handle, t_disconnect};
+        vcuda_server_config cfg = {.listen_fd = lfd, .token = (const uint8_t *)TOKEN,
+                                   .token_len = strlen(TOKEN), .device = 0,
+                                   .frame_timeout_ms = TIMEOUT_MS, .max_conns = 16,
+                                   .handler = &h, .stop = &stop_flag, .log_prefix = "srv"};
+        _exit(vcuda_server_run(&cfg) ? 1 : 0);
+    }
+    close(logfd);
+    close(lfd);
+}
+
+/* Stops the server and returns its log (static buffer); echoed for the ctest output. */
+static const char *finish(server *s)
+{
+    static char text[16384];
+    int st;
+    kill(s->pid, SIGTERM);
+    waitpid(s->pid, &st, 0);
+    FILE *f = fopen(s->log, "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = 0;
+    if (f) fclose(f);
+    unlink(s->log);
+    fprintf(stderr, "--- server log ---\n%s------------------\n", text);
+    return text;
+}
+
+/* ---- client helpers -------------------------------------------------------------- */
+
+static int request(int fd, unsigned op, vcuda_msg *m)
+{
+    static uint64_t id = 100;
+    memset(m, 0, sizeof *m);
+    m->hdr.opcode = (uint16_t)op;
+    m->hdr.request_id = ++id;
+    if (op == VCUDA_OP_HELLO) {
+        m->v[0] = VCUDA_PROTO_VERSION, m->nv = 1;
+        m->blob = (const uint8_t *)TOKEN, m->blob_len = (uint32_t)strlen(TOKEN);
+    }
+    if (vcuda_send_frame(fd, m, &buf, TIMEOUT_MS, why)) return -1;
+    vcuda_net_status s = vcuda_recv_frame(fd, m, &buf, 2 * TIMEOUT_MS, why);
+    if (s) return -(int)s;
+    CHECK(m->hdr.request_id == id && m->hdr.opcode == op && (m->hdr.flags & VCUDA_FLAG_REPLY));
+    return 0;
+}
+
+static int connect_hello(uint16_t port)
+{
+    vcuda_msg m;
+    int fd = vcuda_connect("127.0.0.1", port, 1000, why);
+    CHECK(fd >= 0);
+    CHECK(request(fd, VCUDA_OP_HELLO, &m) == 0);
+    CHECK(!(m.hdr.flags & VCUDA_FLAG_ERROR) && m.v[0] == VCUDA_PROTO_VERSION);
+    return fd;
+}
+
+/* The server closed us: the next read is EOF (or reset), well before 3 timeouts. */
+static void expect_closed(int fd)
+{
+    uint8_t b[64];
+    int64_t t0 = vcuda_now_ms();
+    vcuda_net_status s;
+    while ((s = vcuda_read_all(fd, b, 1, 3 * TIMEOUT_MS, why)) == VCUDA_NET_OK) {}
+    CHECK(s == VCUDA_NET_CLOSED || s == VCUDA_NET_IO);
+    CHECK(vcuda_now_ms() - t0 < 3 * TIMEOUT_MS);
+}
+
+static void raw_header(uint8_t *h, unsigned op, uint32_t len)
+{
+    vcuda_msg m;
+    size_t n;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_PING; /* empty payload: encodes to just the header */
+    vcuda_encode(&m, h, VCUDA_HEADER_SIZE, &n, why);
+    h[6] = (uint8_t)op, h[7] = (uint8_t)(op >> 8);
+    for (int i = 0; i < 4; ++i) h[20 + i] = (uint8_t)(len >> (8 * i));
+}
+
+/* ---- cases ----------------------------------------------------------------------- */
+
+static void good_client(void)
+{
+    server s;
+    vcuda_msg m;
+    start(&s);
+    int fd = connect_hello(s.port);
+    CHECK(request(fd, VCUDA_OP_PING, &m) == 0 && !(m.hdr.flags & VCUDA_FLAG_ERROR));
+    CHECK(request(fd, VCUDA_OP_GET_DEVICE_COUNT, &m) == 0 && m.v[0] == 3);
+    CHECK(request(fd, VCUDA_OP_DEVICE_SYNCHRONIZE, &m) == 0 && (m.hdr.flags & VCUDA_FLAG_ERROR) &&
+          m.v[0] == 801);
+    CHECK(request(fd, VCUDA_OP_DEVICE_RESET, &m) < 0); /* handler closed it */
+    close(fd);
+    fd = connect_hello(s.port); /* and the server still serves */
+    close(fd);
+    poll(NULL, 0, 100); /* let the server log the last disconnect */
+    const char *log = finish(&s);
+    CHECK(strstr(log, "authenticated"));
+    CHECK(strstr(log, "closed: test handler closes on DEVICE_RESET"));
+    /* disconnect ran for both authenticated connections */
+    CHECK(strstr(log, "test-handler: disconnect") && strstr(strstr(log, "test-handler: disconnect") + 1, "test-handler: disconnect"));
+}
+
+static void wrong_token(void)
+{
+    server s;
+    vcuda_msg m;
+    start(&s);
+    int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_HELLO;
+    m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1;
+    m.blob = (const uint8_t *)"s3cret-test-tokem", m.blob_len = 17;
+    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_recv_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK &&
+          (m.hdr.flags & VCUDA_FLAG_ERROR) && m.v[0] == 800);
+    expect_closed(fd);
+    close(fd);
+    const char *log = finish(&s);
+    CHECK(strstr(log, "peer 127.0.0.1:") && strstr(log, "closed: authentication failed"));
+    CHECK(!strstr(log, "test-handler: disconnect")); /* never authenticated: no state */
+}
+
+static void not_hello_first(void)
+{
+    server s;
+    vcuda_msg m;
+    start(&s);
+    int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_GET_DEVICE_COUNT;
+    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    expect_closed(fd);
+    close(fd);
+    CHECK(strstr(finish(&s), "closed: first frame is GET_DEVICE_COUNT, not HELLO"));
+}
+
+static void oversize(void)
+{
+    server s;
+    uint8_t h[VCUDA_HEADER_SIZE];
+    start(&s);
+    int fd = connect_hello(s.port); /* authenticated, so only the global bound applies */
+    raw_header(h, VCUDA_OP_MEMCPY_H2D, VCUDA_MAX_PAYLOAD + 1);
+    CHECK(vcuda_write_all(fd, h, sizeof h, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    expect_closed(fd); /* closed at once: no payload was sent, none was waited for */
+    close(fd);
+    /* before authentication the bound is HELLO's size */
+    fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    raw_header(h, VCUDA_OP_HELLO, 1u << 20);
+    CHECK(vcuda_write_all(fd, h, sizeof h, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    expect_closed(fd);
+    close(fd);
+    const char *log = finish(&s);
+    CHECK(strstr(log, "closed: oversize") || strstr(log, "> limit"));
+    CHECK(strstr(log, "HELLO payload of 1048576 bytes"));
+}
+
+static void truncated(void)
+{
+    server s;
+    uint8_t h[VCUDA_HEADER_SIZE];
+    start(&s);
+    int fd = connect_hello(s.port);
+    raw_header(h, VCUDA_OP_MALLOC, 8);
+    CHECK(vcuda_write_all(fd, h, sizeof h, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_write_all(fd, "\1\2\3", 3, TIMEOUT_MS, why) == VCUDA_NET_OK); /* 5 short */
+    int64_t t0 = vcuda_now_ms();
+    expect_closed(fd);
+    CHECK(vcuda_now_ms() - t0 >= TIMEOUT_MS - 50); /* closed by the timeout, not earlier */
+    close(fd);
+    /* silence right after connecting: no HELLO within the timeout */
+    fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    expect_closed(fd);
+    close(fd);
+    const char *log = finish(&s);
+    CHECK(strstr(log, "stalled mid-frame after 27 bytes"));
+    CHECK(strstr(log, "no HELLO within"));
+}
+
+static void hostile_and_good(void)
+{
+    server s;
+    vcuda_msg m;
+    uint8_t h[VCUDA_HEADER_SIZE];
+    start(&s);
+    /* hostile: authenticated, then stalls mid-frame; another sends garbage */
+    int bad = connect_hello(s.port);
+    raw_header(h, VCUDA_OP_MALLOC, 8);
+    CHECK(vcuda_write_all(bad, h, 10, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    int junk = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    CHECK(vcuda_write_all(junk, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    int good = connect_hello(s.port);
+    int64_t t0 = vcuda_now_ms();
+    for (int i = 0; i < 20; ++i)
+        CHECK(request(good, VCUDA_OP_GET_DEVICE_COUNT, &m) == 0 && m.v[0] == 3);
+    CHECK(vcuda_now_ms() - t0 < TIMEOUT_MS); /* served while the stalled one waits */
+    expect_closed(bad);
+    expect_closed(junk);
+    CHECK(request(good, VCUDA_OP_PING, &m) == 0);
+    close(bad), close(junk), close(good);
+    const char *log = finish(&s);
+    CHECK(strstr(log, "stalled mid-frame after 10 bytes"));
+    CHECK(strstr(log, "is not a vcuda frame"));
+}
+
+static void unreachable(void)
+{
+    /* nothing listening: a port we bound and closed again */
+    uint16_t port;
+    int lfd = vcuda_listen(NULL, 0, &port, why);
+    close(lfd);
+    int64_t t0 = vcuda_now_ms();
+    CHECK(vcuda_connect("127.0.0.1", port, 1000, why) < 0);
+    CHECK(vcuda_now_ms() - t0 < 500 && strstr(why, "refused"));
+
+    /* a server that stalls (stopped) or dies mid-session: an error within the timeout */
+    server s;
+    vcuda_msg m;
+    start(&s);
+    int fd = connect_hello(s.port);
+    kill(s.pid, SIGSTOP);
+    t0 = vcuda_now_ms();
+    CHECK(request(fd, VCUDA_OP_PING, &m) == -(int)VCUDA_NET_TIMEOUT);
+    CHECK(vcuda_now_ms() - t0 < 3 * TIMEOUT_MS);
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, NULL, 0);
+    t0 = vcuda_now_ms();
+    CHECK(request(fd, VCUDA_OP_PING, &m) < 0);
+    CHECK(vcuda_now_ms() - t0 < 3 * TIMEOUT_MS);
+    close(fd);
+    unlink(s.log);
+}
+
+/* Runs the server binary with env edits (NAME=VALUE sets, NAME= unsets); exit status,
+ * stderr in out. */
+static int run_server(const char *exe, const char *const *env, char *out, size_t cap)
+{
+    int p[2];
+    if (pipe(p)) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (; *env; ++env) {
+            char name[64];
+            const char *eq = strchr(*env, '=');
+            snprintf(name, sizeof name, "%.*s", (int)(eq - *env), *env);
+            if (eq[1]) setenv(name, eq + 1, 1);
+            else unsetenv(name);
+        }
+        dup2(p[1], 2), close(p[0]);
+        execl(exe, exe, "--device", "0", "--listen", "127.0.0.1:0", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n < cap - 1 && (r = read(p[0], out + n, cap - 1 - n)) > 0) n += (size_t)r;
+    out[n] = 0;
+    close(p[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    fprintf(stderr, "vcuda-server said: %s", out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int server_exe(const char *exe)
+{
+    char out[1024];
+    const char *no_token[] = {"VCUDA_TOKEN=", "VCUDA_TOKEN_FILE=", NULL};
+    CHECK(run_server(exe, no_token, out, sizeof out) == 2 && strstr(out, "token"));
+
+    char path[] = "vcuda-token-XXXXXX";
+    int tfd = mkstemp(path);
+    CHECK(tfd >= 0 && write(tfd, "abc\n", 4) == 4);
+    close(tfd);
+    chmod(path, 0644);
+    char envf[128];
+    snprintf(envf, sizeof envf, "VCUDA_TOKEN_FILE=%s", path);
+    const char *bad_file[] = {"VCUDA_TOKEN=", envf, NULL};
+    CHECK(run_server(exe, bad_file, out, sizeof out) == 2 && strstr(out, "chmod 600"));
+    unlink(path);
+
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (cuda) {
+        dlclose(cuda);
+        printf("no-GPU check skipped: libcuda.so.1 is present here\n");
+        return failures ? 1 : 77;
+    }
+    const char *with_token[] = {"VCUDA_TOKEN=abc", NULL};
+    CHECK(run_server(exe, with_token, out, sizeof out) == 77 &&
+          strstr(out, "no CUDA driver (libcuda.so.1") && strstr(out, "nothing to serve"));
+    return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) return fprintf(stderr, "usage: %s CASE [vcuda-server]\n", argv[0]), 2;
+    const char *c = argv[1];
+    if (!strcmp(c, "server_exe")) return argc > 2 ? server_exe(argv[2]) : 2;
+    if (!strcmp(c, "good_client")) good_client();
+    else if (!strcmp(c, "wrong_token")) wrong_token();
+    else if (!strcmp(c, "not_hello_first")) not_hello_first();
+    else if (!strcmp(c, "oversize")) oversize();
+    else if (!strcmp(c, "truncated")) truncated();
+    else if (!strcmp(c, "hostile_and_good")) hostile_and_good();
+    else if (!strcmp(c, "unreachable")) unreachable();
+    else return fprintf(stderr, "unknown case %s\n", c), 2;
+    vcuda_buf_free(&buf);
+    return failures ? 1 : 0;
+}
