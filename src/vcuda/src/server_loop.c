@@ -99,6 +99,7 @@ static int dispatch(const vcuda_server_config *cfg, conn *c, const vcuda_msg *m,
         snprintf(why, VCUDA_WHY_LEN, "second HELLO on an authenticated connection");
         return -1;
     }
+    if (m->hdr.opcode == VCUDA_OP_PING && cfg->pings) ++*cfg->pings;
     if (m->hdr.opcode != VCUDA_OP_PING &&
         cfg->handler->handle(cfg->handler->ctx, &c->pub, m, r, why) != 0)
         return -1;

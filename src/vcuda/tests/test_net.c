@@ -16,11 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(c)                                                                           \
-    do {                                                                                   \
-        if (!(c)) fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c), ++failures; \
-    } while (0)
+#include "vcuda_test.h"
 
 #define TIMEOUT_MS 300
 static const char TOKEN[] = "s3cret-test-token";

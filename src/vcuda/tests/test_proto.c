@@ -10,11 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(c)                                                                           \
-    do {                                                                                   \
-        if (!(c)) fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c), ++failures; \
-    } while (0)
+#include "vcuda_test.h"
 
 static uint8_t frame[VCUDA_HEADER_SIZE + 8192];
 static char why[VCUDA_WHY_LEN];

@@ -49,6 +49,7 @@ typedef struct {
     const struct vcuda_handler *handler;
     volatile sig_atomic_t *stop; /* loop returns (after disconnecting all) when set */
     const char *log_prefix;      /* e.g. "vcuda-server" */
+    volatile uint64_t *pings;    /* optional (may be NULL): incremented per PING answered */
 } vcuda_server_config;
 
 /* Runs until *stop; 0, or -1 if the loop itself failed (message on stderr). */

@@ -1,0 +1,61 @@
+/* vcuda client core: the virtual-device map and failure handling (no CUDA here; the
+ * CUDA API stand-in calls this).
+ *
+ * vcuda_client_open() reads
+ *   VCUDA_SERVERS=host:port,...  device ordinal i = the i-th entry (required)
+ *   VCUDA_SPARES=host:port,...   fill in, in order, for servers that fail the start check
+ *   VCUDA_TOKEN / VCUDA_TOKEN_FILE (vcuda_token_load)
+ *   VCUDA_TIMEOUT_MS             per-call deadline, default 5000, in [10, 600000]
+ *   VCUDA_KEEPALIVE_MS           optional, in [1, 60000]: a background thread PINGs each
+ *                                device whose connection was idle that long (P003's fix)
+ * and health-checks every server (connect + HELLO + PING within the timeout).  Each one
+ * that fails is reported with one stderr line and replaced by the next healthy spare or
+ * dropped; the remaining devices are numbered densely in VCUDA_SERVERS order.
+ *
+ * A server that dies or stalls mid-session makes the call return
+ * VCUDA_CLIENT_UNAVAILABLE within the timeout (-> cudaErrorDevicesUnavailable); the
+ * device is then marked lost and every later call on it fails the same way at once. */
+#ifndef VCUDA_CLIENT_H
+#define VCUDA_CLIENT_H
+
+#include "vcuda/proto.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VCUDA_DEFAULT_TIMEOUT_MS 5000
+
+typedef enum {
+    VCUDA_CLIENT_OK = 0,
+    VCUDA_CLIENT_BAD_DEVICE,   /* ordinal out of range, or not opened */
+    VCUDA_CLIENT_BAD_REQUEST,  /* the request does not encode (nothing was sent) */
+    VCUDA_CLIENT_REMOTE_ERROR, /* server replied with VCUDA_FLAG_ERROR: reply->v[0], str */
+    VCUDA_CLIENT_UNAVAILABLE   /* server died, stalled or broke protocol: device lost */
+} vcuda_client_status;
+
+const char *vcuda_client_status_name(vcuda_client_status s);
+/* cudaError_t value for a status: 0, 101 (invalid device), 1 (invalid value),
+ * 999 (unknown; for REMOTE_ERROR use the reply's code), 46 (devices unavailable). */
+int vcuda_client_cuda_error(vcuda_client_status s);
+
+/* 0, or -1 with the reason in why (VCUDA_WHY_LEN bytes) for a configuration error.
+ * Zero healthy devices is not an error here (device count 0).  Opening again first
+ * closes. */
+int vcuda_client_open(char *why);
+void vcuda_client_close(void);
+int vcuda_client_device_count(void);
+/* "host:port" of a device (NULL if out of range). */
+const char *vcuda_client_device_server(int dev);
+
+/* Sends req (opcode and fields are the caller's; request id and flags are set here) and
+ * waits for the matching reply, all within timeout_ms (<= 0: VCUDA_TIMEOUT_MS).  The
+ * reply's str/blob stay valid until the next call on that device.  Thread-safe: calls
+ * on one device are serialized. */
+vcuda_client_status vcuda_client_call(int dev, const vcuda_msg *req, vcuda_msg *reply,
+                                      int timeout_ms, char *why);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,280 @@
+/* vcuda client core: virtual devices and failure handling (see client.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "vcuda/client.h"
+
+#include "vcuda/net.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    char host[256];
+    uint16_t port;
+    char name[272]; /* "host:port" as given */
+} endpoint;
+
+typedef struct {
+    endpoint ep;
+    int fd;
+    int lost;
+    pthread_mutex_t mu; /* one request/reply at a time per connection */
+    vcuda_buf buf;      /* calls' frames; reply pointers live here */
+    vcuda_buf ka_buf;   /* keep-alive's own, so it never clobbers a caller's reply */
+    uint64_t next_id;
+    int64_t last_use;
+} device;
+
+static device devs[VCUDA_MAX_DEVICES];
+static int ndev, timeout_ms = VCUDA_DEFAULT_TIMEOUT_MS, keepalive_ms;
+static uint8_t token[VCUDA_MAX_TOKEN];
+static size_t token_len;
+static pthread_t ka_thread;
+static int ka_running;
+static atomic_int ka_stop;
+
+static int fail(char *why, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vcuda_vwhy(why, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const char *vcuda_client_status_name(vcuda_client_status s)
+{
+    static const char *const n[] = {"ok", "bad device", "bad request", "remote error",
+                                    "device unavailable"};
+    return (unsigned)s < 5 ? n[s] : "unknown";
+}
+
+int vcuda_client_cuda_error(vcuda_client_status s)
+{
+    switch (s) {
+    case VCUDA_CLIENT_OK: return 0;
+    case VCUDA_CLIENT_BAD_DEVICE: return 101;  /* cudaErrorInvalidDevice */
+    case VCUDA_CLIENT_BAD_REQUEST: return 1;   /* cudaErrorInvalidValue */
+    case VCUDA_CLIENT_UNAVAILABLE: return 46;  /* cudaErrorDevicesUnavailable */
+    default: return 999;                       /* cudaErrorUnknown */
+    }
+}
+
+/* Integer env var in [lo, hi]; def if unset or empty.  0 or -1 (why set). */
+static int env_int(const char *name, int def, int lo, int hi, int *out, char *why)
+{
+    const char *s = getenv(name);
+    char *end;
+    *out = def;
+    if (!s || !*s) return 0;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end || errno || v < lo || v > hi)
+        return fail(why, "%s='%s' is not an integer in [%d, %d]", name, s, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+/* "host:port,host:port,..." -> eps; count or -1 (why names the bad entry). */
+static int parse_list(const char *var, const char *s, endpoint *eps, int max, char *why)
+{
+    int n = 0;
+    while (s) {
+        const char *c = strchr(s, ',');
+        size_t len = c ? (size_t)(c - s) : strlen(s);
+        char entry[272];
+        if (n == max) return fail(why, "%s has more than %d entries", var, max);
+        if (len == 0) return fail(why, "%s entry %d is empty", var, n + 1);
+        if (len >= sizeof entry)
+            return fail(why, "%s entry %d '%.40s...' is too long", var, n + 1, s);
+        memcpy(entry, s, len), entry[len] = 0;
+        endpoint *e = &eps[n];
+        if (vcuda_parse_hostport(entry, e->host, &e->port) || !e->host[0] || e->port == 0)
+            return fail(why, "%s entry %d '%s' is not host:port (port 1-65535)", var, n + 1, entry);
+        memcpy(e->name, entry, len + 1);
+        ++n;
+        s = c ? c + 1 : NULL;
+    }
+    return n;
+}
+
+/* One request/reply on d (mutex held).  OK, REMOTE_ERROR, BAD_REQUEST or UNAVAILABLE
+ * (the connection is then unusable; the caller marks the device lost). */
+static vcuda_client_status exchange(device *d, const vcuda_msg *req, vcuda_msg *rep,
+                                    vcuda_buf *b, int tmo, char *why)
+{
+    vcuda_msg m = *req;
+    m.hdr.flags = 0;
+    m.hdr.request_id = ++d->next_id;
+    int64_t dl = vcuda_now_ms() + tmo;
+    vcuda_net_status s = vcuda_send_frame(d->fd, &m, b, tmo, why);
+    if (s == VCUDA_NET_PROTO) return VCUDA_CLIENT_BAD_REQUEST; /* encode failed: nothing sent */
+    if (!s) {
+        int left = (int)(dl - vcuda_now_ms());
+        s = vcuda_recv_frame(d->fd, rep, b, left > 0 ? left : 0, why);
+    }
+    d->last_use = vcuda_now_ms();
+    if (s) return VCUDA_CLIENT_UNAVAILABLE;
+    if (!(rep->hdr.flags & VCUDA_FLAG_REPLY) || rep->hdr.request_id != m.hdr.request_id ||
+        rep->hdr.opcode != m.hdr.opcode) {
+        fail(why, "reply does not match request %llu (%s)",
+             (unsigned long long)m.hdr.request_id, vcuda_opcode_name(m.hdr.opcode));
+        return VCUDA_CLIENT_UNAVAILABLE;
+    }
+    return rep->hdr.flags & VCUDA_FLAG_ERROR ? VCUDA_CLIENT_REMOTE_ERROR : VCUDA_CLIENT_OK;
+}
+
+static void mark_lost(device *d, int ordinal, const char *why)
+{
+    if (d->lost) return;
+    d->lost = 1;
+    close(d->fd);
+    d->fd = -1;
+    fprintf(stderr, "vcuda: server %s (device %d) lost: %s; its calls now fail with "
+            "cudaErrorDevicesUnavailable\n", d->ep.name, ordinal, why);
+}
+
+/* Connect + HELLO + PING within the timeout; 0 with d->fd open, or -1 (why set). */
+static int health_check(device *d, char *why)
+{
+    vcuda_msg m, r;
+    d->fd = vcuda_connect(d->ep.host, d->ep.port, timeout_ms, why);
+    if (d->fd < 0) return -1;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_HELLO;
+    m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1;
+    m.blob = token, m.blob_len = (uint32_t)token_len;
+    vcuda_client_status s = exchange(d, &m, &r, &d->buf, timeout_ms, why);
+    if (s == VCUDA_CLIENT_REMOTE_ERROR)
+        fail(why, "HELLO refused: %.*s", (int)r.str_len, (const char *)r.str);
+    else if (!s && r.v[0] != VCUDA_PROTO_VERSION)
+        s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "protocol version %llu", (unsigned long long)r.v[0]);
+    if (!s) {
+        memset(&m, 0, sizeof m);
+        m.hdr.opcode = VCUDA_OP_PING;
+        s = exchange(d, &m, &r, &d->buf, timeout_ms, why);
+    }
+    if (!s) return 0;
+    close(d->fd);
+    d->fd = -1;
+    return -1;
+}
+
+static void *keepalive_main(void *arg)
+{
+    (void)arg;
+    int period = keepalive_ms / 4 > 0 ? keepalive_ms / 4 : 1;
+    struct timespec ts = {period / 1000, (long)(period % 1000) * 1000000L};
+    while (!atomic_load(&ka_stop)) {
+        for (int i = 0; i < ndev; ++i) {
+            device *d = &devs[i];
+            if (pthread_mutex_trylock(&d->mu)) continue; /* a call is using it: not idle */
+            if (!d->lost && vcuda_now_ms() - d->last_use >= keepalive_ms) {
+                vcuda_msg m, r;
+                char why[VCUDA_WHY_LEN];
+                memset(&m, 0, sizeof m);
+                m.hdr.opcode = VCUDA_OP_PING;
+                if (exchange(d, &m, &r, &d->ka_buf, timeout_ms, why) != VCUDA_CLIENT_OK)
+                    mark_lost(d, i, why);
+            }
+            pthread_mutex_unlock(&d->mu);
+        }
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+void vcuda_client_close(void)
+{
+    if (ka_running) {
+        atomic_store(&ka_stop, 1);
+        pthread_join(ka_thread, NULL);
+        ka_running = 0;
+    }
+    for (int i = 0; i < ndev; ++i) {
+        if (devs[i].fd >= 0) close(devs[i].fd);
+        vcuda_buf_free(&devs[i].buf);
+        vcuda_buf_free(&devs[i].ka_buf);
+        pthread_mutex_destroy(&devs[i].mu);
+    }
+    ndev = 0;
+}
+
+int vcuda_client_open(char *why)
+{
+    static endpoint prim[VCUDA_MAX_DEVICES], spare[VCUDA_MAX_DEVICES];
+    vcuda_client_close();
+    const char *sv = getenv("VCUDA_SERVERS"), *sp = getenv("VCUDA_SPARES");
+    if (!sv || !*sv) return fail(why, "VCUDA_SERVERS is not set (host:port,host:port,...)");
+    int np = parse_list("VCUDA_SERVERS", sv, prim, VCUDA_MAX_DEVICES, why);
+    int ns = sp && *sp ? parse_list("VCUDA_SPARES", sp, spare, VCUDA_MAX_DEVICES, why) : 0;
+    if (np < 0 || ns < 0) return -1;
+    if (env_int("VCUDA_TIMEOUT_MS", VCUDA_DEFAULT_TIMEOUT_MS, 10, 600000, &timeout_ms, why) ||
+        env_int("VCUDA_KEEPALIVE_MS", 0, 0, 60000, &keepalive_ms, why))
+        return -1;
+    if (vcuda_token_load(token, &token_len, why)) return -1;
+
+    int next_spare = 0;
+    for (int i = 0; i < np; ++i) {
+        char err[VCUDA_WHY_LEN], serr[VCUDA_WHY_LEN];
+        device *d = &devs[ndev];
+        memset(d, 0, sizeof *d);
+        d->ep = prim[i];
+        if (health_check(d, err) == 0) goto ok;
+        while (next_spare < ns) {
+            memset(d, 0, sizeof *d);
+            d->ep = spare[next_spare++];
+            if (health_check(d, serr) == 0) {
+                fprintf(stderr, "vcuda: server %s (device %d) unreachable: %s; using spare %s\n",
+                        prim[i].name, i, err, d->ep.name);
+                goto ok;
+            }
+            fprintf(stderr, "vcuda: spare %s unreachable: %s\n", d->ep.name, serr);
+        }
+        fprintf(stderr, "vcuda: server %s (device %d) unreachable: %s; device dropped\n",
+                prim[i].name, i, err);
+        continue;
+    ok:
+        pthread_mutex_init(&d->mu, NULL);
+        ++ndev;
+    }
+    if (keepalive_ms > 0 && ndev > 0) {
+        atomic_store(&ka_stop, 0);
+        if (pthread_create(&ka_thread, NULL, keepalive_main, NULL) == 0) ka_running = 1;
+        else fprintf(stderr, "vcuda: keep-alive thread not started; continuing without\n");
+    }
+    return 0;
+}
+
+int vcuda_client_device_count(void) { return ndev; }
+
+const char *vcuda_client_device_server(int dev)
+{
+    return dev >= 0 && dev < ndev ? devs[dev].ep.name : NULL;
+}
+
+vcuda_client_status vcuda_client_call(int dev, const vcuda_msg *req, vcuda_msg *reply,
+                                      int tmo, char *why)
+{
+    char local[VCUDA_WHY_LEN];
+    if (!why) why = local;
+    if (dev < 0 || dev >= ndev) return fail(why, "no vcuda device %d (%d present)", dev, ndev), VCUDA_CLIENT_BAD_DEVICE;
+    device *d = &devs[dev];
+    pthread_mutex_lock(&d->mu);
+    vcuda_client_status s;
+    if (d->lost) {
+        fail(why, "server %s (device %d) was lost earlier", d->ep.name, dev);
+        s = VCUDA_CLIENT_UNAVAILABLE;
+    } else {
+        s = exchange(d, req, reply, &d->buf, tmo > 0 ? tmo : timeout_ms, why);
+        if (s == VCUDA_CLIENT_UNAVAILABLE) mark_lost(d, dev, why);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return s;
+}

@@ -1,0 +1,227 @@
+/* CPU-only tests of the vcuda client core: `vcuda_client_test CASE`.  Servers are the
+ * real server loop in forked children on ephemeral 127.0.0.1 ports with a tiny handler
+ * (GET_DEVICE -> the server's index); PINGs answered are counted in shared memory. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#include "vcuda/client.h"
+#include "vcuda/server_loop.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "vcuda_test.h"
+
+#define TIMEOUT_MS 300
+static const char TOKEN[] = "client-test-token";
+static char why[VCUDA_WHY_LEN];
+static volatile sig_atomic_t stop_flag;
+static void on_term(int s) { (void)s; stop_flag = 1; }
+
+static int t_handle(void *ctx, vcuda_conn *c, const vcuda_msg *req, vcuda_msg *r, char *w)
+{
+    (void)c, (void)w;
+    if (req->hdr.opcode == VCUDA_OP_GET_DEVICE) {
+        r->v[0] = (uint64_t)(intptr_t)ctx, r->nv = 1;
+        return 0;
+    }
+    vcuda_reply_error(r, 801, "test: not implemented");
+    return 0;
+}
+
+typedef struct {
+    pid_t pid;
+    uint16_t port;
+    volatile uint64_t *pings; /* shared with the child */
+} server;
+
+static void start(server *s, int index)
+{
+    int lfd = vcuda_listen(NULL, 0, &s->port, why);
+    if (lfd < 0) fprintf(stderr, "listen: %s\n", why), exit(1);
+    s->pings = mmap(NULL, sizeof *s->pings, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (s->pings == MAP_FAILED) perror("mmap"), exit(1);
+    fflush(NULL);
+    s->pid = fork();
+    if (s->pid == 0) {
+        signal(SIGTERM, on_term);
+        struct vcuda_handler h = {(void *)(intptr_t)index, t_handle, NULL};
+        vcuda_server_config cfg = {.listen_fd = lfd, .token = (const uint8_t *)TOKEN,
+                                   .token_len = strlen(TOKEN), .device = 0,
+                                   .frame_timeout_ms = TIMEOUT_MS, .max_conns = 16,
+                                   .handler = &h, .stop = &stop_flag, .log_prefix = "srv",
+                                   .pings = s->pings};
+        _exit(vcuda_server_run(&cfg) ? 1 : 0);
+    }
+    close(lfd);
+}
+
+static void finish(server *s)
+{
+    kill(s->pid, SIGCONT);
+    kill(s->pid, SIGTERM);
+    waitpid(s->pid, NULL, 0);
+    munmap((void *)s->pings, sizeof *s->pings);
+}
+
+static uint16_t dead_port(void)
+{
+    uint16_t port;
+    close(vcuda_listen(NULL, 0, &port, why));
+    return port;
+}
+
+/* Sets VCUDA_SERVERS from ports (0: a dead one) and opens; stderr of open into log. */
+static int open_with(const char *servers, const char *spares, char *log, size_t cap)
+{
+    setenv("VCUDA_SERVERS", servers, 1);
+    if (spares) setenv("VCUDA_SPARES", spares, 1);
+    else unsetenv("VCUDA_SPARES");
+    char path[] = "vcuda-client-test-XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    fflush(stderr);
+    dup2(fd, 2);
+    int rc = vcuda_client_open(why);
+    fflush(stderr);
+    dup2(saved, 2), close(saved);
+    ssize_t n = pread(fd, log, cap - 1, 0);
+    log[n > 0 ? n : 0] = 0;
+    close(fd), unlink(path);
+    fprintf(stderr, "open -> %d (%s); stderr:\n%s", rc, rc ? why : "", log);
+    return rc;
+}
+
+static vcuda_client_status call(int dev, unsigned op, vcuda_msg *r)
+{
+    vcuda_msg m;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = (uint16_t)op;
+    return vcuda_client_call(dev, &m, r, 0, why);
+}
+
+static void device_map(void)
+{
+    server a, b, sp;
+    char list[256], spares[64], log[4096];
+    start(&a, 10), start(&b, 11), start(&sp, 12);
+    uint16_t dead = dead_port();
+    snprintf(list, sizeof list, "127.0.0.1:%u,localhost:%u,127.0.0.1:%u", a.port, dead, b.port);
+    snprintf(spares, sizeof spares, "127.0.0.1:%u", sp.port);
+    CHECK(open_with(list, spares, log, sizeof log) == 0);
+    CHECK(vcuda_client_device_count() == 3);
+    char expect[160];
+    snprintf(expect, sizeof expect, "vcuda: server localhost:%u (device 1) unreachable: ", dead);
+    CHECK(strstr(log, expect) && strstr(log, "refused"));
+    snprintf(expect, sizeof expect, "; using spare 127.0.0.1:%u\n", sp.port);
+    CHECK(strstr(log, expect));
+    vcuda_msg r;
+    int want[] = {10, 12, 11};
+    for (int i = 0; i < 3; ++i) CHECK(call(i, VCUDA_OP_GET_DEVICE, &r) == VCUDA_CLIENT_OK && r.v[0] == (uint64_t)want[i]);
+    CHECK(call(3, VCUDA_OP_PING, &r) == VCUDA_CLIENT_BAD_DEVICE);
+    /* no spare left: the dead entry is dropped, the rest renumbered densely */
+    CHECK(open_with(list, NULL, log, sizeof log) == 0);
+    CHECK(vcuda_client_device_count() == 2 && strstr(log, "; device dropped\n"));
+    CHECK(call(1, VCUDA_OP_GET_DEVICE, &r) == VCUDA_CLIENT_OK && r.v[0] == 11);
+    vcuda_client_close();
+    finish(&a), finish(&b), finish(&sp);
+}
+
+static void bad_servers(void)
+{
+    char log[1024];
+    CHECK(open_with("127.0.0.1:1,nohostport,127.0.0.1:2", NULL, log, sizeof log) < 0 &&
+          strstr(why, "entry 2 'nohostport'"));
+    CHECK(open_with("127.0.0.1:1,,127.0.0.1:2", NULL, log, sizeof log) < 0 && strstr(why, "entry 2 is empty"));
+    CHECK(open_with("h:99999", NULL, log, sizeof log) < 0 && strstr(why, "'h:99999'"));
+    CHECK(open_with("h:1", "h:x", log, sizeof log) < 0 && strstr(why, "VCUDA_SPARES entry 1 'h:x'"));
+    setenv("VCUDA_TIMEOUT_MS", "0", 1);
+    CHECK(open_with("h:1", NULL, log, sizeof log) < 0 && strstr(why, "VCUDA_TIMEOUT_MS"));
+    unsetenv("VCUDA_SERVERS");
+    CHECK(vcuda_client_open(why) < 0 && strstr(why, "VCUDA_SERVERS is not set"));
+}
+
+static void round_trip(void)
+{
+    server a;
+    char list[64], log[1024];
+    vcuda_msg r;
+    start(&a, 7);
+    snprintf(list, sizeof list, "127.0.0.1:%u", a.port);
+    CHECK(open_with(list, NULL, log, sizeof log) == 0 && vcuda_client_device_count() == 1 && !log[0]);
+    for (int i = 0; i < 50; ++i) CHECK(call(0, VCUDA_OP_GET_DEVICE, &r) == VCUDA_CLIENT_OK && r.v[0] == 7);
+    CHECK(call(0, VCUDA_OP_DEVICE_SYNCHRONIZE, &r) == VCUDA_CLIENT_REMOTE_ERROR && r.v[0] == 801);
+    CHECK(call(0, VCUDA_OP_PING, &r) == VCUDA_CLIENT_OK); /* still usable after an error reply */
+    vcuda_client_close();
+    finish(&a);
+}
+
+/* A server that dies (SIGKILL) or stalls (SIGSTOP) mid-session. */
+static void failure(int sig)
+{
+    server a;
+    char list[64], log[1024];
+    vcuda_msg r;
+    start(&a, 0);
+    snprintf(list, sizeof list, "127.0.0.1:%u", a.port);
+    CHECK(open_with(list, NULL, log, sizeof log) == 0);
+    CHECK(call(0, VCUDA_OP_PING, &r) == VCUDA_CLIENT_OK);
+    kill(a.pid, sig);
+    if (sig == SIGKILL) waitpid(a.pid, NULL, 0);
+    int64_t t0 = vcuda_now_ms();
+    vcuda_client_status s = call(0, VCUDA_OP_GET_DEVICE, &r);
+    CHECK(s == VCUDA_CLIENT_UNAVAILABLE && vcuda_client_cuda_error(s) == 46);
+    CHECK(vcuda_now_ms() - t0 <= TIMEOUT_MS + 100);
+    if (sig == SIGSTOP) CHECK(strstr(why, "timed out"));
+    t0 = vcuda_now_ms();
+    for (int i = 0; i < 10; ++i) CHECK(call(0, VCUDA_OP_PING, &r) == VCUDA_CLIENT_UNAVAILABLE);
+    CHECK(vcuda_now_ms() - t0 < 20 && strstr(why, "lost earlier")); /* fail fast */
+    vcuda_client_close();
+    if (sig == SIGKILL) munmap((void *)a.pings, sizeof *a.pings);
+    else finish(&a);
+}
+
+static void keepalive(void)
+{
+    server a;
+    char list[64], log[1024];
+    start(&a, 0);
+    snprintf(list, sizeof list, "127.0.0.1:%u", a.port);
+    for (int on = 0; on < 2; ++on) {
+        if (on) setenv("VCUDA_KEEPALIVE_MS", "20", 1);
+        else unsetenv("VCUDA_KEEPALIVE_MS");
+        CHECK(open_with(list, NULL, log, sizeof log) == 0);
+        uint64_t before = *a.pings; /* the health check's PING is already counted */
+        poll(NULL, 0, 200);
+        uint64_t n = *a.pings - before;
+        fprintf(stderr, "keep-alive %s: %llu PINGs in 200 ms idle\n", on ? "20 ms" : "off", (unsigned long long)n);
+        CHECK(on ? n >= 4 && n <= 20 : n == 0);
+        vcuda_client_close();
+    }
+    finish(&a);
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) return fprintf(stderr, "usage: %s CASE\n", argv[0]), 2;
+    setenv("VCUDA_TOKEN", TOKEN, 1);
+    unsetenv("VCUDA_KEEPALIVE_MS");
+    char t[16];
+    snprintf(t, sizeof t, "%d", TIMEOUT_MS);
+    setenv("VCUDA_TIMEOUT_MS", t, 1);
+    const char *c = argv[1];
+    if (!strcmp(c, "device_map")) device_map();
+    else if (!strcmp(c, "bad_servers")) bad_servers();
+    else if (!strcmp(c, "round_trip")) round_trip();
+    else if (!strcmp(c, "killed")) failure(SIGKILL);
+    else if (!strcmp(c, "stopped")) failure(SIGSTOP);
+    else if (!strcmp(c, "keepalive")) keepalive();
+    else return fprintf(stderr, "unknown case %s\n", c), 2;
+    return failures ? 1 : 0;
+}
