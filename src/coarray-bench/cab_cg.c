@@ -137,15 +137,11 @@ static void sparse(triples *t, int n, int firstrow, int lastrow)
 {
     nrows = lastrow - firstrow + 1;
     row0 = firstrow - 1;
-    rowstr = calloc((size_t)nrows + 1, sizeof(int));
-    colidx = malloc(sizeof(int) * (size_t)(t->n ? t->n : 1));
-    a = malloc(sizeof(double) * (size_t)(t->n ? t->n : 1));
-    double *xs = calloc((size_t)n + 1, sizeof(double));
-    int *mark = calloc((size_t)n + 1, sizeof(int)), *nzloc = malloc(sizeof(int) * ((size_t)n + 1));
-    if (!rowstr || !colidx || !a || !xs || !mark || !nzloc) {
-        fprintf(stderr, "cab-cg: out of memory in sparse\n");
-        xmpc_abort(UMS_EXIT_FAILED);
-    }
+    rowstr = cab_xalloc(sizeof(int) * ((size_t)nrows + 1));
+    colidx = cab_xalloc(sizeof(int) * (size_t)t->n);
+    a = cab_xalloc(sizeof(double) * (size_t)t->n);
+    double *xs = cab_xalloc(sizeof(double) * ((size_t)n + 1));
+    int *mark = cab_xalloc(sizeof(int) * ((size_t)n + 1)), *nzloc = cab_xalloc(sizeof(int) * ((size_t)n + 1));
     for (long k = 0; k < t->n; ++k)
         rowstr[t->row[k] - firstrow + 1]++;
     for (int j = 1; j <= nrows; ++j)
@@ -200,8 +196,8 @@ static void makea(int n, int nonzer, double shift, int firstrow, int lastrow, in
     int nn1 = 1;
     while (nn1 < n)
         nn1 *= 2; /* smallest power of two >= n */
-    double *v = malloc(sizeof(double) * (size_t)(nonzer + 2));
-    int *iv = malloc(sizeof(int) * (size_t)(nonzer + 2)), *mark = calloc((size_t)n + 1, sizeof(int));
+    double *v = cab_xalloc(sizeof(double) * (size_t)(nonzer + 2));
+    int *iv = cab_xalloc(sizeof(int) * (size_t)(nonzer + 2)), *mark = cab_xalloc(sizeof(int) * ((size_t)n + 1));
     triples t = {0};
     for (int iouter = 1; iouter <= n; ++iouter) {
         int nzv = nonzer;
@@ -357,16 +353,6 @@ static double power_step(double shift)
     return shift + 1.0 / norm[0];
 }
 
-static void *xalloc(size_t n)
-{
-    void *ptr = calloc(n ? n : 1, 1);
-    if (!ptr) {
-        fprintf(stderr, "cab-cg: out of memory (%zu bytes)\n", n);
-        xmpc_abort(UMS_EXIT_FAILED);
-    }
-    return ptr;
-}
-
 int main(int argc, char **argv)
 {
     const char *cls = "S", *variant = "get";
@@ -401,8 +387,8 @@ int main(int argc, char **argv)
         cab_unsupported("--variant mpi needs MPI and an MPI-based backend (mpi3, armci); "
                         "backend is %s", xmpc_backend_name());
 
-    blk_first = xalloc(sizeof(int) * (size_t)np);
-    blk_len = xalloc(sizeof(int) * (size_t)np);
+    blk_first = cab_xalloc(sizeof(int) * (size_t)np);
+    blk_len = cab_xalloc(sizeof(int) * (size_t)np);
     int maxlen = 0;
     for (int k = 0; k < np; ++k) {
         blk_len[k] = na / np + (k < na % np);
@@ -421,20 +407,20 @@ int main(int argc, char **argv)
     else
         makea(na, C->nonzer, C->shift, 1, na, first + 1, first + len); /* column block */
 
-    x = xalloc(sizeof(double) * (size_t)maxlen);
-    z = xalloc(sizeof(double) * (size_t)maxlen);
-    p = xalloc(sizeof(double) * (size_t)maxlen);
-    q = xalloc(sizeof(double) * (size_t)maxlen);
-    r = xalloc(sizeof(double) * (size_t)maxlen);
+    x = cab_xalloc(sizeof(double) * (size_t)maxlen);
+    z = cab_xalloc(sizeof(double) * (size_t)maxlen);
+    p = cab_xalloc(sizeof(double) * (size_t)maxlen);
+    q = cab_xalloc(sizeof(double) * (size_t)maxlen);
+    r = cab_xalloc(sizeof(double) * (size_t)maxlen);
     if (g_variant == V_MPI) {
-        pfull = xalloc(sizeof(double) * (size_t)na);
+        pfull = cab_xalloc(sizeof(double) * (size_t)na);
     } else if (g_variant == V_GET) {
         long dims[] = {na};
         ca_w = xmpc_coarray_alloc("w", XMPC_DOUBLE, sizeof(double), 1, dims); /* double w[na]:[*] */
         w = xmpc_coarray_data(ca_w);
     } else {
         long dims[] = {maxlen};
-        w = xalloc(sizeof(double) * (size_t)na);
+        w = cab_xalloc(sizeof(double) * (size_t)na);
         ca_qacc[0] = xmpc_coarray_alloc("qacc0", XMPC_DOUBLE, sizeof(double), 1, dims);
         ca_qacc[1] = xmpc_coarray_alloc("qacc1", XMPC_DOUBLE, sizeof(double), 1, dims);
     }

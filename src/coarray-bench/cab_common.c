@@ -51,18 +51,22 @@ void cab_usage_fail(const char *fmt, ...)
 void cab_unsupported(const char *fmt, ...)
 {
     if (xmpc_this_image() == 1) {
-        char reason[512];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(reason, sizeof reason, fmt, ap);
+        ums_status_vmessage("unsupported", fmt, ap);
         va_end(ap);
-        ums_rec r;
-        ums_rec_begin_status(&r, "unsupported");
-        ums_rec_str(&r, "reason", reason);
-        ums_rec_emit(&r);
-        fprintf(stderr, "%s: unsupported: %s\n", g_bench, reason);
     }
     cab_exit(UMS_EXIT_UNSUPPORTED);
+}
+
+void *cab_xalloc(size_t bytes)
+{
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p) {
+        fprintf(stderr, "%s: image %d: out of memory (%zu bytes)\n", g_bench, xmpc_this_image(), bytes);
+        xmpc_abort(UMS_EXIT_FAILED);
+    }
+    return p;
 }
 
 /* ---- reductions over coarrays ---------------------------------------------------------

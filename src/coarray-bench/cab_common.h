@@ -64,6 +64,9 @@ void cab_unsupported(const char *fmt, ...)
 #endif
     ;
 
+/* Zeroed memory, or "<bench>: image i: out of memory" and every image ends (status 1). */
+void *cab_xalloc(size_t bytes);
+
 /* Collective (every image, same n): v[i] = sum (or max) over images of v[i], the same
  * bits on every image (summed in image order).  Coarray puts into a double-buffered
  * slot array, one sync all; created on first use for up to CAB_REDUCE_MAX values. */

@@ -321,16 +321,6 @@ static void full_verify(void)
         passed_verification++;
 }
 
-static void *xalloc(size_t n)
-{
-    void *p = calloc(n ? n : 1, 1);
-    if (!p) {
-        fprintf(stderr, "cab-is: out of memory (%zu bytes)\n", n);
-        xmpc_abort(UMS_EXIT_FAILED);
-    }
-    return p;
-}
-
 int main(int argc, char **argv)
 {
     const char *cls = "S", *variant = "coarray";
@@ -372,22 +362,22 @@ int main(int argc, char **argv)
     size_of_buffers = np < 256 ? 3 * num_keys / 2 : np < 512 ? 5 * num_keys / 2
                     : np < 1024 ? 4 * num_keys : 13 * num_keys / 2;
 
-    key_array = xalloc(sizeof(int) * (size_t)size_of_buffers);
+    key_array = cab_xalloc(sizeof(int) * (size_t)size_of_buffers);
     /* key_buff1 also holds the per-key-value counts of this image's key range */
     size_t kb1 = (size_t)(size_of_buffers > max_key ? size_of_buffers : max_key);
-    key_buff1 = xalloc(sizeof(int) * kb1);
+    key_buff1 = cab_xalloc(sizeof(int) * kb1);
     const int nb = num_buckets + TEST_ARRAY_SIZE, npt = np + TEST_ARRAY_SIZE;
-    bucket_size = xalloc(sizeof(int) * (size_t)nb);
-    bucket_size_totals = xalloc(sizeof(int) * (size_t)nb);
-    bucket_ptrs = xalloc(sizeof(int) * (size_t)num_buckets);
-    bucket_ptr1 = xalloc(sizeof(int) * (size_t)npt);
-    bucket_ptr2 = xalloc(sizeof(int) * (size_t)npt);
-    send_count = xalloc(sizeof(int) * (size_t)np);
-    recv_count = xalloc(sizeof(int) * (size_t)np);
-    send_displ = xalloc(sizeof(int) * (size_t)np);
-    recv_displ = xalloc(sizeof(int) * (size_t)np);
-    dst_displ = xalloc(sizeof(int) * (size_t)np);
-    red_buf = xalloc(sizeof(double) * (size_t)nb);
+    bucket_size = cab_xalloc(sizeof(int) * (size_t)nb);
+    bucket_size_totals = cab_xalloc(sizeof(int) * (size_t)nb);
+    bucket_ptrs = cab_xalloc(sizeof(int) * (size_t)num_buckets);
+    bucket_ptr1 = cab_xalloc(sizeof(int) * (size_t)npt);
+    bucket_ptr2 = cab_xalloc(sizeof(int) * (size_t)npt);
+    send_count = cab_xalloc(sizeof(int) * (size_t)np);
+    recv_count = cab_xalloc(sizeof(int) * (size_t)np);
+    send_displ = cab_xalloc(sizeof(int) * (size_t)np);
+    recv_displ = cab_xalloc(sizeof(int) * (size_t)np);
+    dst_displ = cab_xalloc(sizeof(int) * (size_t)np);
+    red_buf = cab_xalloc(sizeof(double) * (size_t)nb);
     if (g_coarray) {
         /* int key[SIZE_OF_BUFFERS]:[*], count[np]:[*], rcv_displ[np]:[*], last_key:[*] */
         long kdims[] = {size_of_buffers}, pdims[] = {np}, one[] = {1};
@@ -397,7 +387,7 @@ int main(int argc, char **argv)
         ca_lastkey = xmpc_coarray_alloc("last_key", XMPC_INT, sizeof(int), 1, one);
         key_buff2 = xmpc_coarray_data(ca_key);
     } else {
-        key_buff2 = xalloc(sizeof(int) * (size_t)size_of_buffers);
+        key_buff2 = cab_xalloc(sizeof(int) * (size_t)size_of_buffers);
     }
 
     double time = 0, share = 0, comm_max = 0, checks = 0;

@@ -171,7 +171,7 @@ void ums_result(const char *metric, double value, const char *unit)
     ums_rec_emit(&r);
 }
 
-__attribute__((noreturn)) static void status_and_exit(const char *status, int code, const char *fmt, va_list ap)
+void ums_status_vmessage(const char *status, const char *fmt, va_list ap)
 {
     char reason[1024];
     vsnprintf(reason, sizeof reason, fmt, ap);
@@ -180,6 +180,11 @@ __attribute__((noreturn)) static void status_and_exit(const char *status, int co
     ums_rec_str(&r, "reason", reason);
     ums_rec_emit(&r);
     fprintf(stderr, "%s: %s: %s\n", g_bench, status, reason);
+}
+
+__attribute__((noreturn)) static void status_and_exit(const char *status, int code, const char *fmt, va_list ap)
+{
+    ums_status_vmessage(status, fmt, ap);
     exit(code);
 }
 

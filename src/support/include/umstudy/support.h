@@ -68,6 +68,10 @@ void ums_fail(const char *fmt, ...)
 #endif
     ;
 
+/* {"status":<status>,"reason":...} on stdout and "<bench>: <status>: <reason>" on
+ * stderr (the message of ums_unsupported/ums_fail, for programs that must leave in
+ * their own way, e.g. all MPI ranks together). */
+void ums_status_vmessage(const char *status, const char *fmt, va_list ap);
 /* "<bench>: error: <reason>" on stderr (the message of ums_usage_fail, for programs
  * that must leave in their own way, e.g. all MPI ranks together). */
 void ums_usage_vmessage(const char *fmt, va_list ap);
