@@ -16,7 +16,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
-from umstudy.checks import UmstudyRunTest, metric, mpirun_on_local, size  # noqa: E402
+from umstudy.checks import UmstudyMetricTest, mpirun_on_local, size  # noqa: E402
 
 MODE = size()
 SIZES = {
@@ -28,7 +28,7 @@ SIZES = {
 BACKENDS = ['mpi3', 'armci', 'gasnet']
 
 
-class CabBase(UmstudyRunTest):
+class CabBase(UmstudyMetricTest):
     component = 'coarray-bench'
     keep_records = True
     trials = variable(int, value=SIZES['trials'][MODE])   # the best is reported
@@ -72,11 +72,6 @@ class CabBase(UmstudyRunTest):
                 if line.startswith('XMPC_GASNET_CONDUIT:'):
                     return line.strip().split('=', 1)[1]
         return None
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        self.perf_variables = {name: sn.make_performance_function(metric(self.records(), m, **match), unit)
-                               for name, (m, unit, match) in self.named_metrics().items()}
 
 
 @rfm.simple_test

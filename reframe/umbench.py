@@ -15,7 +15,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
-from umstudy.checks import (UmstudyRunTest, json_records, metric, mpirun_on_local,  # noqa: E402
+from umstudy.checks import (UmstudyMetricTest, metric, mpirun_on_local,  # noqa: E402
                             size, skip_without_gpu, skip_without_openacc)
 
 # Per check and size mode: the program's options.  Paper sizes: P000 8 GiB arrays,
@@ -33,19 +33,9 @@ SIZES = {
 MODE = size()  # at import: class bodies below see `size` as the ReFrame variable
 
 
-class UmbBase(UmstudyRunTest):
+class UmbBase(UmstudyMetricTest):
     component = 'umbench'
     keep_records = True  # the report plots every sweep point and per-rep trace
-    perf_metrics = []   # (metric, unit, match) exposed as performance variables
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        self.perf_variables = {
-            name: sn.make_performance_function(metric(self.records(), m, **match), unit)
-            for name, (m, unit, match) in self.named_metrics().items()}
-
-    def named_metrics(self):
-        return {m: (m, unit, {}) for m, unit in self.perf_metrics}
 
     def one_gpu(self, name, opts, system_memory=False):
         self.executable = self.program(name)

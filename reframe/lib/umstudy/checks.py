@@ -182,6 +182,22 @@ class UmstudyRunTest(UmstudyRunBase):
         return os.path.join(self.build.bindir(self.component), name)
 
 
+class UmstudyMetricTest(UmstudyRunTest):
+    """A run check whose performance variables are the program's summary lines:
+    `named_metrics()` maps each variable to (metric, unit, fields to match); by default
+    the (metric, unit) pairs of `perf_metrics`, each under its own name."""
+    perf_metrics = []
+
+    def named_metrics(self):
+        return {m: (m, unit, {}) for m, unit in self.perf_metrics}
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        self.perf_variables = {
+            name: sn.make_performance_function(metric(self.records(), m, **match), unit)
+            for name, (m, unit, match) in self.named_metrics().items()}
+
+
 def skip_without_gpu(test, system_memory=False):
     """Skips (with the reason) a GPU run where the partition has no GPU, no CUDA build,
     or, for system-allocated memory, no pageable memory access (HMM/ATS)."""
