@@ -79,12 +79,17 @@ def _size_label(cases):
     return ' + '.join(sizes) + ' size' if sizes else ''
 
 
+def case_is(case, check, params):
+    """The case is a run of `check` with these parameter values (compared as text: the
+    run report names parameters as strings, claims and sources write numbers)."""
+    return case['check'] == check and all(str(case['params'].get(k)) == str(v) for k, v in params.items())
+
+
 def _matching(cases, sources):
     """Cases of the (check, params) sources, in source order, then by system and params."""
     out = []
     for check, params in sources:
-        out += sorted((c for c in cases if c['check'] == check and
-                       all(str(c['params'].get(k)) == str(v) for k, v in params.items())),
+        out += sorted((c for c in cases if case_is(c, check, params)),
                       key=lambda c: (c['system'], _rank(c, 'alloc'), _bytes(c['params'].get('array')),
                                      _rank(c, 'problem'), sorted(c['params'].items())))
     return out

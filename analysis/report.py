@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'reframe', 'lib'))
 from umstudy import data  # noqa: E402
 
-from figures import cab_comm_table, figures, himeno_figure  # noqa: E402
+from figures import cab_comm_table, case_is, figures, himeno_figure  # noqa: E402
 
 REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE, NOT_RUN = (
     'reproduced', 'not reproduced', 'not applicable here', 'not run')
@@ -68,8 +68,7 @@ def find(cases, system, selector, size=None):
     """The case a selector names on a system: at `size` if given, else the paper-size
     run where there is one (the claims are about the papers' sizes)."""
     hits = [c for c in cases
-            if c['system'] == system and c['check'] == selector['check'] and
-            all(str(c['params'].get(k)) == str(v) for k, v in (selector.get('params') or {}).items())]
+            if c['system'] == system and case_is(c, selector['check'], selector.get('params') or {})]
     hits.sort(key=lambda c: (c['size'] != size if size else c['size'] != 'paper'))
     return hits[0] if hits else None
 
