@@ -1,0 +1,144 @@
+#define _GNU_SOURCE
+#include "dlm_bench.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int launcher_rank(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; ++i) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
+void dlm_bench_parse(int argc, char **argv, const char *summary, const ums_arg *args, size_t nargs)
+{
+    int saved_out = -1, saved_err = -1;
+    if (launcher_rank() != 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        fflush(stdout);
+        fflush(stderr);
+        saved_out = dup(1);
+        saved_err = dup(2);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        close(devnull);
+    }
+    ums_args_parse(argc, argv, summary, args, nargs);
+    if (saved_out >= 0) {
+        fflush(stdout);
+        fflush(stderr);
+        dup2(saved_out, 1);
+        dup2(saved_err, 2);
+        close(saved_out);
+        close(saved_err);
+    }
+}
+
+int dlm_bench_threads(const char *list, int *out, int n)
+{
+    int count = 0;
+    const char *p = list;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1024 || count == n || (*end && *end != ','))
+            ums_usage_fail("--threads %s: want a comma-separated list of counts in 1..1024", list);
+        out[count++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    if (!count)
+        ums_usage_fail("--threads: empty list");
+    return count;
+}
+
+void dlm_bench_start(const char *bench, int *argc, char ***argv, const dlm_bench_args *a,
+                     size_t default_page_size)
+{
+    ums_json_init(bench);
+    dlm_options o = {a->engine, a->page_size, a->capacity, a->mem_capacity, a->timeout, (int)a->uffd_workers};
+    if (!o.page_size && !getenv("DLM_PAGE_SIZE"))
+        o.page_size = default_page_size;
+    int status = dlm_startup_opts(argc, argv, &o);
+    if (status == DLM_EUSAGE) {
+        fprintf(stderr, "%s: error: %s\n", bench, dlm_error());
+        dlm_exit(UMS_EXIT_USAGE);
+    }
+    if (status == DLM_EUNSUPPORTED) {
+        ums_rec r;
+        ums_rec_begin_status(&r, "unsupported");
+        ums_rec_str(&r, "reason", dlm_error());
+        ums_rec_emit(&r);
+        fprintf(stderr, "%s: unsupported: %s\n", bench, dlm_error());
+        dlm_exit(UMS_EXIT_UNSUPPORTED);
+    }
+    if (status != DLM_OK)
+        dlm_bench_fail("%s", dlm_error());
+    const dlm_config *c = dlm_get_config();
+    ums_param_str("engine", c->engine);
+    ums_param_int("page_size", (long long)c->page_size);
+    ums_param_int("capacity", (long long)c->capacity);
+    ums_param_int("mem_capacity", (long long)c->mem_capacity);
+    ums_param_int("memory_ranks", c->memory_ranks);
+    if (strcmp(c->engine, "uffd") == 0)
+        ums_param_int("uffd_workers", c->uffd_workers);
+}
+
+void dlm_bench_usage_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ums_usage_vmessage(fmt, ap);
+    va_end(ap);
+    dlm_exit(UMS_EXIT_USAGE);
+}
+
+void dlm_bench_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ums_status_vmessage("error", fmt, ap);
+    va_end(ap);
+    dlm_exit(UMS_EXIT_FAILED);
+}
+
+void *dlm_bench_alloc(size_t bytes)
+{
+    void *p = dlm_alloc(bytes);
+    if (!p)
+        dlm_bench_usage_fail("%s", dlm_error());
+    return p;
+}
+
+/* null in JSON where an engine has no such point (uffd: A, D) */
+static double mean_us(double sum, uint64_t n) { return n ? sum / (double)n * 1e6 : NAN; }
+
+void dlm_bench_emit_stats(const char *phase, int threads, double seconds)
+{
+    dlm_stats s;
+    dlm_stats_get(&s);
+    ums_rec r;
+    ums_rec_begin(&r, "faults", (double)s.faults, "count");
+    ums_rec_str(&r, "phase", phase);
+    ums_rec_int(&r, "threads", threads);
+    ums_rec_num(&r, "fault_rate", seconds > 0 ? (double)s.faults / seconds : 0.0);
+    ums_rec_num(&r, "a_us", mean_us(s.a_sum, s.a_n));
+    ums_rec_num(&r, "b_us", mean_us(s.b_sum, s.b_n));
+    ums_rec_num(&r, "c_us", mean_us(s.c_sum, s.c_n));
+    ums_rec_num(&r, "d_us", mean_us(s.d_sum, s.d_n));
+    ums_rec_int(&r, "evictions", (long long)s.evictions);
+    ums_rec_int(&r, "writebacks", (long long)s.writebacks);
+    ums_rec_int(&r, "stops", (long long)s.stops);
+    ums_rec_int(&r, "bytes_in", (long long)s.bytes_in);
+    ums_rec_int(&r, "bytes_out", (long long)s.bytes_out);
+    ums_rec_emit(&r);
+}

@@ -1,0 +1,511 @@
+/* The SIGSEGV engines of P004: R3, R58 and R77.
+ *
+ * The DLM area is a memfd mapped twice: the program's view, PROT_NONE where a page is
+ * not resident and read-write where it is, and an always-writable alias through which
+ * DLM's threads fill and drain pages.  A touch of a non-resident page raises SIGSEGV;
+ * the handler queues the page on the internal queue (once, however many threads
+ * touch it) and waits until it is installed.  How a queued page is brought in is what
+ * tells the engines apart (P004 §3):
+ *
+ *   R3   the communication thread dequeues, requests, receives into a buffer, stops
+ *        the user threads, copies the page in, swaps a victim out, resumes.
+ *   R58  the communication thread only sends requests and installs; a receive
+ *        thread receives pages into buffers and queues "install" requests on the
+ *        external queue; the communication thread alternates between the queues.
+ *   R77  the receive thread receives straight into the page (through the alias),
+ *        then stops the user threads, swaps a victim out and resumes; the
+ *        communication thread only sends requests.
+ *
+ * Stopping the user threads is what P004's engines do to install and evict safely,
+ * and it is their main cost; it is kept (dlm_stop_world) though the alias alone
+ * would make installing safe.  The page-table lock is taken before the world stops,
+ * so no stopped thread can hold it. */
+#define _GNU_SOURCE
+#include "dlm_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+enum { R3, R58, R77 };
+enum { QCAP = 8192, MAXOUT = 1024, NBUF = 16 };
+
+static int g_kind;
+static int g_fd = -1;
+static char *g_alias;
+static struct sigaction g_prev_segv;
+static _Atomic int g_running;
+static _Atomic uint32_t g_bell; /* rung on every enqueue (internal or external) */
+static pthread_t g_comm, g_recv;
+static int g_have_recv;
+static char *g_wbbuf; /* the victim's bytes, copied out while the world is stopped */
+
+/* Internal queue (faulted pages) and external queue (R58: received, to install). */
+static size_t g_iq[QCAP], g_iq_head, g_iq_len;
+static struct {
+    size_t page;
+    int buf;
+} g_xq[NBUF];
+static size_t g_xq_head, g_xq_len;
+/* Requests sent and not yet received (R58, R77); the slot index is the reply's tag. */
+static struct {
+    size_t page;
+    double t_req;
+    int used;
+} g_out[MAXOUT];
+static char *g_bufs; /* R3: one buffer; R58: the pool */
+static int g_buf_free[NBUF], g_nbuf_free;
+
+static size_t page_bytes(void) { return dlm_g.cfg.page_size; }
+static char *alias_of(size_t p) { return g_alias + p * page_bytes(); }
+
+static void ring_bell(void)
+{
+    atomic_fetch_add(&g_bell, 1);
+    dlm_futex_wake(&g_bell);
+}
+
+/* ---- the fault handler ----------------------------------------------------------------- */
+
+static void segv_handler(int sig, siginfo_t *si, void *ctx)
+{
+    dlm_state *g = &dlm_g;
+    char *addr = si->si_addr;
+    if (addr < g->area || addr >= g->area + g->area_pages * page_bytes()) {
+        /* Not ours: whatever was there before (or the default: a core dump). */
+        if (g_prev_segv.sa_flags & SA_SIGINFO && g_prev_segv.sa_sigaction)
+            g_prev_segv.sa_sigaction(sig, si, ctx);
+        else if (g_prev_segv.sa_handler != SIG_IGN && g_prev_segv.sa_handler != SIG_DFL)
+            g_prev_segv.sa_handler(sig);
+        else
+            signal(SIGSEGV, SIG_DFL); /* the retried access dies with the usual signal */
+        return;
+    }
+    int saved = errno;
+    size_t p = (size_t)(addr - g->area) / page_bytes();
+    dlm_page *pg = &g->pages[p];
+    double t = dlm_now();
+    int mine = 0;
+    for (;;) {
+        dlm_lock();
+        uint32_t seq = atomic_load(&pg->seq);
+        if (pg->state == PG_RESIDENT) {
+            dlm_unlock();
+            break;
+        }
+        if (pg->state == PG_REMOTE && pg->remote_ops == 0 && g_iq_len < QCAP) {
+            pg->state = PG_QUEUED;
+            pg->t_fault = t;
+            g_iq[(g_iq_head + g_iq_len++) % QCAP] = p;
+            dlm_page_changed(p);
+            seq = atomic_load(&pg->seq);
+            mine = 1;
+            dlm_unlock();
+            ring_bell();
+        } else {
+            dlm_unlock();
+        }
+        dlm_wait_page(p, seq);
+    }
+    if (mine) {
+        atomic_fetch_add(&dlm_st.faults, 1);
+        dlm_stat_time(&dlm_st.d_ns, &dlm_st.d_n, dlm_now() - pg->t_resume);
+    }
+    errno = saved;
+}
+
+/* ---- installing a page and swapping a victim out (all engines) --------------------------- */
+
+static void xprotect(size_t p, int prot)
+{
+    if (mprotect(dlm_g.area + p * page_bytes(), page_bytes(), prot) != 0)
+        dlm_fatal("mprotect of DLM page %zu failed: %s%s", p, strerror(errno),
+                  errno == ENOMEM ? " (the mapping count reached vm.max_map_count)" : "");
+}
+
+/* src: the received page, or NULL when it was received into the alias already. */
+static void install(size_t p, const char *src)
+{
+    dlm_state *g = &dlm_g;
+    double t0 = dlm_now();
+    size_t victim = 0;
+    int have_victim = 0;
+    dlm_lock();
+    dlm_stop_world();
+    if (g->frames_used >= g->frames)
+        have_victim = dlm_pick_victim(&victim);
+    else
+        g->frames_used++;
+    if (have_victim) {
+        memcpy(g_wbbuf, alias_of(victim), page_bytes());
+        xprotect(victim, PROT_NONE);
+        fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(victim * page_bytes()),
+                  (off_t)page_bytes());
+    }
+    if (src)
+        memcpy(alias_of(p), src, page_bytes());
+    xprotect(p, PROT_READ | PROT_WRITE);
+    g->pages[p].state = PG_RESIDENT;
+    dlm_ring_push(p);
+    g->pages[p].t_resume = dlm_now();
+    dlm_page_changed(p);
+    dlm_stat_time(&dlm_st.c_ns, &dlm_st.c_n, g->pages[p].t_resume - t0);
+    dlm_resume_world();
+    dlm_unlock();
+    dlm_wake_page(p);
+    if (have_victim) {
+        /* Every victim goes back: these engines do not track dirtiness. */
+        dlm_write_back(victim, g_wbbuf);
+        dlm_lock();
+        g->pages[victim].state = PG_REMOTE;
+        dlm_page_changed(victim);
+        dlm_unlock();
+        dlm_wake_page(victim);
+        atomic_fetch_add(&dlm_st.evictions, 1);
+    }
+}
+
+/* ---- queues --------------------------------------------------------------------------------- */
+
+static int iq_pop(size_t *p)
+{
+    int ok = 0;
+    dlm_lock();
+    if (g_iq_len) {
+        *p = g_iq[g_iq_head];
+        g_iq_head = (g_iq_head + 1) % QCAP;
+        g_iq_len--;
+        ok = 1;
+    }
+    dlm_unlock();
+    if (ok)
+        dlm_stat_time(&dlm_st.a_ns, &dlm_st.a_n, dlm_now() - dlm_g.pages[*p].t_fault);
+    return ok;
+}
+
+static void wait_bell(uint32_t seen)
+{
+    if (atomic_load(&g_bell) == seen)
+        dlm_futex_wait(&g_bell, seen);
+}
+
+/* Sends the request for page p, remembering it under a free slot (its reply tag).
+ * Returns 0 when every slot is taken (the page goes back to the queue front). */
+static int send_request(size_t p)
+{
+    int slot = -1;
+    dlm_lock();
+    for (int i = 0; i < MAXOUT; ++i)
+        if (!g_out[i].used) {
+            slot = i;
+            g_out[i].used = 1;
+            g_out[i].page = p;
+            g_out[i].t_req = dlm_now();
+            break;
+        }
+    dlm_unlock();
+    if (slot < 0)
+        return 0;
+    dlm_msg m = {OP_GET_PAGE, slot, dlm_slot(p), 0, page_bytes()};
+    dlm_send_msg(dlm_owner(p), &m, "a page request");
+    return 1;
+}
+
+/* The receive thread's wait: probes for any page; a request older than the timeout
+ * names its memory rank as dead or hung.  Returns 0 at shutdown. */
+static int probe_page(MPI_Message *msg, MPI_Status *st)
+{
+    for (unsigned spin = 0;; ++spin) {
+        int flag = 0;
+        int rc = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, dlm_g.comm_page, &flag, msg, st);
+        if (rc != MPI_SUCCESS)
+            dlm_fatal("receiving pages failed (MPI error %d): a memory rank died", rc);
+        if (flag)
+            return 1;
+        if (!atomic_load(&g_running))
+            return 0;
+        if ((spin & 255) == 255) {
+            double now = dlm_now();
+            dlm_lock();
+            int late = -1;
+            for (int i = 0; i < MAXOUT; ++i)
+                if (g_out[i].used && now - g_out[i].t_req > dlm_g.cfg.timeout) {
+                    late = i;
+                    break;
+                }
+            size_t page = late >= 0 ? g_out[late].page : 0;
+            dlm_unlock();
+            if (late >= 0)
+                dlm_fatal("memory rank %d did not answer within %.1f s during a page request (page %zu): it "
+                          "died or hangs",
+                          dlm_owner(page), dlm_g.cfg.timeout, page);
+            sched_yield();
+        }
+    }
+}
+
+/* Takes the reply's slot: the page it carries, timing point B. */
+static size_t finish_request(int slot)
+{
+    dlm_lock();
+    size_t p = g_out[slot].page;
+    double t_req = g_out[slot].t_req;
+    g_out[slot].used = 0;
+    dlm_unlock();
+    dlm_stat_time(&dlm_st.b_ns, &dlm_st.b_n, dlm_now() - t_req);
+    atomic_fetch_add(&dlm_st.bytes_in, page_bytes());
+    return p;
+}
+
+/* ---- R3 ---------------------------------------------------------------------------------------- */
+
+static void *r3_comm(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&g_running)) {
+        uint32_t seen = atomic_load(&g_bell);
+        size_t p;
+        if (!iq_pop(&p)) {
+            wait_bell(seen);
+            continue;
+        }
+        int rank = dlm_owner(p);
+        double t1 = dlm_now();
+        MPI_Request req;
+        MPI_Irecv(g_bufs, (int)page_bytes(), MPI_BYTE, rank, 0, dlm_g.comm_page, &req);
+        dlm_msg m = {OP_GET_PAGE, 0, dlm_slot(p), 0, page_bytes()};
+        dlm_send_msg(rank, &m, "a page request");
+        dlm_wait_req(&req, rank, "a page transfer");
+        dlm_stat_time(&dlm_st.b_ns, &dlm_st.b_n, dlm_now() - t1);
+        atomic_fetch_add(&dlm_st.bytes_in, page_bytes());
+        install(p, g_bufs);
+    }
+    return NULL;
+}
+
+/* ---- R58 --------------------------------------------------------------------------------------- */
+
+static void *r58_comm(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&g_running)) {
+        uint32_t seen = atomic_load(&g_bell);
+        int did = 0;
+        /* External queue: one install. */
+        size_t p = 0;
+        int buf = -1;
+        dlm_lock();
+        if (g_xq_len) {
+            p = g_xq[g_xq_head].page;
+            buf = g_xq[g_xq_head].buf;
+            g_xq_head = (g_xq_head + 1) % NBUF;
+            g_xq_len--;
+        }
+        dlm_unlock();
+        if (buf >= 0) {
+            install(p, g_bufs + (size_t)buf * page_bytes());
+            dlm_lock();
+            g_buf_free[g_nbuf_free++] = buf;
+            dlm_unlock();
+            ring_bell(); /* the receive thread may be waiting for a buffer */
+            did = 1;
+        }
+        /* Internal queue: one request. */
+        if (iq_pop(&p)) {
+            if (!send_request(p)) {
+                dlm_lock();
+                g_iq_head = (g_iq_head + QCAP - 1) % QCAP;
+                g_iq[g_iq_head] = p;
+                g_iq_len++;
+                dlm_unlock();
+            }
+            did = 1;
+        }
+        if (!did)
+            wait_bell(seen);
+    }
+    return NULL;
+}
+
+static void *r58_recv(void *arg)
+{
+    (void)arg;
+    MPI_Message msg;
+    MPI_Status st;
+    while (probe_page(&msg, &st)) {
+        int buf = -1;
+        while (buf < 0) {
+            uint32_t seen = atomic_load(&g_bell);
+            dlm_lock();
+            if (g_nbuf_free)
+                buf = g_buf_free[--g_nbuf_free];
+            dlm_unlock();
+            if (buf < 0)
+                wait_bell(seen);
+        }
+        MPI_Mrecv(g_bufs + (size_t)buf * page_bytes(), (int)page_bytes(), MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+        size_t p = finish_request(st.MPI_TAG);
+        dlm_lock();
+        g_xq[(g_xq_head + g_xq_len++) % NBUF].page = p;
+        g_xq[(g_xq_head + g_xq_len - 1) % NBUF].buf = buf;
+        dlm_unlock();
+        ring_bell();
+    }
+    return NULL;
+}
+
+/* ---- R77 --------------------------------------------------------------------------------------- */
+
+static void *r77_comm(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&g_running)) {
+        uint32_t seen = atomic_load(&g_bell);
+        size_t p;
+        if (!iq_pop(&p)) {
+            wait_bell(seen);
+            continue;
+        }
+        while (!send_request(p))
+            sched_yield();
+    }
+    return NULL;
+}
+
+static void *r77_recv(void *arg)
+{
+    (void)arg;
+    MPI_Message msg;
+    MPI_Status st;
+    while (probe_page(&msg, &st)) {
+        dlm_lock();
+        size_t p = g_out[st.MPI_TAG].page;
+        dlm_unlock();
+        /* Straight into the page: the program's view stays PROT_NONE until install. */
+        MPI_Mrecv(alias_of(p), (int)page_bytes(), MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+        finish_request(st.MPI_TAG);
+        install(p, NULL);
+    }
+    return NULL;
+}
+
+/* ---- engine interface ------------------------------------------------------------------------- */
+
+static int start(int kind)
+{
+    dlm_state *g = &dlm_g;
+    size_t bytes = g->area_pages * page_bytes();
+    g_kind = kind;
+    g_fd = memfd_create("dlm-area", MFD_CLOEXEC);
+    if (g_fd < 0 || ftruncate(g_fd, (off_t)bytes) != 0) {
+        dlm_set_error("cannot create the %zu-byte DLM area (memfd): %s", bytes, strerror(errno));
+        return DLM_EFAILED;
+    }
+    g->area = mmap(NULL, bytes, PROT_NONE, MAP_SHARED | MAP_NORESERVE, g_fd, 0);
+    g_alias = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, g_fd, 0);
+    int nbuf = kind == R58 ? NBUF : 1;
+    g_wbbuf = malloc(page_bytes());
+    g_bufs = malloc(page_bytes() * (size_t)nbuf);
+    if (g->area == MAP_FAILED || g_alias == MAP_FAILED || !g_wbbuf || !g_bufs) {
+        dlm_set_error("cannot map the %zu-byte DLM area: %s", bytes, strerror(errno));
+        return DLM_EFAILED;
+    }
+    memset(g_bufs, 0, page_bytes() * (size_t)nbuf); /* no first-touch faults in the timings */
+    memset(g_wbbuf, 0, page_bytes());
+    for (int i = 0; i < nbuf; ++i)
+        g_buf_free[i] = i;
+    g_nbuf_free = nbuf;
+    if (dlm_threads_init(SIGRTMIN + 4) != 0) {
+        dlm_set_error("cannot install the thread-stop signal handler: %s", strerror(errno));
+        return DLM_EFAILED;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = segv_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, &sa, &g_prev_segv) != 0) {
+        dlm_set_error("cannot install the SIGSEGV handler: %s", strerror(errno));
+        return DLM_EFAILED;
+    }
+    atomic_store(&g_running, 1);
+    void *(*comm)(void *) = kind == R3 ? r3_comm : kind == R58 ? r58_comm : r77_comm;
+    void *(*recv)(void *) = kind == R58 ? r58_recv : kind == R77 ? r77_recv : NULL;
+    if (pthread_create(&g_comm, NULL, comm, NULL) != 0 ||
+        (recv && pthread_create(&g_recv, NULL, recv, NULL) != 0)) {
+        dlm_set_error("cannot start the DLM threads");
+        return DLM_EFAILED;
+    }
+    g_have_recv = recv != NULL;
+    dlm_threads_snapshot(); /* MPI's and DLM's threads are never stopped */
+    return DLM_OK;
+}
+
+static void stop(void)
+{
+    atomic_store(&g_running, 0);
+    ring_bell();
+    pthread_join(g_comm, NULL);
+    if (g_have_recv)
+        pthread_join(g_recv, NULL);
+    sigaction(SIGSEGV, &g_prev_segv, NULL);
+}
+
+static void ring_drop_range(size_t first, size_t n)
+{
+    dlm_state *g = &dlm_g;
+    size_t kept = 0;
+    for (size_t i = 0; i < g->ring_len; ++i) {
+        size_t p = g->ring[(g->ring_head + i) % g->ring_cap];
+        if (p < first || p >= first + n)
+            g->ring[(g->ring_head + kept++) % g->ring_cap] = p;
+    }
+    g->ring_len = kept;
+}
+
+static void discard(size_t first, size_t n)
+{
+    dlm_state *g = &dlm_g;
+    for (size_t p = first; p < first + n; ++p) {
+        for (;;) {
+            dlm_lock();
+            dlm_page *pg = &g->pages[p];
+            uint32_t seq = atomic_load(&pg->seq);
+            if (pg->state == PG_QUEUED || pg->state == PG_EVICTING || pg->pins || pg->remote_ops) {
+                dlm_unlock(); /* a fault or copy racing with dlm_free: let it finish */
+                dlm_wait_page(p, seq);
+                continue;
+            }
+            if (pg->state == PG_RESIDENT) {
+                xprotect(p, PROT_NONE);
+                fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p * page_bytes()),
+                          (off_t)page_bytes());
+                pg->state = PG_REMOTE;
+                g->frames_used--;
+                dlm_page_changed(p);
+            }
+            dlm_unlock();
+            break;
+        }
+    }
+    dlm_lock();
+    ring_drop_range(first, n);
+    dlm_unlock();
+}
+
+static char *local_page(size_t p) { return alias_of(p); }
+
+static int start_r3(void) { return start(R3); }
+static int start_r58(void) { return start(R58); }
+static int start_r77(void) { return start(R77); }
+
+const dlm_engine dlm_engine_r3 = {"r3", start_r3, stop, discard, local_page, local_page};
+const dlm_engine dlm_engine_r58 = {"r58", start_r58, stop, discard, local_page, local_page};
+const dlm_engine dlm_engine_r77 = {"r77", start_r77, stop, discard, local_page, local_page};

@@ -1,0 +1,319 @@
+/* The userfaultfd engine: what P004's bottlenecks (stopping every thread to install a
+ * page, one receive thread) look like without them.
+ *
+ * The DLM area is anonymous memory registered for missing-page and write-protect
+ * faults.  DLM_UFFD_WORKERS threads each read fault messages and handle one at a
+ * time, so as many faults as workers are in flight at once:
+ *   missing page   reserve a frame (swapping a victim out if needed), fetch the page
+ *                  into the worker's buffer, UFFDIO_COPY it in write-protected: the
+ *                  kernel installs it atomically and wakes every thread waiting on
+ *                  it; nobody is stopped.
+ *   write-protect  the first write to a clean page: mark it dirty, lift the
+ *                  protection (which wakes the writer).
+ *   victim         clean: dropped (MADV_DONTNEED), its memory rank has it already;
+ *                  dirty: write-protected first (writers now wait), copied out,
+ *                  dropped, writers woken (they fault it back in after the
+ *                  write-back), written back.
+ * Timing point A (segv -> dequeued) cannot be seen from a fault message; B is the
+ * fetch, C the swap-out + UFFDIO_COPY, D is not separate (the copy wakes the thread). */
+#define _GNU_SOURCE
+#include "dlm_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum { MAX_WORKERS = 64 };
+static int g_uffd = -1;
+static _Atomic int g_running;
+static pthread_t g_workers[MAX_WORKERS];
+static int g_nworkers;
+
+static size_t ps(void) { return dlm_g.cfg.page_size; }
+
+static void uffd_ioctl(unsigned long req, void *arg, const char *what)
+{
+    while (ioctl(g_uffd, req, arg) != 0) {
+        if (errno == EAGAIN)
+            continue; /* the mm changed under the call (e.g. a concurrent munmap): retry */
+        dlm_fatal("userfaultfd %s failed: %s", what, strerror(errno));
+    }
+}
+
+static void write_protect(size_t p, int on)
+{
+    struct uffdio_writeprotect wp = {
+        .range = {(unsigned long)dlm_page_addr(p), ps()},
+        .mode = on ? UFFDIO_WRITEPROTECT_MODE_WP : 0};
+    uffd_ioctl(UFFDIO_WRITEPROTECT, &wp, "write-protect");
+}
+
+static void wake_range(size_t p)
+{
+    struct uffdio_range r = {(unsigned long)dlm_page_addr(p), ps()};
+    uffd_ioctl(UFFDIO_WAKE, &r, "wake");
+}
+
+/* Victim p is PG_EVICTING (dlm_pick_victim): after this it is remote. */
+static void evict(size_t p, char *wbbuf)
+{
+    dlm_state *g = &dlm_g;
+    dlm_lock();
+    int dirty = g->pages[p].dirty;
+    dlm_unlock();
+    if (dirty) {
+        write_protect(p, 1);
+        memcpy(wbbuf, dlm_page_addr(p), ps());
+    }
+    madvise(dlm_page_addr(p), ps(), MADV_DONTNEED);
+    wake_range(p); /* writers blocked on the protection retry and fault it back in */
+    if (dirty)
+        dlm_write_back(p, wbbuf);
+    dlm_lock();
+    g->pages[p].state = PG_REMOTE;
+    g->pages[p].dirty = 0;
+    dlm_page_changed(p);
+    dlm_unlock();
+    dlm_wake_page(p);
+    atomic_fetch_add(&dlm_st.evictions, 1);
+}
+
+static void missing(size_t p, char *buf, char *wbbuf, int worker)
+{
+    dlm_state *g = &dlm_g;
+    dlm_page *pg = &g->pages[p];
+    for (;;) {
+        dlm_lock();
+        uint32_t seq = atomic_load(&pg->seq);
+        if (pg->state == PG_RESIDENT) {
+            dlm_unlock();
+            wake_range(p); /* installed since the fault was raised */
+            return;
+        }
+        if (pg->state == PG_QUEUED) {
+            dlm_unlock(); /* another worker's UFFDIO_COPY will wake this thread too */
+            return;
+        }
+        if (pg->state == PG_EVICTING || pg->remote_ops) {
+            dlm_unlock();
+            dlm_wait_page(p, seq);
+            continue;
+        }
+        pg->state = PG_QUEUED;
+        dlm_page_changed(p);
+        size_t victim = 0;
+        int have_victim = 0;
+        if (g->frames_used >= g->frames)
+            have_victim = dlm_pick_victim(&victim);
+        else
+            g->frames_used++;
+        dlm_unlock();
+        double t0 = dlm_now();
+        if (have_victim)
+            evict(victim, wbbuf);
+        double t1 = dlm_now();
+        int rank = dlm_owner(p), tag = 1 + worker; /* comm_page tags: one per worker */
+        MPI_Request req;
+        MPI_Irecv(buf, (int)ps(), MPI_BYTE, rank, tag, g->comm_page, &req);
+        dlm_msg m = {OP_GET_PAGE, tag, dlm_slot(p), 0, ps()};
+        dlm_send_msg(rank, &m, "a page request");
+        dlm_wait_req(&req, rank, "a page transfer");
+        double t2 = dlm_now();
+        atomic_fetch_add(&dlm_st.bytes_in, ps());
+        struct uffdio_copy c = {.dst = (unsigned long)dlm_page_addr(p), .src = (unsigned long)buf,
+                                .len = ps(), .mode = UFFDIO_COPY_MODE_WP};
+        uffd_ioctl(UFFDIO_COPY, &c, "copy");
+        dlm_lock();
+        pg->state = PG_RESIDENT;
+        pg->dirty = 0;
+        dlm_ring_push(p);
+        dlm_page_changed(p);
+        dlm_unlock();
+        dlm_wake_page(p);
+        atomic_fetch_add(&dlm_st.faults, 1);
+        dlm_stat_time(&dlm_st.b_ns, &dlm_st.b_n, t2 - t1);
+        dlm_stat_time(&dlm_st.c_ns, &dlm_st.c_n, (t1 - t0) + (dlm_now() - t2));
+        return;
+    }
+}
+
+static void wp_fault(size_t p)
+{
+    dlm_state *g = &dlm_g;
+    dlm_lock();
+    int resident = g->pages[p].state == PG_RESIDENT;
+    if (resident)
+        g->pages[p].dirty = 1;
+    dlm_unlock();
+    if (resident)
+        write_protect(p, 0); /* also wakes the writer */
+    else
+        wake_range(p); /* being evicted: the writer retries and faults it back in */
+}
+
+static void *worker(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    char *buf = malloc(ps()), *wbbuf = malloc(ps());
+    if (!buf || !wbbuf)
+        dlm_fatal("uffd worker: out of memory for page buffers");
+    memset(buf, 0, ps());
+    memset(wbbuf, 0, ps());
+    struct pollfd pfd = {g_uffd, POLLIN, 0};
+    while (atomic_load(&g_running)) {
+        if (poll(&pfd, 1, 20) <= 0)
+            continue;
+        struct uffd_msg msg;
+        ssize_t n = read(g_uffd, &msg, sizeof msg);
+        if (n != sizeof msg)
+            continue; /* another worker took it (EAGAIN) */
+        if (msg.event != UFFD_EVENT_PAGEFAULT)
+            continue;
+        size_t p = (size_t)((char *)(uintptr_t)msg.arg.pagefault.address - dlm_g.area) / ps();
+        if (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)
+            wp_fault(p);
+        else
+            missing(p, buf, wbbuf, id);
+    }
+    free(buf);
+    free(wbbuf);
+    return NULL;
+}
+
+/* userfaultfd(2) as an unprivileged process may use it: all faults where
+ * vm.unprivileged_userfaultfd=1 (or with CAP_SYS_PTRACE), else user-mode faults only
+ * (Linux >= 5.11), which is all DLM needs as long as no DLM address is handed to the
+ * kernel (see dlm.h). */
+static int open_uffd(char *why, size_t n)
+{
+    int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0)
+        return fd;
+    int e1 = errno;
+    fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+    if (fd >= 0)
+        return fd;
+    char sysctl[16] = "?";
+    FILE *f = fopen("/proc/sys/vm/unprivileged_userfaultfd", "r");
+    if (f) {
+        if (!fgets(sysctl, sizeof sysctl, f))
+            snprintf(sysctl, sizeof sysctl, "?");
+        sysctl[strcspn(sysctl, "\n")] = 0;
+        fclose(f);
+    }
+    snprintf(why, n,
+             "userfaultfd is not permitted here (%s; with UFFD_USER_MODE_ONLY: %s; "
+             "vm.unprivileged_userfaultfd=%s): set it to 1, run with CAP_SYS_PTRACE, or use "
+             "DLM_ENGINE=r77 (DLM_UFFD_FALLBACK=r77 does so automatically)",
+             strerror(e1), strerror(errno), sysctl);
+    return -1;
+}
+
+static int start(void)
+{
+    dlm_state *g = &dlm_g;
+    char why[400];
+    g_uffd = open_uffd(why, sizeof why);
+    if (g_uffd < 0) {
+        dlm_set_error("%s", why);
+        return DLM_EUNSUPPORTED;
+    }
+    struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_PAGEFAULT_FLAG_WP};
+    if (ioctl(g_uffd, UFFDIO_API, &api) != 0) {
+        dlm_set_error("userfaultfd has no write-protect support here (UFFDIO_API: %s; Linux >= 5.7 on "
+                      "x86-64 needed to track dirty pages): use DLM_ENGINE=r77",
+                      strerror(errno));
+        close(g_uffd);
+        return DLM_EUNSUPPORTED;
+    }
+    size_t bytes = g->area_pages * ps();
+    g->area = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (g->area == MAP_FAILED) {
+        dlm_set_error("cannot map the %zu-byte DLM area: %s", bytes, strerror(errno));
+        return DLM_EFAILED;
+    }
+    struct uffdio_register reg = {.range = {(unsigned long)g->area, bytes},
+                                  .mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP};
+    if (ioctl(g_uffd, UFFDIO_REGISTER, &reg) != 0 || !(reg.ioctls & (1ULL << _UFFDIO_WRITEPROTECT))) {
+        dlm_set_error("cannot register the DLM area with userfaultfd for missing and write-protect faults "
+                      "(%s): use DLM_ENGINE=r77",
+                      strerror(errno));
+        return DLM_EUNSUPPORTED;
+    }
+    g->cfg.uffd_write_protect = 1;
+    atomic_store(&g_running, 1);
+    g_nworkers = g->cfg.uffd_workers;
+    for (int i = 0; i < g_nworkers; ++i)
+        if (pthread_create(&g_workers[i], NULL, worker, (void *)(intptr_t)i) != 0) {
+            dlm_set_error("cannot start uffd worker %d", i);
+            return DLM_EFAILED;
+        }
+    return DLM_OK;
+}
+
+static void stop(void)
+{
+    atomic_store(&g_running, 0);
+    for (int i = 0; i < g_nworkers; ++i)
+        pthread_join(g_workers[i], NULL);
+    close(g_uffd);
+}
+
+static void discard(size_t first, size_t n)
+{
+    dlm_state *g = &dlm_g;
+    for (size_t p = first; p < first + n; ++p) {
+        for (;;) {
+            dlm_lock();
+            dlm_page *pg = &g->pages[p];
+            uint32_t seq = atomic_load(&pg->seq);
+            if (pg->state == PG_QUEUED || pg->state == PG_EVICTING || pg->pins || pg->remote_ops) {
+                dlm_unlock();
+                dlm_wait_page(p, seq);
+                continue;
+            }
+            if (pg->state == PG_RESIDENT) {
+                pg->state = PG_REMOTE;
+                pg->dirty = 0;
+                g->frames_used--;
+                dlm_page_changed(p);
+            }
+            dlm_unlock();
+            break;
+        }
+    }
+    madvise(dlm_page_addr(first), n * ps(), MADV_DONTNEED);
+    dlm_lock();
+    size_t kept = 0;
+    for (size_t i = 0; i < g->ring_len; ++i) {
+        size_t p = g->ring[(g->ring_head + i) % g->ring_cap];
+        if (p < first || p >= first + n)
+            g->ring[(g->ring_head + kept++) % g->ring_cap] = p;
+    }
+    g->ring_len = kept;
+    dlm_unlock();
+}
+
+static char *for_get(size_t p) { return dlm_page_addr(p); }
+
+static char *for_put(size_t p)
+{
+    dlm_lock();
+    int was_dirty = dlm_g.pages[p].dirty;
+    dlm_g.pages[p].dirty = 1;
+    dlm_unlock();
+    if (!was_dirty)
+        write_protect(p, 0);
+    return dlm_page_addr(p);
+}
+
+const dlm_engine dlm_engine_uffd = {"uffd", start, stop, discard, for_put, for_get};
