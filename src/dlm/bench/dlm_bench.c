@@ -111,6 +111,17 @@ void dlm_bench_fail(const char *fmt, ...)
     dlm_exit(UMS_EXIT_FAILED);
 }
 
+void dlm_bench_check_fits(size_t bytes, int count)
+{
+    const dlm_config *c = dlm_get_config();
+    size_t per = (bytes + c->page_size - 1) / c->page_size * c->page_size;
+    size_t held = (size_t)c->memory_ranks * (c->mem_capacity / c->page_size) * c->page_size;
+    if (per * (size_t)count > held)
+        dlm_bench_usage_fail("%d arrays of %zu bytes do not fit in the %d memory rank(s) holding %zu bytes "
+                             "(DLM_MEM_CAPACITY %zu each)",
+                             count, bytes, c->memory_ranks, held, c->mem_capacity);
+}
+
 void *dlm_bench_alloc(size_t bytes)
 {
     void *p = dlm_alloc(bytes);

@@ -52,6 +52,9 @@ void dlm_bench_fail(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn))
 #endif
     ;
+/* Before any output: `count` arrays of `bytes` must fit in the memory ranks (the
+ * largest size of a sweep), else bad input (exit 2). */
+void dlm_bench_check_fits(size_t bytes, int count);
 /* A dlm_alloc that fails is bad input (more than the memory ranks hold): exit 2. */
 void *dlm_bench_alloc(size_t bytes);
 /* {"metric":"faults", ...A/B/C/D means in us, evictions, write-backs, bytes} */

@@ -154,13 +154,19 @@ int main(int argc, char **argv)
     double *blk0 = malloc(maxplanes * P * sizeof(double)), *blk1 = malloc(maxplanes * P * sizeof(double));
     if (!blk0 || !blk1)
         dlm_bench_fail("cannot allocate the local blocks (%zu planes of %zu bytes)", maxplanes, P * 8);
-    double base_mflops = 0;
-    int all_ok = 1;
+    size_t nzmax = 0;
     for (int r = 0; r < nratio; ++r) {
         size_t nz = (size_t)(ratio[r] * (double)c->capacity / (2.0 * (double)P * sizeof(double)));
         if (nz < 3)
             dlm_bench_usage_fail("ratio %g of a %zu-byte capacity gives %zu planes of %zux%zu: too few (>= 3)",
                                  ratio[r], c->capacity, nz, NX, NY);
+        nzmax = nz > nzmax ? nz : nzmax;
+    }
+    dlm_bench_check_fits(nzmax * P * sizeof(double), 2);
+    double base_mflops = 0;
+    int all_ok = 1;
+    for (int r = 0; r < nratio; ++r) {
+        size_t nz = (size_t)(ratio[r] * (double)c->capacity / (2.0 * (double)P * sizeof(double)));
         size_t bytes = nz * P * sizeof(double);
         double *ga = dlm_bench_alloc(bytes), *gb = dlm_bench_alloc(bytes);
 #pragma omp parallel for schedule(static)

@@ -62,6 +62,16 @@ int main(int argc, char **argv)
     ums_param_int("threads", threads[0]);
     ums_param_int("ntimes", ntimes);
 
+    size_t nmax = 0;
+    for (int ri = 0; ri < nratio; ++ri) {
+        size_t n = (size_t)(ratio[ri] * (double)c->capacity / (3.0 * sizeof(double)));
+        if (n < 1024)
+            dlm_bench_usage_fail("ratio %g of a %zu-byte capacity gives %zu elements per array: too few (>= 1024)",
+                                 ratio[ri], c->capacity, n);
+        nmax = n > nmax ? n : nmax;
+    }
+    dlm_bench_check_fits(nmax * sizeof(double), 3);
+
     double mpi_one = dlm_measure_bandwidth(c->page_size, (int)bw_reps, 1) / 1e6;
     double mpi_all = dlm_measure_bandwidth(c->page_size, (int)bw_reps, c->memory_ranks) / 1e6;
     if (mpi_one <= 0 || mpi_all <= 0)
@@ -82,9 +92,6 @@ int main(int argc, char **argv)
     const double scalar = 3.0;
     for (int ri = 0; ri < nratio; ++ri) {
         size_t n = (size_t)(ratio[ri] * (double)c->capacity / (3.0 * sizeof(double)));
-        if (n < 1024)
-            dlm_bench_usage_fail("ratio %g of a %zu-byte capacity gives %zu elements per array: too few (>= 1024)",
-                                 ratio[ri], c->capacity, n);
         double *A = dlm_bench_alloc(n * 8), *B = dlm_bench_alloc(n * 8), *C = dlm_bench_alloc(n * 8);
 #pragma omp parallel for schedule(static)
         for (size_t j = 0; j < n; ++j) {

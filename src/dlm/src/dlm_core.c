@@ -50,8 +50,10 @@ void dlm_fatal(const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "dlm: error: %s\n", msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, DLM_EFAILED);
+    fflush(NULL);
+    /* Not MPI_Abort: a launcher told to survive dead ranks (Open MPI --enable-recovery)
+     * reports status 0 for it.  A rank leaving with a status is what every launcher
+     * turns into the job's failure (and the end of the remaining ranks). */
     _exit(DLM_EFAILED);
 }
 

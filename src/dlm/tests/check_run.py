@@ -1,0 +1,31 @@
+"""Runs one command and judges its exit status, stderr and stdout.
+
+    check_run.py [--status N] [--stderr REGEX] [--stdout-empty] -- COMMAND...
+
+Passes when the exit status is N (default 0), stderr matches REGEX (if given) and,
+with --stdout-empty, nothing reached stdout (bad input must not look like results)."""
+import argparse
+import re
+import subprocess
+import sys
+
+ap = argparse.ArgumentParser()
+ap.add_argument('--status', type=int, default=0)
+ap.add_argument('--stderr')
+ap.add_argument('--stdout-empty', action='store_true')
+ap.add_argument('command', nargs=argparse.REMAINDER)
+a = ap.parse_args()
+cmd = a.command[1:] if a.command[:1] == ['--'] else a.command
+r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+sys.stdout.write(r.stdout)
+sys.stderr.write(r.stderr)
+failures = []
+if r.returncode != a.status:
+    failures.append(f'exit status {r.returncode}, expected {a.status}')
+if a.stderr and not re.search(a.stderr, r.stderr):
+    failures.append(f'stderr does not match {a.stderr!r}')
+if a.stdout_empty and r.stdout.strip():
+    failures.append('something reached stdout')
+for f in failures:
+    print('check_run: FAIL:', f)
+sys.exit(1 if failures else 0)
