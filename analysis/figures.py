@@ -628,9 +628,9 @@ CAB_FIGURES = [
 
 
 def figures(cases, out_dir):
-    """Draws every umbench and coarray figure -> [{file, caption, note}] (file None: not drawn)."""
+    """Draws every umbench, coarray and dlm figure -> [{file, caption, note}] (file None: not drawn)."""
     out = []
-    for fn, sources, caption in UMB_FIGURES + CAB_FIGURES:
+    for fn, sources, caption in UMB_FIGURES + CAB_FIGURES + DLM_FIGURES:
         name, note = fn(cases, out_dir)
         size = _size_label(_matching(cases, sources))
         out.append({'file': name, 'name': fn.__name__.replace('_figure', '.png'),
@@ -722,3 +722,171 @@ def himeno_figure(cases, out_dir):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return 'himeno.png', ''
+
+
+# P004 figures: DLM engines on the microbenchmark, the stencil and STREAM, one panel per
+# benchmark holding every engine's case (_panels); the paper's numbers marked
+
+ENGINES = ('r3', 'r58', 'r77', 'uffd')
+ENGINE_NAMES = {'r3': 'R3', 'r58': 'R58', 'r77': 'R77', 'uffd': 'uffd'}
+ENGINE_COLORS = {'r3': '#1f77b4', 'r58': '#ff7f0e', 'r77': '#2ca02c', 'uffd': '#9467bd'}
+
+
+def _engine(case):
+    return case['params'].get('engine')
+
+
+def _engines_of(members):
+    """{engine: case} of the members with records, in the paper's order."""
+    out = {_engine(c): c for c in members if not _why_empty(c)}
+    return {e: out[e] for e in sorted(out, key=lambda e: ENGINES.index(e) if e in ENGINES else len(ENGINES))}
+
+
+def _not_run_engines(ax, members):
+    ran = _engines_of(members)
+    for e in ENGINES:
+        if any(_engine(c) == e for c in members) and e not in ran:
+            ax.plot([], [], color=ENGINE_COLORS[e], alpha=0.35, linewidth=4,
+                    label=f'{ENGINE_NAMES[e]}: not run (see note)')
+
+
+def _draw_dlm_micro(ax, panel):
+    """Fig. 2.3/3.1: time per engine, bars grouped by thread count; the paper's
+    ratios drawn as R3's measured time x the paper's factor."""
+    engines = _engines_of(panel['members'])
+    times = {e: {r['threads']: r['value'] for r in _recs(c, 'time') if 'threads' in r} for e, c in engines.items()}
+    threads = sorted({t for ts in times.values() for t in ts})
+    if not threads:
+        return False
+    width = 0.8 / max(1, len(engines))
+    for i, (e, ts) in enumerate(times.items()):
+        xs = [k + (i - (len(engines) - 1) / 2) * width for k, t in enumerate(threads) if t in ts]
+        ax.bar(xs, [ts[t] for t in threads if t in ts], width, color=ENGINE_COLORS.get(e, 'grey'),
+               label=ENGINE_NAMES.get(e, e) + _failed(engines[e]))
+    r58_over_r3, label = _paper('P004-C1')
+    r3_over_r77, _ = _paper('P004-C2')
+    r3 = times.get('r3', {})
+    marks = [('r58', 1, r58_over_r3), ('r77', 1, 1 / r3_over_r77['t1']), ('r77', 12, 1 / r3_over_r77['t12'])]
+    first = True
+    for e, t, factor in marks:
+        if e in times and t in threads and t in r3:
+            i = list(times).index(e)
+            x = threads.index(t) + (i - (len(engines) - 1) / 2) * width
+            _paper_tick(ax, x, r3[t] * factor, width * 1.3,
+                        label=f'{label}: R3 here × the paper\'s ratio' if first else None)
+            first = False
+    _not_run_engines(ax, panel['members'])
+    ax.set_xticks(range(len(threads)))
+    ax.set_xticklabels([str(t) for t in threads])
+    ax.set_xlabel('OpenMP threads of the compute rank')
+    ax.set_ylabel('write + read time (s)')
+    ax.set_ylim(bottom=0)
+    _legend(ax)
+    return True
+
+
+def _draw_dlm_stencil(ax, panel):
+    """Fig. 4.2: Effective MFLOPS vs problem/capacity; the paper's retention at 4x
+    drawn as each engine's in-memory MFLOPS x the paper's percentage."""
+    engines = _engines_of(panel['members'])
+    keep, label = _paper('P004-C4')
+    drawn = False
+    for e, c in engines.items():
+        pts = [(r['ratio'], r['value']) for r in _recs(c, 'mflops') if 'ratio' in r]
+        if not pts:
+            continue
+        _line(ax, pts, ENGINE_NAMES.get(e, e) + _failed(c), color=ENGINE_COLORS.get(e, 'grey'))
+        drawn = True
+        base = min(pts)[1]
+        paper = keep.get(ENGINE_NAMES.get(e, e))
+        if paper is not None:
+            ax.plot([4], [base * paper / 100], marker='_', markersize=16, markeredgewidth=2,
+                    color=ENGINE_COLORS.get(e, 'grey'), linestyle='none',
+                    label=f'{label}: {ENGINE_NAMES[e]} keeps {paper}% at 4x')
+    if not drawn:
+        return False
+    _not_run_engines(ax, panel['members'])
+    ax.axvline(1, color='#888888', linewidth=0.8, linestyle=':')
+    ax.set_xscale('log', base=2)
+    ax.xaxis.set_major_formatter(_plain_formatter())
+    ax.set_xlabel('problem (both grids) / compute capacity')
+    ax.set_ylabel('Effective MFLOPS')
+    ax.set_ylim(bottom=0)
+    _legend(ax)
+    return True
+
+
+def _draw_dlm_stream(ax, panel):
+    """Figs. 4.4-4.7: triad MB/s vs arrays/capacity per engine, the MPI p2p bandwidth
+    measured in the same runs, and the paper's levels beyond 3x memory."""
+    engines = _engines_of(panel['members'])
+    levels, label = _paper('P004-C5')
+    mpi = []
+    for e, c in engines.items():
+        pts = [(r['ratio'], r['value']) for r in _recs(c, 'bandwidth', kernel='triad') if 'ratio' in r]
+        if pts:
+            _line(ax, pts, ENGINE_NAMES.get(e, e) + ' triad' + _failed(c), color=ENGINE_COLORS.get(e, 'grey'))
+        mpi += [r['value'] for r in _recs(c, 'mpi_p2p_bw')]
+        paper = levels.get(ENGINE_NAMES.get(e, e))
+        if paper is not None and pts:
+            ax.hlines(paper, 3, max(x for x, _ in pts), color=ENGINE_COLORS.get(e, 'grey'),
+                      label=f'{label}: {ENGINE_NAMES[e]} {paper} MB/s beyond 3x', **{
+                          k: v for k, v in PAPER_STYLE.items() if k != 'color'})
+    if not ax.lines and not ax.collections:
+        return False
+    if mpi:
+        bw = sorted(mpi)[len(mpi) // 2]
+        ax.axhline(bw, label=f'MPI p2p, same ranks (median {bw:.0f} MB/s)', **MEASURED_STYLE)
+        ax.axhline(bw / 2, label='50% of it (issue 7 target)', **dict(MEASURED_STYLE, linewidth=1.0))
+    _not_run_engines(ax, panel['members'])
+    ax.axvline(1, color='#888888', linewidth=0.8, linestyle=':')
+    ax.set_xscale('log', base=2)
+    ax.xaxis.set_major_formatter(_plain_formatter())
+    ax.set_yscale('log')
+    ax.yaxis.set_major_formatter(_plain_formatter())
+    ax.set_xlabel('three arrays / compute capacity')
+    ax.set_ylabel('MB/s (log)')
+    _legend(ax)
+    return True
+
+
+DLM_MICRO_SOURCES = [('DlmMicro', {})]
+DLM_STENCIL_SOURCES = [('DlmStencil', {})]
+DLM_STREAM_SOURCES = [('DlmStream', {})]
+
+
+def dlm_engines_figure(cases, out_dir):
+    """P004 figs. 2.3/3.1: microbenchmark time per engine and thread count."""
+    return _figure(cases, out_dir, 'dlm_engines.png', 'P004 fig. 2.2 microbenchmark: time per engine',
+                   DLM_MICRO_SOURCES, _draw_dlm_micro, panel=(7.0, 3.8),
+                   panels=[('microbenchmark', ('DlmMicro',), {})])
+
+
+def dlm_stencil_figure(cases, out_dir):
+    """P004 fig. 4.2: stencil Effective MFLOPS vs problem size per engine."""
+    return _figure(cases, out_dir, 'dlm_stencil.png', 'P004 §4.1 7-point stencil: Effective MFLOPS vs size',
+                   DLM_STENCIL_SOURCES, _draw_dlm_stencil, panel=(6.5, 3.8),
+                   panels=[('stencil', ('DlmStencil',), {})])
+
+
+def dlm_stream_figure(cases, out_dir):
+    """P004 figs. 4.4-4.7: STREAM triad vs size per engine beside the MPI bandwidth."""
+    return _figure(cases, out_dir, 'dlm_stream.png', 'P004 §4.2 STREAM on DLM arrays: triad vs size',
+                   DLM_STREAM_SOURCES, _draw_dlm_stream, panel=(6.5, 3.8),
+                   panels=[('STREAM', ('DlmStream',), {})])
+
+
+DLM_FIGURES = [
+    (dlm_engines_figure, DLM_MICRO_SOURCES,
+     'P004 figs. 2.3/3.1: microbenchmark (write a[i]=i, read one element per page) time per engine '
+     'and thread count; dashed: R3\'s time here x the paper\'s ratios (R58 2.75x at 1 thread, '
+     'R77 1/1.25 at 1 and 1/1.3 at 12 threads)'),
+    (dlm_stencil_figure, DLM_STENCIL_SOURCES,
+     'P004 fig. 4.2: stencil Effective MFLOPS vs problem/compute capacity (log x), one line per engine; '
+     'bars at 4x: each engine\'s in-memory MFLOPS x the paper\'s retention (R77 78%, R3 57%, R58 54%)'),
+    (dlm_stream_figure, DLM_STREAM_SOURCES,
+     'P004 figs. 4.4-4.7: STREAM triad vs arrays/compute capacity (log-log), one line per engine; '
+     'dotted: the MPI point-to-point bandwidth of the same runs and half of it; dashed: the paper\'s '
+     'levels beyond 3x memory (IB FDR)'),
+]
+

@@ -83,8 +83,13 @@ def test_bound_from_facts(tmp_path):
 
 
 def test_pending_components_are_not_run(tmp_path):
+    # Any claim whose component has no measurement yet (none left: nothing to test).
+    pending = next((c for c in report.data.all_claims() if not report.data.selectors(c)), None)
+    if pending is None:
+        pytest.skip('every claim has a measurement')
     rows = rows_by_id(tmp_path, [case('HimenoCpuPerf', perf={'gflops': 1})])
-    assert rows['P004-C1']['verdict'] == report.NOT_RUN and 'dlm' in rows['P004-C1']['reason']
+    row = rows[pending['id']]
+    assert row['verdict'] == report.NOT_RUN and pending['component'] in row['reason']
 
 
 def test_cli_writes_all_outputs_and_rejects_bad_input(tmp_path):

@@ -1,0 +1,90 @@
+"""dlm (P004) figures and verdicts on a synthetic run report: engine bars, stencil and
+STREAM sweeps with the paper's numbers marked, a skipped engine noted, and the ratio
+claims computed across the engines' checks."""
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..'))
+sys.path.insert(0, HERE)
+import figures  # noqa: E402
+import report  # noqa: E402
+from test_figures import load, tc  # noqa: E402
+
+NO_UFFD = 'userfaultfd is not permitted here (Operation not permitted; vm.unprivileged_userfaultfd=0)'
+# 1-thread micro times (s): R58 2.75x R3, R3 1.25x R77, as the paper
+TIME_T1 = {'r3': 10.0, 'r58': 27.5, 'r77': 8.0}
+
+
+def micro(engine):
+    t1 = TIME_T1[engine]
+    return [dict(metric='time', value=t1 / t ** 0.5, unit='s', threads=t, verified=True) for t in (1, 2, 4)] + [
+        dict(metric='faults', value=4096, unit='count', threads=t, fault_rate=4096 / (t1 / t ** 0.5),
+             a_us=10, b_us=100, c_us=50, d_us=5) for t in (1, 2, 4)]
+
+
+def stencil(engine, keep):
+    return [dict(metric='mflops', value=1000 * (1 if r <= 1 else keep / 100), unit='MFLOPS', ratio=r,
+                 retention=1 if r <= 1 else keep / 100, verified=True) for r in (0.5, 1, 2, 4)]
+
+
+def stream(engine, beyond):
+    return [dict(metric='mpi_p2p_bw', value=3000, unit='MB/s', ranks=1)] + [
+        dict(metric='bandwidth', value=10000 if r <= 1 else beyond, unit='MB/s', kernel=k, ratio=r,
+             stream_over_mpi=(10000 if r <= 1 else beyond) / 3000, verified=True)
+        for r in (0.5, 1, 2, 4) for k in ('copy', 'triad')]
+
+
+def perf(values):
+    return {f'local:default:{k}': [v, 0, None, None, 'x'] for k, v in values.items()}
+
+
+def dlm_cases():
+    out = []
+    keep = {'r3': 57, 'r58': 54, 'r77': 78}
+    beyond = {'r3': 1000, 'r58': 600, 'r77': 1500}
+    for e in ('r3', 'r58', 'r77'):
+        m = tc(f'DlmMicro %engine={e}', micro(e), system='local')
+        m['perfvalues'] = perf({'time_t1': TIME_T1[e]})
+        s = tc(f'DlmStencil %engine={e}', stencil(e, keep[e]), system='local')
+        s['perfvalues'] = perf({'mflops_in_memory': 1000, 'mflops_4x': 10 * keep[e], 'retention_4x': keep[e]})
+        st = tc(f'DlmStream %engine={e}', stream(e, beyond[e]), system='local')
+        st['perfvalues'] = perf({'triad_4x': beyond[e], 'triad_4x_over_mpi': beyond[e] / 3000})
+        out += [m, s, st]
+    for check in ('DlmMicro', 'DlmStencil', 'DlmStream'):
+        out.append(tc(f'{check} %engine=uffd', result='skip', reason=NO_UFFD, system='local'))
+    for c in out:
+        c['partition_info'] = {'features': ['mpi', 'openmp']}  # the targets apply to +mpi partitions
+    return out
+
+
+def test_dlm_figures_drawn_with_skip_noted(tmp_path):
+    pytest.importorskip('matplotlib')
+    cases = load(tmp_path, dlm_cases())
+    figs = {f['name']: f for f in figures.figures(cases, str(tmp_path))}
+    for name in ('dlm_engines.png', 'dlm_stencil.png', 'dlm_stream.png'):
+        assert figs[name]['file'] == name and (tmp_path / name).stat().st_size > 1000, name
+        assert NO_UFFD in figs[name]['note'] and 'engine=uffd on local' in figs[name]['note']
+        assert figs[name]['caption'].endswith('[quick size]')
+
+
+def test_dlm_no_data_no_figure(tmp_path):
+    cases = load(tmp_path, [tc('DlmMicro %engine=r3', result='skip', reason=NO_UFFD, system='local')])
+    fig, note = figures.dlm_engines_figure(cases, str(tmp_path))
+    assert fig is None and note.startswith('no DlmMicro data') and NO_UFFD in note
+
+
+def test_dlm_verdicts_across_engines(tmp_path):
+    rows = {r['id']: r for r in report.verdicts(load(tmp_path, dlm_cases()))}
+    # The synthetic run has the paper's own ratios: reproduced.
+    assert rows['P004-C1']['verdict'] == report.REPRODUCED and rows['P004-C1']['measured'] == pytest.approx(2.75)
+    assert rows['P004-C4']['verdict'] == report.REPRODUCED
+    assert rows['P004-C4']['measured'] == {'R77': 78, 'R3': 57, 'R58': 54}
+    assert rows['DLM-T2']['verdict'] == report.REPRODUCED  # R3 / R77 = 1.25 >= 1
+    assert rows['DLM-T3']['verdict'] == report.REPRODUCED  # R58 / R3 = 2.75 >= 1
+    assert rows['DLM-T4']['verdict'] == report.REPRODUCED  # R77 keeps 78%
+    assert rows['DLM-T1']['verdict'] == report.REPRODUCED  # 1500 / 3000 = 0.5
+    # uffd was skipped: its targets say so rather than fail.
+    assert rows['DLM-T6']['verdict'] == report.NOT_APPLICABLE and NO_UFFD in rows['DLM-T6']['reason']

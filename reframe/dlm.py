@@ -1,0 +1,169 @@
+"""dlm checks (P004): remote paging over MPI with the engines r3 | r58 | r77 | uffd, on
+the paper's three benchmarks.  Everything is CPU + MPI, so every check runs on `local`.
+
+One MPI job per check: rank 0 computes (OpenMP threads), ranks 1.. are memory ranks
+(one per node on clusters, as P004's memory nodes; local processes on `local`).  Each
+program sweeps inside one run (thread counts, problem/capacity ratios), and the checks
+turn the sweep points the claims need into performance variables; the figures use all
+of them (keep_records).
+
+Sizes (UMSTUDY_SIZE):
+  quick  micro 2^21 elements (16 MiB) over a 6 MiB capacity, 64 KiB pages, threads
+         1,2,4; stencil 64x64 planes over 8 MiB; STREAM over 32 MiB, 1 MiB pages.
+  paper  micro as fig. 2.2: 2^28 elements (2 GiB), 800 MiB capacity, 1 MiB pages,
+         threads 1..16; stencil 1024x1024 planes over 16 GiB (3 memory ranks; the
+         paper: 120 GiB); STREAM 8 MiB pages over 8 GiB (4 memory ranks; paper: 56 GiB).
+  Ratios problem/capacity 0.5, 1, 2, 4 in both: the paper's curve on any machine.
+A uffd run where userfaultfd is not permitted exits 77 with the reason: a skip.
+"""
+import os
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, run_after, run_before, variable
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
+from umstudy.checks import UmstudyMetricTest, mpirun_on_local, size  # noqa: E402
+
+MODE = size()
+ENGINES = ['r3', 'r58', 'r77', 'uffd']
+RATIOS = [0.5, 1, 2, 4]
+SIZES = {
+    'micro': {'quick': ['--elements', str(1 << 21), '--capacity', '6M', '--mem-capacity', '64M',
+                        '--page-size', '64K'],
+              'paper': ['--capacity', '800M', '--mem-capacity', '6000M', '--page-size', '1M']},
+    'micro_threads': {'quick': [1, 2, 4], 'paper': [1, 2, 4, 8, 12, 16]},
+    'stencil': {'quick': ['--nx', '64', '--ny', '64', '--capacity', '8M', '--mem-capacity', '16M',
+                          '--page-size', '64K', '--steps', '8', '--tblock', '4'],
+                'paper': ['--nx', '1024', '--ny', '1024', '--capacity', '16G', '--mem-capacity', '24G',
+                          '--page-size', '1M', '--steps', '8', '--tblock', '4']},
+    'stream': {'quick': ['--capacity', '32M', '--mem-capacity', '48M', '--page-size', '1M', '--ntimes', '3'],
+               'paper': ['--capacity', '8G', '--mem-capacity', '12G', '--page-size', '8M', '--ntimes', '4']},
+    # memory ranks: P004 fig. 2.2 one, the stencil three (up to 256 GiB), STREAM four
+    'memory_ranks': {'micro': 1, 'stencil': 3, 'stream': 4},
+}
+
+
+@sn.deferrable
+def field(records, metric_name, key, scale=1.0, **match):
+    """A field of the first record of `metric_name` whose fields match (the sweeps put
+    what the claims need, e.g. a fault rate or a retention, in fields)."""
+    for r in records:
+        if r.get('metric') == metric_name and all(r.get(k) == v for k, v in match.items()):
+            return scale * r[key]
+    raise sn.SanityError(f'no {metric_name} record with {match} carrying {key!r}')
+
+
+@sn.deferrable
+def ratio(a, b):
+    return a / b if b else float('nan')
+
+
+class DlmBase(UmstudyMetricTest):
+    component = 'dlm'
+    keep_records = True
+    valid_systems = ['+mpi']
+    engine = parameter(ENGINES)
+    # OpenMP threads of the compute rank (0: the partition's cores, at most 16)
+    threads = variable(int, value=0)
+    kind = ''
+
+    def compute_threads(self):
+        if self.threads:
+            return self.threads
+        cores = self.current_partition.processor.num_cpus or \
+            self.current_partition.extras.get('facts', {}).get('cpu', {}).get('cores', 1)
+        return max(1, min(16, int(cores)))
+
+    @run_after('setup')
+    def set_job(self):
+        memory_ranks = SIZES['memory_ranks'][self.kind]
+        self.num_tasks = 1 + memory_ranks
+        local = self.current_partition.scheduler.registered_name == 'local'
+        self.num_tasks_per_node = self.num_tasks if local else 1
+        self.num_cpus_per_task = 1 if local else self.compute_threads()
+        self.executable = self.program(self.bench)
+        self.env_vars = {'OMP_WAIT_POLICY': 'PASSIVE', 'DLM_TIMEOUT': '120'}
+        self.executable_opts = ['--engine', self.engine, '--uffd-workers', '12'] + SIZES[self.kind][self.size]
+
+    @run_before('run')
+    def fit_partition(self):
+        self.skip_unless('mpi' in self.current_partition.features, 'no MPI on this partition')
+        mpirun_on_local(self)
+
+
+@rfm.simple_test
+class DlmMicro(DlmBase):
+    descr = 'P004 fig. 2.2: parallel write a[i]=i over a DLM array, read one element per page; time vs threads'
+    bench = 'dlm-micro'
+    kind = 'micro'
+
+    @run_after('setup')
+    def set_threads(self):
+        counts = SIZES['micro_threads'][self.size]
+        self.thread_counts = [t for t in counts if t <= max(counts[0], self.compute_threads())] \
+            if self.size == 'paper' else counts
+        self.executable_opts += ['--threads', ','.join(map(str, self.thread_counts))]
+
+    def named_metrics(self):
+        return {f'time_t{t}': ('time', 's', {'threads': t}) for t in self.thread_counts}
+
+    @run_before('performance')
+    def fault_rates(self):
+        # Faults per second (a field of the faults lines), and its growth from 1 to 12
+        # threads (issue 7: uffd keeps growing, R77 is bounded by its receive thread).
+        recs = self.records()
+        rates = {t: field(recs, 'faults', 'fault_rate', threads=t) for t in self.thread_counts}
+        for t, rate in rates.items():
+            self.perf_variables[f'fault_rate_t{t}'] = sn.make_performance_function(rate, 'faults/s')
+        if 1 in rates and 12 in rates:
+            self.perf_variables['rate_t12_over_t1'] = sn.make_performance_function(
+                ratio(rates[12], rates[1]), 'ratio')
+
+
+class DlmSweep(DlmBase):
+    """Stencil and STREAM: one run over the problem/capacity ratios."""
+    ratios = variable(list, value=RATIOS)
+
+    @run_after('setup')
+    def set_ratios(self):
+        self.executable_opts += ['--ratios', ','.join(f'{r:g}' for r in self.ratios),
+                                 '--threads', str(self.compute_threads())]
+
+
+@rfm.simple_test
+class DlmStencil(DlmSweep):
+    descr = 'P004 §4.1: 7-point stencil with spatial + temporal blocking, Effective MFLOPS vs problem/capacity'
+    bench = 'dlm-stencil'
+    kind = 'stencil'
+
+    def named_metrics(self):
+        first, last = self.ratios[0], self.ratios[-1]
+        return {'mflops_in_memory': ('mflops', 'MFLOPS', {'ratio': first}),
+                'mflops_4x': ('mflops', 'MFLOPS', {'ratio': last})}
+
+    @run_before('performance')
+    def retention(self):
+        self.perf_variables['retention_4x'] = sn.make_performance_function(
+            field(self.records(), 'mflops', 'retention', 100.0, ratio=self.ratios[-1]), '%')
+
+
+@rfm.simple_test
+class DlmStream(DlmSweep):
+    descr = 'P004 §4.2: STREAM on DLM arrays vs size, beside the MPI p2p bandwidth of the same ranks'
+    bench = 'dlm-stream'
+    kind = 'stream'
+
+    def named_metrics(self):
+        first, last = self.ratios[0], self.ratios[-1]
+        out = {'mpi_p2p_bw': ('mpi_p2p_bw', 'MB/s', {})}
+        for k in ('copy', 'triad'):
+            out[f'{k}_in_memory'] = ('bandwidth', 'MB/s', {'kernel': k, 'ratio': first})
+            out[f'{k}_4x'] = ('bandwidth', 'MB/s', {'kernel': k, 'ratio': last})
+        return out
+
+    @run_before('performance')
+    def over_mpi(self):
+        self.perf_variables['triad_4x_over_mpi'] = sn.make_performance_function(
+            field(self.records(), 'bandwidth', 'stream_over_mpi', kernel='triad', ratio=self.ratios[-1]), 'ratio')
