@@ -51,9 +51,11 @@ typedef struct dlm_options {
 } dlm_options;
 
 /* Collective over MPI_COMM_WORLD (initialises MPI with MPI_THREAD_MULTIPLE).  Rank 0
- * returns DLM_OK, or an error status with the reason in dlm_error() (every rank
- * leaves: memory ranks exit with the same status).  Memory ranks never return: they
- * serve pages until rank 0 calls dlm_shutdown, then exit(0). */
+ * returns DLM_OK, or an error status with the reason in dlm_error(); it must then
+ * leave through dlm_exit/dlm_shutdown (a bad configuration has ended the memory ranks
+ * already with the same status; an engine that could not start has left them serving).
+ * Memory ranks never return: they serve pages until rank 0 calls dlm_shutdown, then
+ * exit(0). */
 int dlm_startup(int *argc, char ***argv);
 int dlm_startup_opts(int *argc, char ***argv, const dlm_options *opts);
 /* Rank 0: ends the memory ranks and MPI.  Safe after a failed dlm_startup. */
