@@ -141,8 +141,8 @@ static void install(size_t p, const char *src)
     dlm_stop_world();
     if (g->frames_used >= g->frames)
         have_victim = dlm_pick_victim(&victim);
-    else
-        g->frames_used++;
+    if (!have_victim)
+        g->frames_used++; /* room, or every resident page pinned: over capacity for now */
     if (have_victim) {
         memcpy(g_wbbuf, alias_of(victim), page_bytes());
         xprotect(victim, PROT_NONE);

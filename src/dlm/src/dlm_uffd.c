@@ -114,8 +114,8 @@ static void missing(size_t p, char *buf, char *wbbuf, int worker)
         int have_victim = 0;
         if (g->frames_used >= g->frames)
             have_victim = dlm_pick_victim(&victim);
-        else
-            g->frames_used++;
+        if (!have_victim)
+            g->frames_used++; /* room, or every resident page pinned: over capacity for now */
         dlm_unlock();
         double t0 = dlm_now();
         if (have_victim)
@@ -151,13 +151,21 @@ static void wp_fault(size_t p)
     dlm_state *g = &dlm_g;
     dlm_lock();
     int resident = g->pages[p].state == PG_RESIDENT;
-    if (resident)
+    if (resident) {
         g->pages[p].dirty = 1;
+        /* Pinned: a victim chosen now would write-protect it and copy it out while
+         * the protection is being lifted here, and lose the write it lets through. */
+        g->pages[p].pins++;
+    }
     dlm_unlock();
-    if (resident)
-        write_protect(p, 0); /* also wakes the writer */
-    else
+    if (!resident) {
         wake_range(p); /* being evicted: the writer retries and faults it back in */
+        return;
+    }
+    write_protect(p, 0); /* also wakes the writer */
+    dlm_lock();
+    g->pages[p].pins--;
+    dlm_unlock();
 }
 
 static void *worker(void *arg)
