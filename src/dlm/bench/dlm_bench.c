@@ -89,8 +89,10 @@ void dlm_bench_start(const char *bench, int *argc, char ***argv, const dlm_bench
     ums_param_int("capacity", (long long)c->capacity);
     ums_param_int("mem_capacity", (long long)c->mem_capacity);
     ums_param_int("memory_ranks", c->memory_ranks);
-    if (strcmp(c->engine, "uffd") == 0)
+    if (strcmp(c->engine, "uffd") == 0) {
         ums_param_int("uffd_workers", c->uffd_workers);
+        ums_param_int("uffd_user_mode_only", c->uffd_user_mode_only);
+    }
 }
 
 void dlm_bench_usage_fail(const char *fmt, ...)

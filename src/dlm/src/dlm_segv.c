@@ -108,16 +108,15 @@ static void segv_handler(int sig, siginfo_t *si, void *ctx)
             seq = atomic_load(&pg->seq);
             mine = 1;
             dlm_unlock();
+            atomic_fetch_add(&dlm_st.faults, 1); /* one per page fetched, as uffd counts */
             ring_bell();
         } else {
             dlm_unlock();
         }
         dlm_wait_page(p, seq);
     }
-    if (mine) {
-        atomic_fetch_add(&dlm_st.faults, 1);
+    if (mine) /* the thread that queued the page times its resumption */
         dlm_stat_time(&dlm_st.d_ns, &dlm_st.d_n, dlm_now() - pg->t_resume);
-    }
     errno = saved;
 }
 

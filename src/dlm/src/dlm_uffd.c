@@ -208,8 +208,10 @@ static int open_uffd(char *why, size_t n)
         return fd;
     int e1 = errno;
     fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
-    if (fd >= 0)
+    if (fd >= 0) {
+        dlm_g.cfg.uffd_user_mode_only = 1;
         return fd;
+    }
     char sysctl[16] = "?";
     FILE *f = fopen("/proc/sys/vm/unprivileged_userfaultfd", "r");
     if (f) {

@@ -1,9 +1,10 @@
 """Runs one command and judges its exit status, stderr and stdout.
 
-    check_run.py [--status N] [--stderr REGEX] [--stdout-empty] -- COMMAND...
+    check_run.py [--status N] [--stderr REGEX] [--stdout REGEX] [--stdout-empty] -- COMMAND...
 
-Passes when the exit status is N (default 0), stderr matches REGEX (if given) and,
-with --stdout-empty, nothing reached stdout (bad input must not look like results)."""
+Passes when the exit status is N (default 0), stderr and stdout match their REGEX (if
+given) and, with --stdout-empty, nothing reached stdout (bad input must not look like
+results)."""
 import argparse
 import re
 import subprocess
@@ -12,6 +13,7 @@ import sys
 ap = argparse.ArgumentParser()
 ap.add_argument('--status', type=int, default=0)
 ap.add_argument('--stderr')
+ap.add_argument('--stdout')
 ap.add_argument('--stdout-empty', action='store_true')
 ap.add_argument('command', nargs=argparse.REMAINDER)
 a = ap.parse_args()
@@ -24,6 +26,8 @@ if r.returncode != a.status:
     failures.append(f'exit status {r.returncode}, expected {a.status}')
 if a.stderr and not re.search(a.stderr, r.stderr):
     failures.append(f'stderr does not match {a.stderr!r}')
+if a.stdout and not re.search(a.stdout, r.stdout):
+    failures.append(f'stdout does not match {a.stdout!r}')
 if a.stdout_empty and r.stdout.strip():
     failures.append('something reached stdout')
 for f in failures:

@@ -114,6 +114,7 @@ int main(int argc, char **argv)
     ums_rec_begin(&r, "mismatches", (double)bad, "count");
     ums_rec_str(&r, "engine", dlm_get_config()->engine);
     ums_rec_int(&r, "threads", T);
+    ums_rec_int(&r, "uffd_user_mode_only", dlm_get_config()->uffd_user_mode_only);
     ums_rec_int(&r, "faults", (long long)s.faults);
     ums_rec_int(&r, "evictions", (long long)s.evictions);
     ums_rec_int(&r, "writebacks", (long long)s.writebacks);

@@ -93,6 +93,7 @@ typedef struct dlm_config {
     int memory_ranks, uffd_workers;
     double timeout;
     int uffd_write_protect; /* uffd: dirty pages tracked by write-protect */
+    int uffd_user_mode_only; /* uffd: opened with UFFD_USER_MODE_ONLY (unprivileged) */
 } dlm_config;
 const dlm_config *dlm_get_config(void);
 
