@@ -330,6 +330,25 @@ static int env_double(const char *name, double *out, double dflt)
     return 0;
 }
 
+/* An option given by the program wins over the environment, which wins over the default. */
+static int opt_size(size_t given, const char *env, size_t *out, size_t dflt)
+{
+    if (given) {
+        *out = given;
+        return 0;
+    }
+    return env_size(env, out, dflt);
+}
+
+static int opt_double(double given, const char *env, double *out, double dflt)
+{
+    if (given > 0) {
+        *out = given;
+        return 0;
+    }
+    return env_double(env, out, dflt);
+}
+
 static const dlm_engine *engine_by_name(const char *name)
 {
     const dlm_engine *all[] = {&dlm_engine_r3, &dlm_engine_r58, &dlm_engine_r77, &dlm_engine_uffd};
@@ -367,16 +386,15 @@ static int configure(const dlm_options *o, int world)
         dlm_set_error("unknown engine '%s' (DLM_ENGINE: r3 | r58 | r77 | uffd)", engine);
         return DLM_EUSAGE;
     }
-    if ((o && o->page_size ? (c->page_size = o->page_size, 0) : env_size("DLM_PAGE_SIZE", &c->page_size, 1 << 20)) ||
-        (o && o->capacity ? (c->capacity = o->capacity, 0) : env_size("DLM_CAPACITY", &c->capacity, (size_t)1 << 30)) ||
-        (o && o->mem_capacity ? (c->mem_capacity = o->mem_capacity, 0)
-                              : env_size("DLM_MEM_CAPACITY", &c->mem_capacity, (size_t)4 << 30)) ||
-        (o && o->timeout > 0 ? (c->timeout = o->timeout, 0) : env_double("DLM_TIMEOUT", &c->timeout, 30)))
-        return DLM_EUSAGE;
-    double workers = 4;
-    if (o && o->uffd_workers > 0)
-        workers = o->uffd_workers;
-    else if (env_double("DLM_UFFD_WORKERS", &workers, 4))
+    const dlm_options none = {0};
+    if (!o)
+        o = &none;
+    double workers;
+    if (opt_size(o->page_size, "DLM_PAGE_SIZE", &c->page_size, 1 << 20) ||
+        opt_size(o->capacity, "DLM_CAPACITY", &c->capacity, (size_t)1 << 30) ||
+        opt_size(o->mem_capacity, "DLM_MEM_CAPACITY", &c->mem_capacity, (size_t)4 << 30) ||
+        opt_double(o->timeout, "DLM_TIMEOUT", &c->timeout, 30) ||
+        opt_double(o->uffd_workers, "DLM_UFFD_WORKERS", &workers, 4))
         return DLM_EUSAGE;
     c->uffd_workers = (int)workers;
     if (workers != c->uffd_workers || workers > 64) {
