@@ -421,6 +421,11 @@ static int configure(const dlm_options *o, int world)
         dlm_set_error("DLM needs at least 2 MPI ranks (rank 0 computes, ranks >= 1 hold memory), got %d", world);
         return DLM_EUSAGE;
     }
+    /* More uffd faults in flight than half the frames would swap out pages installed
+     * for faults whose threads have not run yet: thrashing, not paging. */
+    size_t half = c->capacity / c->page_size / 2;
+    if ((size_t)c->uffd_workers > half)
+        c->uffd_workers = (int)(half ? half : 1);
     snprintf(c->engine, sizeof c->engine, "%s", dlm_g.engine->name);
     return check_map_count();
 }

@@ -22,7 +22,9 @@
  *   DLM_MEM_CAPACITY  capacity of each memory rank                        (4G)
  *   DLM_TIMEOUT       seconds to wait for a memory rank before declaring it
  *                     dead or hung (default 30)
- *   DLM_UFFD_WORKERS  uffd engine: fault-handling threads (default 4)
+ *   DLM_UFFD_WORKERS  uffd engine: fault-handling threads (default 4; at most half
+ *                     the resident pages, so that faults in flight cannot evict
+ *                     each other's pages before their threads run)
  *   DLM_UFFD_FALLBACK an engine to use, with a message, where userfaultfd is not
  *                     permitted (default: none, dlm_startup fails as unsupported)
  *
