@@ -104,30 +104,53 @@ static int parse_list(const char *var, const char *s, endpoint *eps, int max, ch
     return n;
 }
 
+/* Sends req as request `id` with `flags` (mutex held).  OK, BAD_REQUEST (did not encode:
+ * nothing was sent) or UNAVAILABLE. */
+static vcuda_client_status send_req(device *d, const vcuda_msg *req, uint64_t id, uint32_t flags,
+                                    vcuda_buf *b, int tmo, char *why)
+{
+    vcuda_msg m = *req;
+    m.hdr.flags = flags;
+    m.hdr.request_id = id;
+    vcuda_net_status s = vcuda_send_frame(d->fd, &m, b, tmo, why);
+    d->last_use = vcuda_now_ms();
+    return s == VCUDA_NET_PROTO ? VCUDA_CLIENT_BAD_REQUEST : s ? VCUDA_CLIENT_UNAVAILABLE : VCUDA_CLIENT_OK;
+}
+
+/* Receives the reply to request `id` of opcode `op`; *more says whether another chunk
+ * follows (only D2H replies may say so).  OK, REMOTE_ERROR or UNAVAILABLE. */
+static vcuda_client_status recv_reply(device *d, uint64_t id, unsigned op, vcuda_msg *rep,
+                                      int *more, vcuda_buf *b, int tmo, char *why)
+{
+    vcuda_net_status s = vcuda_recv_frame(d->fd, rep, b, tmo, why);
+    d->last_use = vcuda_now_ms();
+    if (s) return VCUDA_CLIENT_UNAVAILABLE;
+    *more = (rep->hdr.flags & VCUDA_FLAG_MORE) != 0;
+    if (!(rep->hdr.flags & VCUDA_FLAG_REPLY) || rep->hdr.request_id != id || rep->hdr.opcode != op ||
+        (*more && (!VCUDA_CHUNKED_REPLY(op) || (rep->hdr.flags & VCUDA_FLAG_ERROR)))) {
+        fail(why, "reply does not match request %llu (%s)", (unsigned long long)id, vcuda_opcode_name(op));
+        return VCUDA_CLIENT_UNAVAILABLE;
+    }
+    return rep->hdr.flags & VCUDA_FLAG_ERROR ? VCUDA_CLIENT_REMOTE_ERROR : VCUDA_CLIENT_OK;
+}
+
 /* One request/reply on d (mutex held).  OK, REMOTE_ERROR, BAD_REQUEST or UNAVAILABLE
  * (the connection is then unusable; the caller marks the device lost). */
 static vcuda_client_status exchange(device *d, const vcuda_msg *req, vcuda_msg *rep,
                                     vcuda_buf *b, int tmo, char *why)
 {
-    vcuda_msg m = *req;
-    m.hdr.flags = 0;
-    m.hdr.request_id = ++d->next_id;
+    uint64_t id = ++d->next_id;
     int64_t dl = vcuda_now_ms() + tmo;
-    vcuda_net_status s = vcuda_send_frame(d->fd, &m, b, tmo, why);
-    if (s == VCUDA_NET_PROTO) return VCUDA_CLIENT_BAD_REQUEST; /* encode failed: nothing sent */
-    if (!s) {
-        int left = (int)(dl - vcuda_now_ms());
-        s = vcuda_recv_frame(d->fd, rep, b, left > 0 ? left : 0, why);
-    }
-    d->last_use = vcuda_now_ms();
-    if (s) return VCUDA_CLIENT_UNAVAILABLE;
-    if (!(rep->hdr.flags & VCUDA_FLAG_REPLY) || rep->hdr.request_id != m.hdr.request_id ||
-        rep->hdr.opcode != m.hdr.opcode) {
-        fail(why, "reply does not match request %llu (%s)",
-             (unsigned long long)m.hdr.request_id, vcuda_opcode_name(m.hdr.opcode));
+    int more;
+    vcuda_client_status s = send_req(d, req, id, 0, b, tmo, why);
+    if (s) return s;
+    int left = (int)(dl - vcuda_now_ms());
+    s = recv_reply(d, id, req->hdr.opcode, rep, &more, b, left > 0 ? left : 0, why);
+    if (s == VCUDA_CLIENT_OK && more) {
+        fail(why, "multi-frame reply to %s", vcuda_opcode_name(req->hdr.opcode));
         return VCUDA_CLIENT_UNAVAILABLE;
     }
-    return rep->hdr.flags & VCUDA_FLAG_ERROR ? VCUDA_CLIENT_REMOTE_ERROR : VCUDA_CLIENT_OK;
+    return s;
 }
 
 static void mark_lost(device *d, int ordinal, const char *why)
@@ -259,22 +282,97 @@ const char *vcuda_client_device_server(int dev)
     return dev >= 0 && dev < ndev ? devs[dev].ep.name : NULL;
 }
 
+/* Locks device dev for a call; NULL (status in *st, why set) if it cannot be used. */
+static device *acquire(int dev, vcuda_client_status *st, char *why)
+{
+    if (dev < 0 || dev >= ndev) {
+        fail(why, "no vcuda device %d (%d present)", dev, ndev);
+        *st = VCUDA_CLIENT_BAD_DEVICE;
+        return NULL;
+    }
+    device *d = &devs[dev];
+    pthread_mutex_lock(&d->mu);
+    if (d->lost) {
+        fail(why, "server %s (device %d) was lost earlier", d->ep.name, dev);
+        pthread_mutex_unlock(&d->mu);
+        *st = VCUDA_CLIENT_UNAVAILABLE;
+        return NULL;
+    }
+    return d;
+}
+
+static vcuda_client_status release(device *d, int dev, vcuda_client_status s, const char *why)
+{
+    if (s == VCUDA_CLIENT_UNAVAILABLE) mark_lost(d, dev, why);
+    pthread_mutex_unlock(&d->mu);
+    return s;
+}
+
 vcuda_client_status vcuda_client_call(int dev, const vcuda_msg *req, vcuda_msg *reply,
                                       int tmo, char *why)
 {
     char local[VCUDA_WHY_LEN];
-    if (!why) why = local;
-    if (dev < 0 || dev >= ndev) return fail(why, "no vcuda device %d (%d present)", dev, ndev), VCUDA_CLIENT_BAD_DEVICE;
-    device *d = &devs[dev];
-    pthread_mutex_lock(&d->mu);
     vcuda_client_status s;
-    if (d->lost) {
-        fail(why, "server %s (device %d) was lost earlier", d->ep.name, dev);
-        s = VCUDA_CLIENT_UNAVAILABLE;
-    } else {
-        s = exchange(d, req, reply, &d->buf, tmo > 0 ? tmo : timeout_ms, why);
-        if (s == VCUDA_CLIENT_UNAVAILABLE) mark_lost(d, dev, why);
+    if (!why) why = local;
+    device *d = acquire(dev, &s, why);
+    if (!d) return s;
+    s = exchange(d, req, reply, &d->buf, tmo > 0 ? tmo : timeout_ms, why);
+    return release(d, dev, s, why);
+}
+
+vcuda_client_status vcuda_client_send_chunks(int dev, const vcuda_msg *req, unsigned addr_field,
+                                             const uint8_t *data, uint64_t size, size_t chunk,
+                                             vcuda_msg *reply, char *why)
+{
+    char local[VCUDA_WHY_LEN];
+    vcuda_client_status s;
+    if (!why) why = local;
+    if (chunk == 0 || chunk > VCUDA_MAX_CHUNK || addr_field >= VCUDA_MAX_SCALARS)
+        return fail(why, "chunk of %zu bytes outside [1, %u]", chunk, VCUDA_MAX_CHUNK), VCUDA_CLIENT_BAD_REQUEST;
+    device *d = acquire(dev, &s, why);
+    if (!d) return s;
+    uint64_t id = ++d->next_id, off = 0;
+    vcuda_msg m = *req;
+    /* every chunk is a complete request at its own address; the server replies once */
+    do {
+        uint64_t n = size - off < chunk ? size - off : chunk;
+        m.v[addr_field] = req->v[addr_field] + off;
+        m.blob = data + off, m.blob_len = (uint32_t)n;
+        off += n;
+        s = send_req(d, &m, id, off < size ? VCUDA_FLAG_MORE : 0, &d->buf, timeout_ms, why);
+    } while (!s && off < size);
+    if (!s) {
+        int more;
+        s = recv_reply(d, id, req->hdr.opcode, reply, &more, &d->buf, timeout_ms, why);
+        if (s == VCUDA_CLIENT_OK && more) s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "chunked reply to a chunked request");
     }
-    pthread_mutex_unlock(&d->mu);
-    return s;
+    return release(d, dev, s, why);
+}
+
+vcuda_client_status vcuda_client_recv_chunks(int dev, const vcuda_msg *req, uint8_t *out,
+                                             uint64_t size, vcuda_msg *reply, char *why)
+{
+    char local[VCUDA_WHY_LEN];
+    vcuda_client_status s;
+    if (!why) why = local;
+    device *d = acquire(dev, &s, why);
+    if (!d) return s;
+    uint64_t id = ++d->next_id, got = 0;
+    int more = 1;
+    s = send_req(d, req, id, 0, &d->buf, timeout_ms, why);
+    /* the server must send exactly `size` bytes: more or fewer is a broken server */
+    while (!s && more) {
+        s = recv_reply(d, id, req->hdr.opcode, reply, &more, &d->buf, timeout_ms, why);
+        if (s) break;
+        if (reply->blob_len > size - got) {
+            s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "server sent more than the %llu bytes asked", (unsigned long long)size);
+            break;
+        }
+        if (reply->blob_len) memcpy(out + got, reply->blob, reply->blob_len);
+        got += reply->blob_len;
+    }
+    if (!s && got != size)
+        s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "server sent %llu of %llu bytes", (unsigned long long)got,
+                                           (unsigned long long)size);
+    return release(d, dev, s, why);
 }

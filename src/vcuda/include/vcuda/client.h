@@ -55,6 +55,18 @@ const char *vcuda_client_device_server(int dev);
 vcuda_client_status vcuda_client_call(int dev, const vcuda_msg *req, vcuda_msg *reply,
                                       int timeout_ms, char *why);
 
+/* A copy to the server: req is sent once per chunk of `data` (at most `chunk` bytes,
+ * back to back, VCUDA_FLAG_MORE on all but the last) with v[addr_field] advanced by the
+ * chunk's offset; the one reply comes after the last.  Each frame has its own
+ * deadline, so a large copy is bounded per chunk, not as a whole. */
+vcuda_client_status vcuda_client_send_chunks(int dev, const vcuda_msg *req, unsigned addr_field,
+                                             const uint8_t *data, uint64_t size, size_t chunk,
+                                             vcuda_msg *reply, char *why);
+/* A copy from the server: one request, replies in chunks until one without MORE; they
+ * must add up to exactly `size` bytes, written to out. */
+vcuda_client_status vcuda_client_recv_chunks(int dev, const vcuda_msg *req, uint8_t *out,
+                                             uint64_t size, vcuda_msg *reply, char *why);
+
 #ifdef __cplusplus
 }
 #endif

@@ -111,13 +111,22 @@ enum {
     X(LAUNCH, 27,                                                                           \
       "h(function) g(grid_x) g(grid_y) g(grid_z) g(block_x) g(block_y) g(block_z) "         \
       "u(shared_mem) h(stream) p(params)",                                                  \
-      "")
+      "")                                                                                   \
+    X(DEVICE_GET_ATTRIBUTE, 28, "i(attribute)", "i(value)")                                 \
+    X(MEM_GET_INFO, 29, "", "z(free) z(total)")                                             \
+    X(DRIVER_GET_VERSION, 30, "", "i(version)")                                             \
+    X(SINK, 31, "b(data)", "") /* transport benchmark: bytes received and dropped */
 
 typedef enum {
 #define VCUDA_X_ENUM(name, code, req, rep) VCUDA_OP_##name = code,
     VCUDA_OPCODES(VCUDA_X_ENUM)
 #undef VCUDA_X_ENUM
 } vcuda_opcode;
+
+/* The only frames that may carry VCUDA_FLAG_MORE: chunks of a copy to the server (no
+ * reply until the last one) and the chunks of a D2H reply. */
+#define VCUDA_CHUNKED_REQUEST(op) ((op) == VCUDA_OP_MEMCPY_H2D || (op) == VCUDA_OP_SINK)
+#define VCUDA_CHUNKED_REPLY(op) ((op) == VCUDA_OP_MEMCPY_D2H)
 
 /* Layout of error replies, whatever the opcode. */
 #define VCUDA_ERROR_LAYOUT "e(cuda_error) s(message)"
