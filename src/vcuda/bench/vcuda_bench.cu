@@ -237,6 +237,7 @@ int main(int argc, char **argv)
     if (remote) vcuda_client_close();
 
     // D2H latency after idle gaps (P003 figs. 8/9).
+    double idle_first = 0, idle_last = 0;
     if (!skip_intervals)
         for (double gap : gaps) {
             std::vector<double> lat(interval_calls);
@@ -247,10 +248,19 @@ int main(int argc, char **argv)
                 CK(cudaMemcpy(&flag, dev[0].flag, sizeof flag, cudaMemcpyDeviceToHost));
                 lat[k] = (ums_now() - t0) * 1e6;
             }
-            begin(&r, "d2h_after_idle", ums_median(lat.data(), lat.size()), "us", 1);
+            double med = ums_median(lat.data(), lat.size());
+            begin(&r, "d2h_after_idle", med, "us", 1);
             ums_rec_num(&r, "interval_ms", gap);
             ums_rec_emit(&r);
+            if (gap == gaps.front()) idle_first = med;
+            idle_last = med;
         }
+    if (idle_first > 0 && gaps.size() > 1) { // the jump P003 saw: longest gap vs shortest
+        begin(&r, "d2h_idle_jump", idle_last / idle_first, "ratio", 1);
+        ums_rec_num(&r, "from_ms", gaps.front());
+        ums_rec_num(&r, "to_ms", gaps.back());
+        ums_rec_emit(&r);
+    }
 
     for (int d = 0; d < nmax; ++d) {
         CK(cudaSetDevice(d));

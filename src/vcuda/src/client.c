@@ -232,6 +232,7 @@ void vcuda_client_close(void)
 int vcuda_client_open(char *why)
 {
     static endpoint prim[VCUDA_MAX_DEVICES], spare[VCUDA_MAX_DEVICES];
+    int spin;
     vcuda_client_close();
     const char *sv = getenv("VCUDA_SERVERS"), *sp = getenv("VCUDA_SPARES");
     if (!sv || !*sv) return fail(why, "VCUDA_SERVERS is not set (host:port,host:port,...)");
@@ -239,8 +240,10 @@ int vcuda_client_open(char *why)
     int ns = sp && *sp ? parse_list("VCUDA_SPARES", sp, spare, VCUDA_MAX_DEVICES, why) : 0;
     if (np < 0 || ns < 0) return -1;
     if (env_int("VCUDA_TIMEOUT_MS", VCUDA_DEFAULT_TIMEOUT_MS, 10, 600000, &timeout_ms, why) ||
-        env_int("VCUDA_KEEPALIVE_MS", 0, 0, 60000, &keepalive_ms, why))
+        env_int("VCUDA_KEEPALIVE_MS", 0, 0, 60000, &keepalive_ms, why) ||
+        env_int("VCUDA_SPIN_US", 200, 0, 100000, &spin, why))
         return -1;
+    vcuda_net_set_spin_us(spin);
     if (vcuda_token_load(token, &token_len, why)) return -1;
 
     int next_spare = 0;

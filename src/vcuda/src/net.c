@@ -42,6 +42,16 @@ int64_t vcuda_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t vcuda_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int spin_us;
+void vcuda_net_set_spin_us(int us) { spin_us = us < 0 ? 0 : us; }
+
 int vcuda_buf_reserve(vcuda_buf *b, size_t n)
 {
     if (n <= b->cap) return 0;
@@ -103,6 +113,7 @@ static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t 
 /* `got` counts bytes already part of the frame, to tell clean EOF from truncation. */
 static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, size_t got, char *why)
 {
+    int64_t spin_end = spin_us ? vcuda_now_ns() + (int64_t)spin_us * 1000 : 0;
     while (n) {
         ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
         if (r > 0) {
@@ -115,6 +126,7 @@ static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, siz
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return nfail(why, VCUDA_NET_IO, "recv: %s", strerror(errno));
+        if (spin_end && vcuda_now_ns() < spin_end) continue; /* see vcuda_net_set_spin_us */
         vcuda_net_status s = wait_fd(fd, POLLIN, dl, why);
         if (s == VCUDA_NET_TIMEOUT && got)
             return nfail(why, s, "peer stalled mid-frame after %zu bytes: timed out", got);

@@ -24,6 +24,7 @@ typedef struct {
     size_t got;           /* bytes of the current frame so far (header + payload) */
     vcuda_header h;       /* valid once got >= VCUDA_HEADER_SIZE */
     int64_t deadline;     /* -1: idle and authenticated, may wait forever */
+    int64_t spin_until;   /* ns: keep reading without poll() until then */
     vcuda_buf in, out;
     vcuda_msg req, rep; /* per connection, not static: loops in several threads are fine */
 } conn;
@@ -144,6 +145,9 @@ static int on_readable(const vcuda_server_config *cfg, conn *c, char *why)
         }
         if (n < 0) {
             if (errno == EINTR) continue;
+            /* a client that just got a reply usually sends its next request within
+             * microseconds: wait for it here rather than through poll() */
+            if ((errno == EAGAIN || errno == EWOULDBLOCK) && vcuda_now_ns() < c->spin_until) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
             snprintf(why, VCUDA_WHY_LEN, "recv: %s", strerror(errno));
             return -1;
@@ -170,6 +174,7 @@ static int on_readable(const vcuda_server_config *cfg, conn *c, char *why)
             if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) return -1;
             c->got = 0;
             if (dispatch(cfg, c, &c->req, why)) return -1;
+            c->spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000;
             c->deadline = -1; /* authenticated and idle: keep-alive is the client's choice */
         }
     }

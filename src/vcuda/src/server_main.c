@@ -15,13 +15,14 @@ static void on_signal(int sig) { (void)sig; stop_flag = 1; }
 
 int main(int argc, char **argv)
 {
-    long long device = 0, timeout = 5000, chunk_kib = 1024;
+    long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200;
     const char *listen_at = "127.0.0.1:7470";
     const ums_arg args[] = {
         {"device", UMS_ARG_INT, &device, "GPU ordinal this server exports", 0, VCUDA_MAX_DEVICES - 1, NULL},
         {"listen", UMS_ARG_STRING, &listen_at, "ADDR:PORT (ADDR defaults to 127.0.0.1)", 1, 0, NULL},
         {"timeout-ms", UMS_ARG_INT, &timeout, "bound on a stalled frame or reply", 10, 600000, NULL},
         {"chunk-kib", UMS_ARG_INT, &chunk_kib, "D2H reply chunk (pipelined)", 4, VCUDA_MAX_CHUNK / 1024, NULL},
+        {"spin-us", UMS_ARG_INT, &spin_us, "busy-wait this long for a client's next request (0: always poll)", 0, 100000, NULL},
     };
     ums_args_parse(argc, argv, "vcuda-server: serves one GPU to vcuda clients (token: VCUDA_TOKEN or VCUDA_TOKEN_FILE)",
                    args, sizeof args / sizeof args[0]);
@@ -61,7 +62,7 @@ int main(int argc, char **argv)
     vcuda_server_config cfg = {.listen_fd = lfd, .token = token, .token_len = token_len,
                                .device = (int)device, .frame_timeout_ms = (int)timeout,
                                .max_conns = 256, .handler = &h, .stop = &stop_flag,
-                               .log_prefix = "vcuda-server"};
+                               .log_prefix = "vcuda-server", .spin_us = (int)spin_us};
     int rc = vcuda_server_run(&cfg);
     vcuda_gpu_close(gpu);
     return rc ? UMS_EXIT_FAILED : 0;

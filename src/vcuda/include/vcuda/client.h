@@ -8,6 +8,8 @@
  *   VCUDA_TIMEOUT_MS             per-call deadline, default 5000, in [10, 600000]
  *   VCUDA_KEEPALIVE_MS           optional, in [1, 60000]: a background thread PINGs each
  *                                device whose connection was idle that long (P003's fix)
+ *   VCUDA_SPIN_US                default 200, in [0, 100000]: busy-wait for a reply this long
+ *                                before sleeping in poll() (vcuda_net_set_spin_us)
  * and health-checks every server (connect + HELLO + PING within the timeout).  Each one
  * that fails is reported with one stderr line and replaced by the next healthy spare or
  * dropped; the remaining devices are numbered densely in VCUDA_SERVERS order.

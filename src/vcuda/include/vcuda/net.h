@@ -57,8 +57,14 @@ int vcuda_connect(const char *host, uint16_t port, int timeout_ms, char *why);
 int vcuda_listen(const char *addr, uint16_t port, uint16_t *bound_port, char *why);
 /* "ADDR:PORT", ":PORT" or "PORT" (ADDR then NULL); 0 or -1.  addr holds 256 bytes. */
 int vcuda_parse_hostport(const char *s, char *addr, uint16_t *port);
-/* Milliseconds on the monotonic clock. */
+/* Milliseconds / nanoseconds on the monotonic clock. */
 int64_t vcuda_now_ms(void);
+int64_t vcuda_now_ns(void);
+/* Reads first retry for up to `us` microseconds before sleeping in poll() (default 0).
+ * A reply on loopback or a fast network arrives within tens of microseconds, and a
+ * thread woken from poll() pays the scheduler's and the idle CPU's wake-up latency on
+ * top: spinning trades a core for the latency P003 identifies as what limits scaling. */
+void vcuda_net_set_spin_us(int us);
 
 #ifdef __cplusplus
 }

@@ -51,6 +51,7 @@ typedef struct {
     volatile sig_atomic_t *stop; /* loop returns (after disconnecting all) when set */
     const char *log_prefix;      /* e.g. "vcuda-server" */
     volatile uint64_t *pings;    /* optional (may be NULL): incremented per PING answered */
+    int spin_us;                 /* after a request, wait this long for the next without poll() */
 } vcuda_server_config;
 
 /* Runs until *stop; 0, or -1 if the loop itself failed (message on stderr). */
