@@ -3,7 +3,8 @@
 # through vcuda: one vcuda-server per GPU on loopback (ephemeral ports, a fresh random
 # token), the program with the libcudart stand-in preloaded, the servers stopped after.
 #
-#   vcuda-run [--gpus N] [--lib DIR] [--server PATH] [--log-dir DIR] [--] PROGRAM [ARGS...]
+#   vcuda-run [--gpus N] [--lib DIR] [--server PATH] [--server-opts "OPTS"] [--log-dir DIR]
+#             [--] PROGRAM [ARGS...]
 #
 # N defaults to every GPU nvidia-smi lists.  The stand-in is looked for in DIR, then
 # next to this script (build tree: lib/), then ../lib/vcuda and ../lib64/vcuda (install).
@@ -11,15 +12,16 @@
 # Exit status: the program's; 77 if there is no GPU or no server could start.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-gpus="" lib="" server="" logdir=.
+gpus="" lib="" server="" logdir=. server_opts=""
 while [ $# -gt 0 ]; do
   case $1 in
     --gpus) gpus=$2; shift 2 ;;
     --lib) lib=$2; shift 2 ;;
     --server) server=$2; shift 2 ;;
     --log-dir) logdir=$2; shift 2 ;;
+    --server-opts) server_opts=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     -*) echo "vcuda-run: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -50,7 +52,8 @@ trap 'exit 143' TERM INT
 servers=""
 for ((g = 0; g < gpus; g++)); do
   log="$logdir/vcuda-server-$g.log"
-  "$server" --device $g --listen 127.0.0.1:0 2>"$log" &
+  # shellcheck disable=SC2086 # server options are words
+  "$server" --device $g --listen 127.0.0.1:0 $server_opts 2>"$log" &
   pids+=($!)
   port=""
   for _ in $(seq 200); do # the server names its port once it listens

@@ -120,9 +120,9 @@ static vcuda_client_status send_req(device *d, const vcuda_msg *req, uint64_t id
 /* Receives the reply to request `id` of opcode `op`; *more says whether another chunk
  * follows (only D2H replies may say so).  OK, REMOTE_ERROR or UNAVAILABLE. */
 static vcuda_client_status recv_reply(device *d, uint64_t id, unsigned op, vcuda_msg *rep,
-                                      int *more, vcuda_buf *b, int tmo, char *why)
+                                      int *more, vcuda_buf *b, uint8_t *dst, size_t cap, int tmo, char *why)
 {
-    vcuda_net_status s = vcuda_recv_frame(d->fd, rep, b, tmo, why);
+    vcuda_net_status s = vcuda_recv_frame_to(d->fd, rep, b, dst, cap, tmo, why);
     d->last_use = vcuda_now_ms();
     if (s) return VCUDA_CLIENT_UNAVAILABLE;
     *more = (rep->hdr.flags & VCUDA_FLAG_MORE) != 0;
@@ -145,7 +145,7 @@ static vcuda_client_status exchange(device *d, const vcuda_msg *req, vcuda_msg *
     vcuda_client_status s = send_req(d, req, id, 0, b, tmo, why);
     if (s) return s;
     int left = (int)(dl - vcuda_now_ms());
-    s = recv_reply(d, id, req->hdr.opcode, rep, &more, b, left > 0 ? left : 0, why);
+    s = recv_reply(d, id, req->hdr.opcode, rep, &more, b, NULL, 0, left > 0 ? left : 0, why);
     if (s == VCUDA_CLIENT_OK && more) {
         fail(why, "multi-frame reply to %s", vcuda_opcode_name(req->hdr.opcode));
         return VCUDA_CLIENT_UNAVAILABLE;
@@ -346,7 +346,7 @@ vcuda_client_status vcuda_client_send_chunks(int dev, const vcuda_msg *req, unsi
     } while (!s && off < size);
     if (!s) {
         int more;
-        s = recv_reply(d, id, req->hdr.opcode, reply, &more, &d->buf, timeout_ms, why);
+        s = recv_reply(d, id, req->hdr.opcode, reply, &more, &d->buf, NULL, 0, timeout_ms, why);
         if (s == VCUDA_CLIENT_OK && more) s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "chunked reply to a chunked request");
     }
     return release(d, dev, s, why);
@@ -363,15 +363,13 @@ vcuda_client_status vcuda_client_recv_chunks(int dev, const vcuda_msg *req, uint
     uint64_t id = ++d->next_id, got = 0;
     int more = 1;
     s = send_req(d, req, id, 0, &d->buf, timeout_ms, why);
-    /* the server must send exactly `size` bytes: more or fewer is a broken server */
+    /* the server must send exactly `size` bytes: more or fewer is a broken server;
+     * chunks land in `out` directly, never past its end */
     while (!s && more) {
-        s = recv_reply(d, id, req->hdr.opcode, reply, &more, &d->buf, timeout_ms, why);
+        s = recv_reply(d, id, req->hdr.opcode, reply, &more, &d->buf, out + got, size - got, timeout_ms, why);
+        if (s == VCUDA_CLIENT_UNAVAILABLE && strstr(why, "expected at most"))
+            fail(why, "server sent more than the %llu bytes asked", (unsigned long long)size);
         if (s) break;
-        if (reply->blob_len > size - got) {
-            s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "server sent more than the %llu bytes asked", (unsigned long long)size);
-            break;
-        }
-        if (reply->blob_len) memcpy(out + got, reply->blob, reply->blob_len);
         got += reply->blob_len;
     }
     if (!s && got != size)

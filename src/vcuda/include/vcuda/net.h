@@ -49,6 +49,12 @@ vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int 
 vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeout_ms,
                                   char *why);
 
+/* vcuda_recv_frame, except that a frame whose payload is a single bytes field (a D2H
+ * reply chunk) has those bytes read straight into dst (no more than cap, else a
+ * protocol error); m->blob then points at dst. */
+vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_msg *m, vcuda_buf *b, uint8_t *dst, size_t cap,
+                                     int timeout_ms, char *why);
+
 /* TCP connect (host name or address) with a timeout; TCP_NODELAY.  fd or -1. */
 int vcuda_connect(const char *host, uint16_t port, int timeout_ms, char *why);
 /* Listening socket on addr (NULL or "": 127.0.0.1 -- exposing the server is an

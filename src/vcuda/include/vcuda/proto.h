@@ -200,6 +200,14 @@ vcuda_status vcuda_decode(const uint8_t *buf, size_t len, vcuda_msg *m, char *wh
 vcuda_status vcuda_encode(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *out_len,
                           char *why);
 
+/* The same frame in two parts, so that bulk data is sent from where it lies: buf gets
+ * the first *head_len bytes, and when the layout ends in a bytes field ('b') those bytes
+ * (m->blob) are the rest, not copied (*head_len == *out_len otherwise). */
+vcuda_status vcuda_encode_split(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *out_len,
+                                size_t *head_len, char *why);
+/* Whether a payload layout is a single bytes field (e.g. a D2H reply chunk). */
+int vcuda_layout_is_bytes_only(const char *layout);
+
 /* Number of chunk frames a copy of `size` bytes takes (at least 1). */
 uint64_t vcuda_chunk_count(uint64_t size);
 
