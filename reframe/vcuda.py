@@ -64,10 +64,11 @@ class VcudaBench(VcudaBase):
 
     @run_after('setup')
     def set_command(self):
-        opts = ['--reps', str(REPS[self.size]), '--no-intervals']
+        opts = ['--reps', str(REPS[self.size])]
         if self.transport == 'vcuda':
-            self.through_vcuda('vcuda-bench', opts)
+            self.through_vcuda('vcuda-bench', opts + ['--no-intervals'])  # VcudaKeepalive's part
         else:
+            # the idle sweep on the local runtime tells the GPU's share of P003's jump
             self.executable, self.executable_opts = self.program('vcuda-bench'), opts
 
     def named_metrics(self):
@@ -79,6 +80,10 @@ class VcudaBench(VcudaBase):
         if self.transport == 'vcuda':
             out['transport_64m'] = ('transport_bandwidth', 'GB/s', {})
             out['large_vs_transport'] = ('large_copy_vs_transport', 'ratio', {})
+        else:
+            out.update(d2h_idle0_us=('d2h_after_idle', 'us', {'interval_ms': 0}),
+                       d2h_idle50_us=('d2h_after_idle', 'us', {'interval_ms': 50}),
+                       idle_jump=('d2h_idle_jump', 'ratio', {}))
         return out
 
 

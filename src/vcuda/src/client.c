@@ -199,12 +199,14 @@ static void *keepalive_main(void *arg)
             device *d = &devs[i];
             if (pthread_mutex_trylock(&d->mu)) continue; /* a call is using it: not idle */
             if (!d->lost && vcuda_now_ms() - d->last_use >= keepalive_ms) {
+                /* P003's dummy transfer: a tiny D2H copy keeps the whole path warm (a
+                 * PING would skip the GPU); an error reply still proves the server alive */
                 vcuda_msg m, r;
                 char why[VCUDA_WHY_LEN];
                 memset(&m, 0, sizeof m);
-                m.hdr.opcode = VCUDA_OP_PING;
-                if (exchange(d, &m, &r, &d->ka_buf, timeout_ms, why) != VCUDA_CLIENT_OK)
-                    mark_lost(d, i, why);
+                m.hdr.opcode = VCUDA_OP_TOUCH;
+                vcuda_client_status s = exchange(d, &m, &r, &d->ka_buf, timeout_ms, why);
+                if (s != VCUDA_CLIENT_OK && s != VCUDA_CLIENT_REMOTE_ERROR) mark_lost(d, i, why);
             }
             pthread_mutex_unlock(&d->mu);
         }
@@ -320,6 +322,19 @@ vcuda_client_status vcuda_client_call(int dev, const vcuda_msg *req, vcuda_msg *
     device *d = acquire(dev, &s, why);
     if (!d) return s;
     s = exchange(d, req, reply, &d->buf, tmo > 0 ? tmo : timeout_ms, why);
+    return release(d, dev, s, why);
+}
+
+vcuda_client_status vcuda_client_post(int dev, const vcuda_msg *req, char *why)
+{
+    char local[VCUDA_WHY_LEN];
+    vcuda_client_status s;
+    if (!why) why = local;
+    if (!VCUDA_NOREPLY_REQUEST(req->hdr.opcode))
+        return fail(why, "%s needs a reply", vcuda_opcode_name(req->hdr.opcode)), VCUDA_CLIENT_BAD_REQUEST;
+    device *d = acquire(dev, &s, why);
+    if (!d) return s;
+    s = send_req(d, req, ++d->next_id, VCUDA_FLAG_NOREPLY, &d->buf, timeout_ms, why);
     return release(d, dev, s, why);
 }
 

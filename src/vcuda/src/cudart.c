@@ -45,6 +45,7 @@ static cudaError_t record(cudaError_t e)
 static pthread_once_t open_once = PTHREAD_ONCE_INIT;
 static cudaError_t open_error;
 static size_t h2d_chunk = 1u << 20;
+static int async_launch = 1;
 
 static void open_servers(void)
 {
@@ -60,6 +61,15 @@ static void open_servers(void)
             return;
         }
         h2d_chunk = (size_t)v * 1024;
+    }
+    const char *l = getenv("VCUDA_LAUNCH");
+    if (l && *l) {
+        if (strcmp(l, "async") && strcmp(l, "sync")) {
+            fprintf(stderr, "vcuda: VCUDA_LAUNCH='%s' is not async or sync\n", l);
+            open_error = cudaErrorInitializationError;
+            return;
+        }
+        async_launch = !strcmp(l, "async");
     }
     if (vcuda_client_open(why)) {
         fprintf(stderr, "vcuda: %s\n", why);
@@ -361,6 +371,37 @@ static cudaError_t resolve(kernel *k, uint64_t *fn)
     return e;
 }
 
+/* Per device, fetched once: the launch limits the driver would check. */
+typedef struct {
+    int known;
+    int max_threads, block[3], grid[3], smem_optin;
+} launch_limits;
+static launch_limits limits[VCUDA_MAX_DEVICES];
+
+EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device);
+
+static cudaError_t check_limits(dim3 grid, dim3 block, size_t shmem)
+{
+    launch_limits *L = &limits[current_device];
+    cudaError_t e;
+    if (!L->known) {
+        struct { int *v; enum cudaDeviceAttr a; } q[] = {
+            {&L->max_threads, cudaDevAttrMaxThreadsPerBlock}, {&L->block[0], cudaDevAttrMaxBlockDimX},
+            {&L->block[1], cudaDevAttrMaxBlockDimY}, {&L->block[2], cudaDevAttrMaxBlockDimZ},
+            {&L->grid[0], cudaDevAttrMaxGridDimX}, {&L->grid[1], cudaDevAttrMaxGridDimY},
+            {&L->grid[2], cudaDevAttrMaxGridDimZ}, {&L->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin}};
+        for (size_t i = 0; i < sizeof q / sizeof *q; ++i)
+            if ((e = cudaDeviceGetAttribute(q[i].v, q[i].a, current_device))) return e;
+        L->known = 1;
+    }
+    if ((uint64_t)block.x * block.y * block.z > (uint64_t)L->max_threads || block.x > (unsigned)L->block[0] ||
+        block.y > (unsigned)L->block[1] || block.z > (unsigned)L->block[2] || grid.x > (unsigned)L->grid[0] ||
+        grid.y > (unsigned)L->grid[1] || grid.z > (unsigned)L->grid[2])
+        return record(cudaErrorInvalidConfiguration);
+    if (shmem > (size_t)L->smem_optin) return record(cudaErrorInvalidValue);
+    return cudaSuccess;
+}
+
 static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream)
 {
     static _Thread_local uint8_t packed[VCUDA_MAX_PARAM_BYTES];
@@ -386,6 +427,13 @@ static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t 
     m.nsizes = k->nparams;
     memcpy(m.sizes, k->sizes, k->nparams * sizeof *k->sizes);
     m.blob = packed, m.blob_len = (uint32_t)at;
+    if (async_launch) {
+        /* like the real runtime: the launch returns once queued; what fails on the
+         * server is returned by this device's next call (limits are checked here first,
+         * so a bad configuration is still reported at the launch) */
+        if ((e = check_limits(grid, block, shmem))) return e;
+        return result(vcuda_client_post(current_device, &m, why), &r, "kernel launch", why);
+    }
     return result(vcuda_client_call(current_device, &m, &r, 0, why), &r, "kernel launch", why);
 }
 

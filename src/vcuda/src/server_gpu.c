@@ -36,6 +36,7 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
     X(cuMemcpyHtoD_v2, CUresult, (CUdeviceptr, const void *, size_t))                        \
     X(cuMemcpyDtoD_v2, CUresult, (CUdeviceptr, CUdeviceptr, size_t))                         \
     X(cuMemcpyDtoHAsync_v2, CUresult, (void *, CUdeviceptr, size_t, CUstream))               \
+    X(cuMemcpyDtoH_v2, CUresult, (void *, CUdeviceptr, size_t))                              \
     X(cuMemsetD8_v2, CUresult, (CUdeviceptr, unsigned char, size_t))                         \
     X(cuStreamCreate, CUresult, (CUstream *, unsigned))                                      \
     X(cuStreamDestroy_v2, CUresult, (CUstream))                                              \
@@ -66,6 +67,7 @@ enum { CU_INVALID_VALUE = 1, CU_NOT_FOUND = 500, CU_ATTR_PCI_BUS = 33 };
 #define MAX_HANDLES (1u << 16)
 #define MAX_MODULES 1024
 #define PARAM_ALIGN 16
+#define MSG_LEN 320 /* error texts sent back (driver messages are short) */
 
 typedef enum { H_STREAM = 1, H_EVENT, H_MODULE, H_FUNCTION } handle_kind;
 
@@ -93,8 +95,10 @@ typedef struct {
     uint32_t nhandle, cap_handle;
     uint64_t next_id;
     int copy_error;          /* first failure of a chunked H2D copy, reported at its end */
-    char copy_msg[VCUDA_WHY_LEN];
-    char msg[VCUDA_WHY_LEN + 64]; /* error reply text; lives until the next request */
+    char copy_msg[MSG_LEN];
+    int launch_error;        /* failure of an asynchronous launch, for the next reply */
+    char launch_msg[MSG_LEN];
+    char msg[MSG_LEN]; /* error reply text; lives until the next request */
 } client;
 
 typedef struct {
@@ -109,6 +113,7 @@ struct vcuda_gpu {
     CUcontext ctx;
     CUstream copy_stream; /* the server's own, for pipelined D2H */
     void *pinned[2];
+    CUdeviceptr touch;    /* 4 bytes the keep-alive copies back */
     size_t chunk;
     cached_module modules[MAX_MODULES];
     int nmodules;
@@ -427,6 +432,20 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
         set_why(why, "no memory for client state");
         return -1;
     }
+    /* An asynchronous launch failed since the last reply: like CUDA's asynchronous
+     * errors, the next call that returns a status reports it, and is not carried out
+     * (an H2D copy takes it over as its copy error, so its chunks are skipped too). */
+    if (cl->launch_error && !(q->hdr.flags & VCUDA_FLAG_NOREPLY)) {
+        int code = cl->launch_error;
+        cl->launch_error = 0;
+        if (q->hdr.opcode == VCUDA_OP_MEMCPY_H2D) {
+            if (!cl->copy_error) cl->copy_error = code, memcpy(cl->copy_msg, cl->launch_msg, sizeof cl->copy_msg);
+        } else {
+            memcpy(cl->msg, cl->launch_msg, sizeof cl->msg);
+            vcuda_reply_error(r, code, cl->msg);
+            return 0;
+        }
+    }
     switch (q->hdr.opcode) {
     case VCUDA_OP_GET_DEVICE_COUNT: r->v[0] = 1, r->nv = 1; return 0; /* one GPU per server */
     case VCUDA_OP_SET_DEVICE:
@@ -446,6 +465,10 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
         if ((rc = g->cu.cuMemGetInfo_v2(&fr, &tot))) return reply_cu(g, cl, r, "MEM_GET_INFO", rc);
         r->v[0] = fr, r->v[1] = tot, r->nv = 2;
         return 0;
+    }
+    case VCUDA_OP_TOUCH: {
+        uint32_t word;
+        return (rc = g->cu.cuMemcpyDtoH_v2(&word, g->touch, sizeof word)) ? reply_cu(g, cl, r, "TOUCH", rc) : 0;
     }
     case VCUDA_OP_DRIVER_GET_VERSION: {
         int v = 0;
@@ -552,7 +575,14 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
         remove_handle(cl, h);
         return 0;
     case VCUDA_OP_FUNCTION_GET: return function_get(g, cl, q, r);
-    case VCUDA_OP_LAUNCH: return launch(g, cl, q, r);
+    case VCUDA_OP_LAUNCH:
+        launch(g, cl, q, r);
+        if ((q->hdr.flags & VCUDA_FLAG_NOREPLY) && (r->hdr.flags & VCUDA_FLAG_ERROR) && !cl->launch_error) {
+            /* nobody waits for this reply: the client's next call gets the error */
+            cl->launch_error = (int)r->v[0];
+            snprintf(cl->launch_msg, sizeof cl->launch_msg, "an earlier kernel launch failed: %.280s", cl->msg);
+        }
+        return 0;
     default:
         return reply_invalid(cl, r, 801, "%s is not served by vcuda-server", vcuda_opcode_name(q->hdr.opcode));
     }
@@ -624,7 +654,8 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
     if ((rc = g->cu.cuDeviceGet(&g->dev, ordinal)) || (rc = g->cu.cuDeviceGetName(g->name, sizeof g->name, g->dev)) ||
         (rc = g->cu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev)) || (rc = g->cu.cuCtxSetCurrent(g->ctx)) ||
         (rc = g->cu.cuStreamCreate(&g->copy_stream, 1 /* non-blocking */)) ||
-        (rc = g->cu.cuMemAllocHost_v2(&g->pinned[0], chunk)) || (rc = g->cu.cuMemAllocHost_v2(&g->pinned[1], chunk))) {
+        (rc = g->cu.cuMemAllocHost_v2(&g->pinned[0], chunk)) || (rc = g->cu.cuMemAllocHost_v2(&g->pinned[1], chunk)) ||
+        (rc = g->cu.cuMemAlloc_v2(&g->touch, 4)) || (rc = g->cu.cuMemsetD8_v2(g->touch, 0, 4))) {
         set_why(why, "device %d: set-up failed: %s (CUresult %d)", ordinal, cu_error_text(g, rc), rc);
         goto fail;
     }
@@ -641,6 +672,7 @@ void vcuda_gpu_close(vcuda_gpu *g)
     g->cu.cuCtxSynchronize();
     g->cu.cuMemFreeHost(g->pinned[0]);
     g->cu.cuMemFreeHost(g->pinned[1]);
+    g->cu.cuMemFree_v2(g->touch);
     g->cu.cuStreamDestroy_v2(g->copy_stream);
     g->cu.cuDevicePrimaryCtxRelease_v2(g->dev);
     dlclose(g->lib);

@@ -108,13 +108,18 @@ static int dispatch(const vcuda_server_config *cfg, conn *c, const vcuda_msg *m,
         snprintf(why, VCUDA_WHY_LEN, "second HELLO on an authenticated connection");
         return -1;
     }
-    int more = (m->hdr.flags & VCUDA_FLAG_MORE) != 0;
+    int more = (m->hdr.flags & VCUDA_FLAG_MORE) != 0, noreply = (m->hdr.flags & VCUDA_FLAG_NOREPLY) != 0;
     if (more && !VCUDA_CHUNKED_REQUEST(m->hdr.opcode)) {
         snprintf(why, VCUDA_WHY_LEN, "MORE flag on %s, which is not a chunked request",
                  vcuda_opcode_name(m->hdr.opcode));
         return -1;
     }
-    if (m->hdr.opcode == VCUDA_OP_PING && cfg->pings) ++*cfg->pings;
+    if (noreply && !VCUDA_NOREPLY_REQUEST(m->hdr.opcode)) {
+        snprintf(why, VCUDA_WHY_LEN, "NOREPLY flag on %s, which must be answered",
+                 vcuda_opcode_name(m->hdr.opcode));
+        return -1;
+    }
+    if ((m->hdr.opcode == VCUDA_OP_PING || m->hdr.opcode == VCUDA_OP_TOUCH) && cfg->pings) ++*cfg->pings;
     /* PING and SINK need no GPU: answered here, so the transport can be measured and
      * tested on its own */
     if (m->hdr.opcode != VCUDA_OP_PING && m->hdr.opcode != VCUDA_OP_SINK &&
@@ -122,7 +127,7 @@ static int dispatch(const vcuda_server_config *cfg, conn *c, const vcuda_msg *m,
         return -1;
     /* chunks before the last get no reply: the client streams them back to back, and
      * the handler reports any chunk's failure in the reply to the last one */
-    return more ? 0 : send_reply(cfg, c, m, r, why);
+    return more || noreply ? 0 : send_reply(cfg, c, m, r, why);
 }
 
 /* Reads what is available without blocking.  0 to keep, -1 to close (why set). */

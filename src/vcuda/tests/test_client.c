@@ -200,11 +200,11 @@ static void failure(int sig)
     int64_t t0 = vcuda_now_ms();
     vcuda_client_status s = call(0, VCUDA_OP_GET_DEVICE, &r);
     CHECK(s == VCUDA_CLIENT_UNAVAILABLE && vcuda_client_cuda_error(s) == 46);
-    CHECK(vcuda_now_ms() - t0 <= TIMEOUT_MS + 100);
+    CHECK(vcuda_now_ms() - t0 <= 2 * TIMEOUT_MS); /* bounded (slack for a loaded CI box) */
     if (sig == SIGSTOP) CHECK(strstr(why, "timed out"));
     t0 = vcuda_now_ms();
     for (int i = 0; i < 10; ++i) CHECK(call(0, VCUDA_OP_PING, &r) == VCUDA_CLIENT_UNAVAILABLE);
-    CHECK(vcuda_now_ms() - t0 < 20 && strstr(why, "lost earlier")); /* fail fast */
+    CHECK(vcuda_now_ms() - t0 < TIMEOUT_MS / 2 && strstr(why, "lost earlier")); /* fail fast, no timeouts */
     vcuda_client_close();
     if (sig == SIGKILL) munmap((void *)a.pings, sizeof *a.pings);
     else finish(&a);

@@ -211,8 +211,14 @@ static void chunked_requests(void)
     CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     expect_closed(fd);
     close(fd);
+    fd = connect_hello(s.port); /* only a launch may go unanswered */
+    m.hdr.flags = VCUDA_FLAG_NOREPLY;
+    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    expect_closed(fd);
+    close(fd);
     const char *log = finish(&s);
     CHECK(strstr(log, "closed: MORE flag on GET_DEVICE_COUNT, which is not a chunked request"));
+    CHECK(strstr(log, "closed: NOREPLY flag on GET_DEVICE_COUNT, which must be answered"));
 }
 
 static void wrong_token(void)

@@ -73,7 +73,8 @@ enum {
     VCUDA_FLAG_REPLY = 1u << 0, /* server -> client */
     VCUDA_FLAG_ERROR = 1u << 1, /* reply carrying "e(cuda_error) s(message)" instead */
     VCUDA_FLAG_MORE = 1u << 2,  /* another chunk of the same copy follows */
-    VCUDA_FLAG_KNOWN = 7u
+    VCUDA_FLAG_NOREPLY = 1u << 3, /* asynchronous kernel launch: no reply (errors: see server_gpu.h) */
+    VCUDA_FLAG_KNOWN = 15u
 };
 
 /* X(name, code, request layout, success reply layout).  Codes are wire values: never
@@ -115,7 +116,8 @@ enum {
     X(DEVICE_GET_ATTRIBUTE, 28, "i(attribute)", "i(value)")                                 \
     X(MEM_GET_INFO, 29, "", "z(free) z(total)")                                             \
     X(DRIVER_GET_VERSION, 30, "", "i(version)")                                             \
-    X(SINK, 31, "b(data)", "") /* transport benchmark: bytes received and dropped */
+    X(SINK, 31, "b(data)", "") /* transport benchmark: bytes received and dropped */        \
+    X(TOUCH, 32, "", "") /* keep-alive: a 4-byte D2H copy, P003's "dummy transfer" */
 
 typedef enum {
 #define VCUDA_X_ENUM(name, code, req, rep) VCUDA_OP_##name = code,
@@ -127,6 +129,8 @@ typedef enum {
  * reply until the last one) and the chunks of a D2H reply. */
 #define VCUDA_CHUNKED_REQUEST(op) ((op) == VCUDA_OP_MEMCPY_H2D || (op) == VCUDA_OP_SINK)
 #define VCUDA_CHUNKED_REPLY(op) ((op) == VCUDA_OP_MEMCPY_D2H)
+/* The only request that may go without a reply (VCUDA_FLAG_NOREPLY). */
+#define VCUDA_NOREPLY_REQUEST(op) ((op) == VCUDA_OP_LAUNCH)
 
 /* Layout of error replies, whatever the opcode. */
 #define VCUDA_ERROR_LAYOUT "e(cuda_error) s(message)"

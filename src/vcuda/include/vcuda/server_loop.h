@@ -50,7 +50,7 @@ typedef struct {
     const struct vcuda_handler *handler;
     volatile sig_atomic_t *stop; /* loop returns (after disconnecting all) when set */
     const char *log_prefix;      /* e.g. "vcuda-server" */
-    volatile uint64_t *pings;    /* optional (may be NULL): incremented per PING answered */
+    volatile uint64_t *pings;    /* optional (may be NULL): incremented per PING or TOUCH (keep-alive) */
     int spin_us;                 /* after a request, wait this long for the next without poll() */
 } vcuda_server_config;
 
