@@ -56,6 +56,10 @@ expect sample-local 0 "$sample"
 expect sample-vcuda 0 "${remote[@]}" "$sample"
 expect sample-vcuda-preload 0 "${preload[@]}" "$sample" 10000000
 
+expect launch-errors-local 0 "$build/vcuda/vcuda-launch-errors"
+expect launch-errors-vcuda 0 "${remote[@]}" "$build/vcuda/vcuda-launch-errors"
+expect launch-errors-vcuda-sync 0 env VCUDA_LAUNCH=sync "${remote[@]}" "$build/vcuda/vcuda-launch-errors"
+
 reps=50; [ "$quick" = 1 ] && reps=10
 expect bench-local 0 "$bench" --reps $reps --no-intervals
 expect bench-vcuda 0 "${remote[@]}" "$bench" --reps $reps
@@ -82,6 +86,7 @@ for _ in $(seq 100); do grep -q listening "$out/server-victim.log" && break; sle
 expect killed-server-mid-run 1 env VCUDA_SERVERS=127.0.0.1:$spare_port VCUDA_TIMEOUT_MS=2000 "${remote[@]}" \
   "$bench" --reps 100000 --no-intervals --max-bytes 4M
 grep -E "lost|unavailable" "$out/killed-server-mid-run.log" | head -3
+cat "$out"/launch-errors-*.log
 
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 wait 2>/dev/null
