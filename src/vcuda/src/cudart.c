@@ -397,7 +397,7 @@ static cudaError_t check_limits(dim3 grid, dim3 block, size_t shmem)
     if ((uint64_t)block.x * block.y * block.z > (uint64_t)L->max_threads || block.x > (unsigned)L->block[0] ||
         block.y > (unsigned)L->block[1] || block.z > (unsigned)L->block[2] || grid.x > (unsigned)L->grid[0] ||
         grid.y > (unsigned)L->grid[1] || grid.z > (unsigned)L->grid[2])
-        return record(cudaErrorInvalidConfiguration);
+        return record(cudaErrorInvalidValue); /* what the driver (and CUDA 13's runtime) say */
     if (shmem > (size_t)L->smem_optin) return record(cudaErrorInvalidValue);
     return cudaSuccess;
 }
