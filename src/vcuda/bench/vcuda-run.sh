@@ -8,11 +8,11 @@
 #
 # N defaults to every GPU nvidia-smi lists.  The stand-in is looked for in DIR, then
 # next to this script (build tree: lib/), then ../lib/vcuda and ../lib64/vcuda (install).
-# Server logs go to DIR (default: the current directory), vcuda-server-<gpu>.log.
+# Server logs go to DIR (default: a new directory under $TMPDIR), vcuda-server-<gpu>.log.
 # Exit status: the program's; 77 if there is no GPU or no server could start.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-gpus="" lib="" server="" logdir=. server_opts=""
+gpus="" lib="" server="" logdir="" server_opts=""
 while [ $# -gt 0 ]; do
   case $1 in
     --gpus) gpus=$2; shift 2 ;;
@@ -44,6 +44,7 @@ fi
 
 VCUDA_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 export VCUDA_TOKEN
+[ -n "$logdir" ] || logdir=$(mktemp -d "${TMPDIR:-/tmp}/vcuda-run.XXXXXX")
 mkdir -p "$logdir"
 pids=()
 stop() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; wait "${pids[@]}" 2>/dev/null; }
@@ -70,5 +71,5 @@ for ((g = 0; g < gpus; g++)); do
 done
 [ -n "$servers" ] || { echo "vcuda-run: no server started" >&2; exit 77; }
 export VCUDA_SERVERS=$servers
-echo "vcuda-run: $gpus server(s) at $VCUDA_SERVERS, stand-in $stand_in" >&2
+echo "vcuda-run: $gpus server(s) at $VCUDA_SERVERS (logs in $logdir), stand-in $stand_in" >&2
 LD_PRELOAD="$stand_in${LD_PRELOAD:+:$LD_PRELOAD}" "$@"
