@@ -7,8 +7,8 @@
  * picks the fastest transport it has between the two sides (RDMA verbs on a cluster,
  * shared memory or TCP on one node); the connection itself is set up over sockaddr.
  *
- * Reads are non-blocking and may be partial, like recv(MSG_DONTWAIT): whatever part
- * of a stream fragment the caller did not want is kept for the next read. */
+ * Reads are non-blocking and may be partial, like recv(MSG_DONTWAIT): each received
+ * fragment is moved into the link's buffer (see pull) and read out from there. */
 #define _POSIX_C_SOURCE 200809L
 #include "ucx.h"
 
@@ -220,11 +220,40 @@ int vcuda_ucx_accept(int lfd, char *peer, size_t n)
     return l->efd;
 }
 
+/* Moves the next received fragment, if any, into the link's own buffer: from then on,
+ * "data waiting" is our state, not an event UCX reports once (its event fd is not
+ * signalled again for data it has already queued). */
+static int pull(link_t *l)
+{
+    if (l->left_len || !l->ep) return 0;
+    size_t len = 0;
+    void *data = ucp_stream_recv_data_nb(l->ep, &len);
+    if (UCS_PTR_IS_ERR(data)) {
+        l->failed = 1, l->why = UCS_PTR_STATUS(data);
+        return -1;
+    }
+    if (!data) return 0;
+    if (len > l->left_cap) {
+        uint8_t *q = realloc(l->left, len);
+        if (!q) {
+            ucp_stream_data_release(l->ep, data);
+            l->failed = 1, l->why = UCS_ERR_NO_MEMORY;
+            return -1;
+        }
+        l->left = q, l->left_cap = len;
+    }
+    memcpy(l->left, data, len);
+    ucp_stream_data_release(l->ep, data);
+    l->left_at = 0, l->left_len = len;
+    return 0;
+}
+
 int vcuda_ucx_pending(int fd)
 {
     link_t *l = get(fd);
     if (!l) return 0;
     while (ucp_worker_progress(l->worker)) {}
+    pull(l);
     if (l->left_len || l->npending || l->failed) return 1;
     /* arming says whether sleeping on the event fd is safe: BUSY means events wait */
     return ucp_worker_arm(l->worker) == UCS_ERR_BUSY;
@@ -268,35 +297,16 @@ vcuda_net_status vcuda_ucx_send(int fd, const void *p, size_t n, int64_t deadlin
 ssize_t vcuda_ucx_recv(int fd, void *p, size_t n)
 {
     link_t *l = get(fd);
+    ucp_worker_progress(l->worker);
+    pull(l);
     if (!l->left_len) {
-        size_t len = 0;
-        ucp_worker_progress(l->worker);
-        void *data = ucp_stream_recv_data_nb(l->ep, &len);
-        if (UCS_PTR_IS_ERR(data) || (!data && l->failed)) {
+        if (l->failed) {
             errno = ECONNRESET;
-            return l->failed && (l->why == UCS_ERR_CONNECTION_RESET || l->why == UCS_ERR_ENDPOINT_TIMEOUT) ? 0 : -1;
+            /* a peer that went away reads as end of stream, like a closed socket */
+            return l->why == UCS_ERR_CONNECTION_RESET || l->why == UCS_ERR_ENDPOINT_TIMEOUT ? 0 : -1;
         }
-        if (!data) {
-            errno = EAGAIN;
-            return -1;
-        }
-        if (len > n) { /* keep the tail: UCX releases fragments only whole */
-            if (len - n > l->left_cap) {
-                uint8_t *q = realloc(l->left, len - n);
-                if (!q) {
-                    ucp_stream_data_release(l->ep, data);
-                    errno = ENOMEM;
-                    return -1;
-                }
-                l->left = q, l->left_cap = len - n;
-            }
-            memcpy(l->left, (uint8_t *)data + n, len - n);
-            l->left_at = 0, l->left_len = len - n;
-            len = n;
-        }
-        memcpy(p, data, len);
-        ucp_stream_data_release(l->ep, data);
-        return (ssize_t)len;
+        errno = EAGAIN;
+        return -1;
     }
     size_t k = l->left_len < n ? l->left_len : n;
     memcpy(p, l->left + l->left_at, k);

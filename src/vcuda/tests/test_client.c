@@ -250,11 +250,11 @@ static void chunked(void)
 }
 
 /* Against a server started by test_ucx.py at `endpoint` (ucx://...): calls, error
- * replies, a chunked SINK of 8 MiB, and many round trips. */
+ * replies, chunked SINKs of 64 MiB, and many round trips. */
 static void remote_session(const char *endpoint)
 {
     char log[1024];
-    static uint8_t data[8u << 20];
+    static uint8_t data[64u << 20];
     vcuda_msg m, r;
     CHECK(open_with(endpoint, NULL, log, sizeof log) == 0 && vcuda_client_device_count() == 1);
     CHECK(call(0, VCUDA_OP_GET_DEVICE_COUNT, &r) == VCUDA_CLIENT_OK && r.v[0] == 3);
@@ -262,9 +262,11 @@ static void remote_session(const char *endpoint)
     memset(&m, 0, sizeof m);
     m.hdr.opcode = VCUDA_OP_SINK;
     for (size_t i = 0; i < sizeof data; ++i) data[i] = (uint8_t)i;
-    int64_t t0 = vcuda_now_ms();
-    CHECK(vcuda_client_send_chunks(0, &m, 0, data, sizeof data, 256u << 10, &r, why) == VCUDA_CLIENT_OK);
-    fprintf(stderr, "8 MiB SINK in %lld ms\n", (long long)(vcuda_now_ms() - t0));
+    for (size_t chunk = 256u << 10; chunk <= (4u << 20); chunk *= 4) {
+        int64_t t0 = vcuda_now_ms();
+        CHECK(vcuda_client_send_chunks(0, &m, 0, data, sizeof data, chunk, &r, why) == VCUDA_CLIENT_OK);
+        fprintf(stderr, "64 MiB SINK in %zu KiB chunks: %lld ms\n", chunk >> 10, (long long)(vcuda_now_ms() - t0));
+    }
     for (int i = 0; i < 200; ++i) CHECK(call(0, VCUDA_OP_PING, &r) == VCUDA_CLIENT_OK);
     vcuda_client_close();
 }

@@ -2,7 +2,7 @@
 """The UCX transport on this machine (loopback; UCX picks shared memory or TCP):
     test_ucx.py NET_TEST CLIENT_TEST
 A server (`vcuda_net_test serve ucx`) on ucx://127.0.0.1:<port>; the client core
-against it (calls, error replies, a chunked 8 MiB SINK, 200 round trips); then the
+against it (calls, error replies, chunked 64 MiB SINKs, 200 round trips); then the
 server is killed and a new client must drop it at start-up, promptly.  Skips (77) when
 this build has no UCX."""
 import os, signal, subprocess, sys, time
