@@ -1,5 +1,6 @@
 # umstudy: the single entry point.
-#   make run    set up, build src/, run the ReFrame suite on `local` (quick size), write the report
+#   make run    set up, build src/, run the ReFrame suite on `local` (quick size), write the
+#               provenance bundle (output/provenance/<run>/, one SHA-256) and the report
 #   make test   set up, build, unit + integration tests, ReFrame CPU checks for real, listings
 # Variables: SIZE=quick|paper  SYSTEM=local  PYTHON=<python with reframe>  JOBS=N
 #            CHECKS=<regex of check names>  UMSTUDY_COMPONENTS="himeno;umbench" (a subset of src/)  RFMFLAGS=<more ReFrame options, e.g. -S UmbPatterns.trials=1>
@@ -73,6 +74,7 @@ run: setup build
 	@rf=$(OUTPUT)/reports/$(SYSTEM)-$(SIZE)-$$(date +%Y%m%dT%H%M%S).json; rc=0; \
 	$(RFM) -c reframe/ --system $(SYSTEM) -r -n '$(CHECKS)' $(RFMFLAGS) --report-file=$$rf || rc=$$?; \
 	if [ $$rc -ne 0 ] && [ -f $$rf ] && (cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py --failures-are-verdicts $$rf); then rc=0; fi; \
+	[ ! -f $$rf ] || $(PYTHON) $(ROOT)/analysis/provenance.py --report $$rf --system $(SYSTEM) --python $(PYTHON) >/dev/null || rc=1; \
 	$(MAKE) --no-print-directory report || rc=1; \
 	echo "report: $(OUTPUT)/report/report.html"; exit $$rc
 

@@ -51,6 +51,8 @@ def _system(name):
             'environs': [f'{e}' for e in p['environs']],
             'features': p.get('features', []),
             'max_jobs': p.get('max_jobs', 8),
+            # Apptainer images from containers/ (see containers/README.md)
+            'container_platforms': p.get('container_platforms', []),
             'extras': {'system': name, 'facts': desc.get('facts', {}),
                        'build': desc.get('build', {})},
         })
