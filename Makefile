@@ -64,7 +64,7 @@ reframe-cpu: setup-python build
 	$(RFM) -c reframe/ --system local -r --skip-performance-check --report-file=$(OUTPUT)/test-report.json
 
 spack-test: setup-python
-	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs spack-repo/tests
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs spack-repo/tests containers/tests
 
 test: setup build ctest pytest reframe-list reframe-cpu spack-test
 	@echo "make test: all passed"
