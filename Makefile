@@ -19,7 +19,7 @@ SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/syst
 # ReFrame through $(PYTHON), wherever its `reframe` script was installed.
 RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
 
-.PHONY: all setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu run report spack-test clean
+.PHONY: all setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu run report spack-test mirror mirror-bootstrap mirror-sources clean
 
 all: build
 
@@ -81,6 +81,24 @@ run: setup build
 report: setup-python
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py \
 	  --out $(OUTPUT)/report $$(ls -tr $(OUTPUT)/reports/*.json)
+
+# Air-gapped sites (ARTIFACT.md, "Offline"): on a machine WITH network, after
+# `. spack/share/spack/setup-env.sh`, this fills MIRROR with Spack's bootstrap (clingo,
+# gnupg...) and the sources of everything systems/$(SYSTEM)/spack.yaml builds (from its
+# spack.lock when there is one: concretise on the site, copy the lock here).  The
+# artifact's own components come from this checkout, so they are left out.
+MIRROR ?= $(OUTPUT)/mirror
+SPACK ?= spack
+mirror: mirror-bootstrap mirror-sources
+	@echo "mirror: $(MIRROR); on the site: see ARTIFACT.md, D.4"
+mirror-bootstrap:
+	@command -v $(SPACK) >/dev/null || { echo "mirror: no $(SPACK) on PATH (source Spack's setup-env.sh)"; exit 2; }
+	$(SPACK) bootstrap mirror --binary-packages $(MIRROR)/bootstrap
+mirror-sources:
+	@command -v $(SPACK) >/dev/null || { echo "mirror: no $(SPACK) on PATH (source Spack's setup-env.sh)"; exit 2; }
+	[ -f $(ROOT)/systems/$(SYSTEM)/spack.lock ] || $(SPACK) -e $(ROOT)/systems/$(SYSTEM) concretize
+	$(SPACK) -e $(ROOT)/systems/$(SYSTEM) mirror create -d $(MIRROR)/source --all --skip-unstable-versions \
+	  --exclude-specs "$$(cd $(ROOT) && PYTHONPATH=reframe/lib $(PYTHON) -c 'from umstudy import spackenv; print(" ".join(spackenv.components() + [spackenv.BUNDLE]))')"
 
 clean:
 	rm -rf $(ROOT)/build $(OUTPUT)

@@ -2,6 +2,7 @@
 system.yaml, complete, and valid for a real Spack (validation and, for `local`,
 concretisation; skipped without $SPACK_ROOT)."""
 import os
+import re
 import subprocess
 import sys
 
@@ -68,3 +69,42 @@ def test_spack_accepts_the_environment(name):
     r = subprocess.run([spack, '-e', os.path.join(data.SYSTEMS_DIR, name), 'config', 'get', 'packages'],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@needs_spack
+@pytest.mark.skipif(os.environ.get('UMSTUDY_SPACK_INSTALL') != '1',
+                    reason='builds every component (minutes): set UMSTUDY_SPACK_INSTALL=1 to run')
+def test_local_environment_installs_every_component_offline():
+    """`spack -e systems/local install` from this checkout, no network needed beyond the
+    mirror named in the Spack configuration; each component then has its programs or library."""
+    env_dir = os.path.join(data.SYSTEMS_DIR, 'local')
+    r = subprocess.run([spack, '-e', env_dir, 'concretize', '-f'], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([spack, '-e', env_dir, 'install', '--fail-fast'],
+                       capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    r = subprocess.run([spack, '-e', env_dir, 'find', '--paths'] + spackenv.components(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for component in spackenv.components():
+        prefix = re.search(rf'^{re.escape(component)}@main\S*\s+(/\S+)', r.stdout, re.M)
+        assert prefix, f'{component} not installed:\n{r.stdout}'
+        made = [d for d in ('bin', 'lib', 'lib64', 'include') if os.path.isdir(os.path.join(prefix.group(1), d))
+                and os.listdir(os.path.join(prefix.group(1), d))]
+        assert made, f'{component} installed nothing (no programs, libraries or headers)'
+
+
+@needs_spack
+def test_make_mirror_sources_collects_what_the_local_environment_downloads(tmp_path):
+    """`make mirror-sources` (the half of `make mirror` that needs no network when every
+    download is already in a configured mirror, as here) fills a source mirror and leaves
+    the artifact's own packages out."""
+    r = subprocess.run(['make', '-s', 'mirror-sources', 'SYSTEM=local', f'MIRROR={tmp_path}',
+                        f'SPACK={spack}', f'PYTHON={sys.executable}'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert 'compiler-wrapper' in out and '0    failed to fetch' in out, out
+    for component in spackenv.components():
+        assert f'Adding package {component}@' not in out
+    assert any(files for _, _, files in os.walk(tmp_path / 'source'))
