@@ -10,6 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from umstudy import data  # noqa: E402
+from umstudy import nqsv  # noqa: E402,F401  (registers the `nqsv` scheduler for Cygnus)
 
 PREFIX = os.environ.get('UMSTUDY_OUTPUT', os.path.join(data.REPO, 'output'))
 os.makedirs(PREFIX, exist_ok=True)
