@@ -158,7 +158,10 @@ def collect(report, system, out_dir, python=None, env=None):
     else:
         items['run-report'] = {'status': 'missing (no run report given)'}
 
-    manifest = {'system': system, 'items': items}
+    manifest = {'system': system, 'items': items,
+                # make run and ReFrame build src/ with CMake; spack.yaml/spack.lock describe
+                # the Spack route to the same programs (spack-find says what it installed)
+                'build': 'CMake (make run / ReFrame UmstudyBuild); Spack environment recorded for reference'}
     with open(os.path.join(out_dir, 'MANIFEST.json'), 'w') as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     names = sorted(n for n in os.listdir(out_dir) if n != 'SHA256SUMS')
