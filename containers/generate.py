@@ -147,9 +147,11 @@ Stage: final
     {setup['install']}
     python3 -m venv {PREFIX}/.venv
     {PREFIX}/.venv/bin/pip install --no-cache-dir -r {PREFIX}/reframe/requirements.txt
+    # %test builds src/ with CMake >= 3.24 (Ubuntu 22.04 has 3.22)
+    {PREFIX}/.venv/bin/pip install --no-cache-dir 'cmake>=3.24'
 
 %environment
-    export PATH=/opt/view/bin:{mpi_path}:$PATH
+    export PATH=/opt/view/bin:{PREFIX}/.venv/bin:{mpi_path}:$PATH
     export UMSTUDY_ROOT={PREFIX}
 
 %runscript
