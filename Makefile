@@ -40,7 +40,8 @@ setup-python:
 	fi
 
 build: setup-system
-	cmake -S $(ROOT)/src -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(if $(UMSTUDY_COMPONENTS),"-DUMSTUDY_COMPONENTS=$(UMSTUDY_COMPONENTS)")
+	# always passed: an empty list (all components) must replace a subset cached by an earlier call
+	cmake -S $(ROOT)/src -B $(BUILD) -DCMAKE_BUILD_TYPE=Release "-DUMSTUDY_COMPONENTS=$(UMSTUDY_COMPONENTS)"
 	cmake --build $(BUILD) -j $(JOBS)
 
 ctest: build
