@@ -633,7 +633,7 @@ VCUDA_COPY_SOURCES = [('VcudaBench', {})]
 VCUDA_COPY_PANELS = [(f'{d} copy time', ('VcudaBench',), {'dir': d}) for d in ('H2D', 'D2H')]
 VCUDA_IDLE_SOURCES = [('VcudaKeepalive', {}), ('VcudaBench', {'transport': 'local'})]
 VCUDA_IDLE_PANELS = [('D2H after idle', ('VcudaKeepalive', 'VcudaBench'), {})]
-TRANSPORT_COLORS = {'local': '#2ca02c', 'vcuda-tcp': '#1f77b4'}
+TRANSPORT_COLORS = {'local': '#2ca02c', 'vcuda-tcp': '#1f77b4', 'vcuda-ucx': '#9467bd'}
 
 
 def _draw_vcuda_copy(ax, panel):
