@@ -13,11 +13,13 @@ have mpicc   || need+=(libopenmpi-dev openmpi-bin)
 # The venv module only matters where make creates .venv (not with PYTHON=...).
 [ "${UMSTUDY_NEED_VENV:-0}" = 1 ] && ! python3 -c 'import venv, ensurepip' 2>/dev/null && need+=(python3-venv)
 # Optional, installed where we can: GCC's OpenACC offloading (the himeno-acc build) and
-# ARMCI-MPI (the xmp-coarray armci backend).
+# ARMCI-MPI (the xmp-coarray armci backend), Chromium (renders the report in a test).
 optional=()
 if have apt-get && [ "$(id -u)" = 0 ]; then
   dpkg -s gcc-12-offload-nvptx >/dev/null 2>&1 || optional+=(gcc-12-offload-nvptx)
   dpkg -s libarmci-mpi-dev >/dev/null 2>&1 || optional+=(libarmci-mpi-dev)
+  # headless Chromium: the report's rendering test (skipped, saying so, without it)
+  have chromium || dpkg -s chromium >/dev/null 2>&1 || optional+=(chromium)
   # UCX: vcuda's ucx:// transport (and its tests)
   dpkg -s libucx-dev >/dev/null 2>&1 || optional+=(libucx-dev)
 fi

@@ -730,7 +730,8 @@ def figures(cases, out_dir):
         name, note = fn(cases, out_dir)
         size = _size_label(_matching(cases, sources))
         out.append({'file': name, 'name': fn.__name__.replace('_figure', '.png'),
-                    'caption': caption + (f' [{size}]' if size else ''), 'note': note})
+                    'caption': caption + (f' [{size}]' if size else ''), 'note': note,
+                    'checks': sorted({check for check, _ in sources})})
     return out
 
 
