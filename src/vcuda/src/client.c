@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define fail(why, ...) vcuda_fail(why, -1, __VA_ARGS__)
+
 typedef struct {
     char host[256];
     uint16_t port;
@@ -40,14 +42,6 @@ static pthread_t ka_thread;
 static int ka_running;
 static atomic_int ka_stop;
 
-static int fail(char *why, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vcuda_vwhy(why, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 const char *vcuda_client_status_name(vcuda_client_status s)
 {

@@ -20,16 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define nfail(why, s, ...) ((vcuda_net_status)vcuda_fail(why, s, __VA_ARGS__))
 #define FRAME_MAX ((size_t)VCUDA_HEADER_SIZE + VCUDA_MAX_PAYLOAD)
 
-static vcuda_net_status nfail(char *why, vcuda_net_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vcuda_vwhy(why, fmt, ap);
-    va_end(ap);
-    return s;
-}
 
 const char *vcuda_net_status_name(vcuda_net_status s)
 {

@@ -50,14 +50,17 @@ void vcuda_vwhy(char *why, const char *fmt, va_list ap)
         vsnprintf(why, VCUDA_WHY_LEN, fmt, ap);
 }
 
-static vcuda_status fail(char *why, vcuda_status s, const char *fmt, ...)
+int vcuda_fail(char *why, int ret, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vcuda_vwhy(why, fmt, ap);
     va_end(ap);
-    return s;
+    return ret;
 }
+
+#define fail(why, s, ...) ((vcuda_status)vcuda_fail(why, s, __VA_ARGS__))
+
 
 /* ---- little-endian primitives ---------------------------------------------------- */
 

@@ -121,13 +121,6 @@ struct vcuda_gpu {
     char name[256];
 };
 
-static void set_why(char *why, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vcuda_vwhy(why, fmt, ap);
-    va_end(ap);
-}
 
 static const char *cu_error_text(vcuda_gpu *g, CUresult r)
 {
@@ -429,7 +422,7 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     CUstream s;
     handle *h;
     if (!cl && !(cl = c->user = calloc(1, sizeof *cl))) {
-        set_why(why, "no memory for client state");
+        vcuda_fail(why, 0, "no memory for client state");
         return -1;
     }
     /* An asynchronous launch failed since the last reply: like CUDA's asynchronous
@@ -481,7 +474,7 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     case VCUDA_OP_DEVICE_RESET: {
         /* this client's memory, streams and events (the shared context stays) */
         release_client(g, c);
-        return (c->user = calloc(1, sizeof(client))) ? 0 : (set_why(why, "no memory for client state"), -1);
+        return (c->user = calloc(1, sizeof(client))) ? 0 : (vcuda_fail(why, 0, "no memory for client state"), -1);
     }
     case VCUDA_OP_MALLOC: {
         CUdeviceptr p;
@@ -622,10 +615,10 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
     vcuda_gpu *g = calloc(1, sizeof *g);
     CUresult rc;
     int n = 0;
-    if (!g) return set_why(why, "out of memory"), NULL;
+    if (!g) return vcuda_fail(why, 0, "out of memory"), NULL;
     g->ordinal = ordinal, g->chunk = chunk, g->stop = stop;
     if (!(g->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL))) {
-        set_why(why, "no CUDA driver (libcuda.so.1: %s)", dlerror());
+        vcuda_fail(why, 0, "no CUDA driver (libcuda.so.1: %s)", dlerror());
         free(g);
         return NULL;
     }
@@ -637,18 +630,18 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
     if (v2) *(void **)&g->cu.cuEventElapsedTime = v2;
 #define CHECK_RESOLVED(name, ret, args)                                                      \
     if (!g->cu.name) {                                                                       \
-        set_why(why, "the CUDA driver lacks %s%s", #name,                                    \
+        vcuda_fail(why, 0, "the CUDA driver lacks %s%s", #name,                                    \
                 !strcmp(#name, "cuFuncGetParamInfo") ? " (a CUDA 12.4 or newer driver is needed)" : ""); \
         goto fail;                                                                           \
     }
     DRIVER_FUNCTIONS(CHECK_RESOLVED)
 #undef CHECK_RESOLVED
     if ((rc = g->cu.cuInit(0)) || (rc = g->cu.cuDeviceGetCount(&n)) || n == 0) {
-        set_why(why, "no usable GPU (cuInit/cuDeviceGetCount: CUresult %d, %d devices)", rc, n);
+        vcuda_fail(why, 0, "no usable GPU (cuInit/cuDeviceGetCount: CUresult %d, %d devices)", rc, n);
         goto fail;
     }
     if (ordinal >= n) {
-        set_why(why, "--device %d but this machine has %d GPU(s)", ordinal, n);
+        vcuda_fail(why, 0, "--device %d but this machine has %d GPU(s)", ordinal, n);
         goto fail;
     }
     if ((rc = g->cu.cuDeviceGet(&g->dev, ordinal)) || (rc = g->cu.cuDeviceGetName(g->name, sizeof g->name, g->dev)) ||
@@ -656,7 +649,7 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
         (rc = g->cu.cuStreamCreate(&g->copy_stream, 1 /* non-blocking */)) ||
         (rc = g->cu.cuMemAllocHost_v2(&g->pinned[0], chunk)) || (rc = g->cu.cuMemAllocHost_v2(&g->pinned[1], chunk)) ||
         (rc = g->cu.cuMemAlloc_v2(&g->touch, 4)) || (rc = g->cu.cuMemsetD8_v2(g->touch, 0, 4))) {
-        set_why(why, "device %d: set-up failed: %s (CUresult %d)", ordinal, cu_error_text(g, rc), rc);
+        vcuda_fail(why, 0, "device %d: set-up failed: %s (CUresult %d)", ordinal, cu_error_text(g, rc), rc);
         goto fail;
     }
     return g;

@@ -24,6 +24,8 @@
 
 #define MAX_FDS 4096
 
+#define fail(why, ...) vcuda_fail(why, -1, __VA_ARGS__)
+
 typedef struct {
     ucp_worker_h worker;
     ucp_ep_h ep;             /* NULL for a listener */
@@ -41,14 +43,6 @@ typedef struct {
 static ucp_context_h ctx;
 static link_t *links[MAX_FDS];
 
-static int fail(char *why, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vcuda_vwhy(why, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static int init(char *why)
 {

@@ -68,6 +68,12 @@ extern "C" {
 #define VCUDA_WHY_LEN 160
 /* Writes a reason into a caller's why[VCUDA_WHY_LEN] buffer (nothing if why is NULL). */
 void vcuda_vwhy(char *why, const char *fmt, va_list ap);
+/* The same with a format, returning `ret`: every failure path of vcuda in one line. */
+int vcuda_fail(char *why, int ret, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 enum {
     VCUDA_FLAG_REPLY = 1u << 0, /* server -> client */
