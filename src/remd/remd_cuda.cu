@@ -213,7 +213,9 @@ struct GpuBackend : RemdBackend {
                 ums_usage_fail("--kernel fast holds a replica's %d positions in %zu bytes of shared memory: "
                                "at most %zu atoms (use --kernel faithful)", n, n * sizeof(float4),
                                kFastSharedBytes / sizeof(float4));
-            threads = o.threads ? (int)o.threads : 256;
+            // Default 4 atoms per thread (512 threads at 2,048 atoms, ~80 registers):
+            // each shared-memory load feeds 4 pair evaluations at full occupancy.
+            threads = o.threads ? (int)o.threads : std::min(1024, std::max(32, ((n + 3) / 4 + 31) / 32 * 32));
             // Enough threads that no thread holds more than kFastMaxK atoms.
             const int need = (n + kFastMaxK - 1) / kFastMaxK;
             threads = std::max(threads, (need + warp_round - 1) / warp_round * warp_round);

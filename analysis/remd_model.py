@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""P003's parallel-efficiency model of REMD over n (remote) GPUs, eq. 3-6:
+
+    R(n) = Tlocal(1) / (n T(n)),    T(n) = tGPU(n) + tCOM(n) + tCLT,
+    tGPU(n) = tGPU0 Nrep / n,
+    tCOM(n) = (SH/BH + 2n LH) + (SD/BD + n LD) + n LK,
+    SH = Nrep * 2 * 4 B (temperatures + flags),  SD = Nrep * Mexch * 4 B (energies).
+
+Inputs: tGPU0, tCLT and Tlocal(1) from local remd runs (src/remd JSON lines), BH, BD,
+LH, LD, LK from vcuda-bench's fit lines, or P003's own values (`--p003`), with which
+the model reproduces P003's table 2 (analysis/tests/test_remd_model.py).
+
+    python3 analysis/remd_model.py --p003 --natom 2048
+    python3 analysis/remd_model.py --remd local-n1.jsonl [more.jsonl] --vcuda fit.jsonl
+"""
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, replace
+
+# P003 (TSUBAME2.5, K20X over DS-CUDA, sec. 4): fitted communication constants, the
+# client time, and per atom count the measured tGPU(1) = tGPU0 Nrep and Tlocal(1) per
+# Miter (s).  The paper rounds tGPU0 to 2.58 / 33.6 ms in the text; its table 2 uses
+# the measured 37,034 / 482,367 ms, so these are what reproduce the table.
+P003_NREP, P003_MEXCH = 14336, 100
+P003_COMM = {'BH': 1960e6, 'BD': 850e6, 'LH': 9.23e-6, 'LD': 31.7e-6, 'LK': 5.96e-6}
+P003_TCLT = 7.96e-3
+P003_TGPU1 = {256: 37.034, 2048: 482.367}
+P003_TLOCAL1 = {256: 37.059, 2048: 482.883}
+# Table 2: n -> (T0 ms, R0 as printed, T1 ms measured, R1 measured); None: not measured.
+P003_TABLE2 = {
+    256: {1: (37049, '>0.99', 37064, 0.99), 64: (597, 0.96, 604, 0.95), 256: (174, 0.83, 175, 0.82),
+          1024: (108, 0.33, 104, 0.35), 4096: (254, 0.03, None, None)},
+    2048: {1: (482383, '>0.99', 482884, 0.99), 64: (7555, 0.99, 7589, 0.99), 256: (1913, 0.98, 1922, 0.98),
+           1024: (543, 0.86, 540, 0.87), 4096: (362, 0.32, None, None)},
+}
+# vcuda-bench fit line fields -> (model name, factor to SI units)
+VCUDA_FIELDS = {'BH_GBps': ('BH', 1e9), 'BD_GBps': ('BD', 1e9), 'LH_us': ('LH', 1e-6),
+                'LD_us': ('LD', 1e-6), 'LK_us': ('LK', 1e-6)}
+
+
+@dataclass(frozen=True)
+class Params:
+    """Everything eq. 3-6 needs, in SI units (B/s, s)."""
+    BH: float
+    BD: float
+    LH: float
+    LD: float
+    LK: float
+    tCLT: float
+    tGPU0: float
+    tlocal1: float
+    nrep: int = P003_NREP
+    mexch: int = P003_MEXCH
+
+    @property
+    def SH(self):
+        return self.nrep * 2 * 4
+
+    @property
+    def SD(self):
+        return self.nrep * self.mexch * 4
+
+
+def p003(natom):
+    """P003's own parameters for 256 or 2,048 atoms."""
+    return Params(**P003_COMM, tCLT=P003_TCLT, tGPU0=P003_TGPU1[natom] / P003_NREP,
+                  tlocal1=P003_TLOCAL1[natom])
+
+
+def terms(p, n):
+    """The columns of table 2 (s): tGPU, SH/BH, SD/BD, 2nLH, nLD, nLK, tCLT."""
+    return {'tGPU': p.tGPU0 * p.nrep / n, 'SH/BH': p.SH / p.BH, 'SD/BD': p.SD / p.BD,
+            '2nLH': 2 * n * p.LH, 'nLD': n * p.LD, 'nLK': n * p.LK, 'tCLT': p.tCLT}
+
+
+def T(p, n):
+    return sum(terms(p, n).values())
+
+
+def R(p, n):
+    return p.tlocal1 / (n * T(p, n))
+
+
+def split(p, n):
+    """(tGPU, tCOM:B, tCOM:L, tCLT) (s): eq. 7's split of the communication time."""
+    t = terms(p, n)
+    return t['tGPU'], t['SH/BH'] + t['SD/BD'], t['2nLH'] + t['nLD'] + t['nLK'], t['tCLT']
+
+
+def latency_share(p, n):
+    """Share of the communication time that is latency (P003: 89% at n = 1,024)."""
+    _, b, lat, _ = split(p, n)
+    return lat / (b + lat)
+
+
+def truncate2(x):
+    """Two decimals the way P003 prints R0 (cut, not rounded: 0.8680 -> 0.86)."""
+    return math.floor(x * 100 + 1e-9) / 100
+
+
+def predict(p, ns):
+    return [dict(n=n, T=T(p, n), R=R(p, n), **dict(zip(('tGPU', 'tCOM_B', 'tCOM_L', 'tCLT'), split(p, n))))
+            for n in ns]
+
+
+def powers_of_two(top=4096):
+    n, out = 1, []
+    while n <= top:
+        out.append(n)
+        n *= 2
+    return out
+
+
+# ---- inputs ---------------------------------------------------------------------------
+
+def _json_lines(lines):
+    """JSON objects of an iterable of lines; anything else (prose, broken lines) skipped."""
+    for line in lines:
+        line = line.strip()
+        if line.startswith('{'):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict):
+                yield rec
+
+
+def load_vcuda_fit(lines):
+    """BH, BD (B/s), LH, LD, LK (s) from vcuda-bench output:
+    {"bench":"vcuda","kind":"fit","servers":n,"BH_GBps":..,"BD_GBps":..,"LH_us":..,"LD_us":..,"LK_us":..}.
+    Lines of other kinds are ignored; a fit line with a missing, non-numeric, non-finite
+    or non-positive field is rejected with the reason.  Like P003 (the mean of its 11
+    points, n = 1..1,024), the values are averaged over the fit lines (server counts).
+    Returns ({name: value}, [per-line dicts]); raises ValueError if no line is usable."""
+    fits, problems = [], []
+    for rec in _json_lines(lines):
+        if rec.get('bench') != 'vcuda' or rec.get('kind') != 'fit':
+            continue
+        row, bad = {'servers': rec.get('servers')}, []
+        for field, (name, factor) in VCUDA_FIELDS.items():
+            v = rec.get(field)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                bad.append(f'{field}={v!r}')
+            else:
+                row[name] = float(v) * factor
+        if bad:
+            problems.append(f"servers={rec.get('servers')}: " + ', '.join(bad))
+        else:
+            fits.append(row)
+    if not fits:
+        raise ValueError('no usable vcuda fit line' + (f' ({"; ".join(problems)})' if problems else ''))
+    mean = {name: sum(f[name] for f in fits) / len(fits) for name, _ in VCUDA_FIELDS.values()}
+    return mean, fits
+
+
+def remd_runs(lines):
+    """One dict per remd run in JSON lines: its params and summary metrics."""
+    runs = {}
+    for rec in _json_lines(lines):
+        if rec.get('bench') != 'remd' or 'metric' not in rec or 'rep' in rec or 'bin' in rec:
+            continue
+        params = rec.get('params', {})
+        key = json.dumps(params, sort_keys=True)
+        runs.setdefault(key, {'params': params})[rec['metric']] = rec['value']
+    return list(runs.values())
+
+
+def fit_local(runs, natom):
+    """tGPU0, tCLT and Tlocal(1) from remd runs of `natom` atoms: tGPU0 and Tlocal(1)
+    from the one-GPU runs (P003: the local executable on one GPU), tCLT averaged over all
+    runs (it does not depend on n)."""
+    mine = [r for r in runs if r['params'].get('natom') == natom and r['params'].get('mode') == 'gpu']
+    one = [r for r in mine if r['params'].get('gpus') == 1]
+    if not one:
+        raise ValueError(f'no one-GPU remd run of {natom} atoms to fit tGPU0 and Tlocal(1) from')
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return {'tGPU0': mean([r['t_gpu0'] for r in one]), 'tlocal1': mean([r['interval_time'] for r in one]),
+            'tCLT': mean([r['t_clt'] for r in mine]), 'nrep': one[0]['params']['nrep'],
+            'mexch': one[0]['params']['mexch']}
+
+
+def measured_efficiency(runs, natom, tlocal1):
+    """{n: (T(n), R(n))} of the remd runs of `natom` atoms."""
+    out = {}
+    for r in runs:
+        p = r['params']
+        if p.get('natom') == natom and p.get('mode') == 'gpu':
+            n = p['gpus']
+            out[n] = (r['interval_time'], tlocal1 / (n * r['interval_time']))
+    return dict(sorted(out.items()))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--p003', action='store_true', help="P003's own parameters (table 2)")
+    ap.add_argument('--remd', nargs='*', default=[], help='remd JSON-lines outputs (local runs)')
+    ap.add_argument('--vcuda', help='vcuda-bench output with fit lines (default with --remd: P003\'s constants)')
+    ap.add_argument('--natom', type=int, nargs='*', default=[256, 2048])
+    ap.add_argument('--json', help='write the predictions here')
+    args = ap.parse_args(argv)
+    comm, comm_src = dict(P003_COMM), 'P003'
+    if args.vcuda:
+        with open(args.vcuda) as f:
+            comm, _ = load_vcuda_fit(f)
+        comm_src = args.vcuda
+    runs = []
+    for path in args.remd:
+        with open(path) as f:
+            runs += remd_runs(f)
+    out = []
+    for natom in args.natom:
+        if args.p003 or not runs:
+            p = replace(p003(natom), **comm)
+            src = 'P003 tGPU0/tCLT/Tlocal(1)'
+        else:
+            try:
+                p = Params(**comm, **fit_local(runs, natom))
+            except ValueError as e:
+                print(f'remd_model: {e}', file=sys.stderr)
+                continue
+            src = 'local runs'
+        measured = measured_efficiency(runs, natom, p.tlocal1) if runs and not args.p003 else {}
+        print(f'# {natom} atoms: {src}, communication from {comm_src}; tGPU0 {p.tGPU0 * 1e3:.3f} ms, '
+              f'tCLT {p.tCLT * 1e3:.3f} ms, Tlocal(1) {p.tlocal1:.3f} s')
+        print(f"{'n':>6} {'T0 ms':>12} {'R0':>6} {'T1 ms':>12} {'R1':>6} {'|R0-R1|':>8}")
+        rows = predict(p, powers_of_two())
+        for row in rows:
+            m = measured.get(row['n'])
+            row.update(T1=m[0] if m else None, R1=m[1] if m else None)
+            print(f"{row['n']:>6} {row['T'] * 1e3:>12.1f} {row['R']:>6.3f} " +
+                  (f"{m[0] * 1e3:>12.1f} {m[1]:>6.3f} {abs(row['R'] - m[1]) * 100:>7.1f}pt" if m else ''))
+        out.append({'natom': natom, 'params': asdict(p), 'source': src, 'rows': rows})
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(out, f, indent=1)
+    return 0 if out else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""P003's efficiency model (analysis/remd_model.py): with the paper's own parameters it
+reproduces table 2 (T0 to the ms, R0 as printed: cut to two decimals), the latency
+share and the what-ifs of sec. 5.2; the vcuda-bench and remd loaders accept what they
+should and reject what they should."""
+import json
+import math
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+import remd_model as m  # noqa: E402
+
+# Two printed T0 exceed the sum of the paper's own printed columns by about 1 ms
+# (2,048 atoms: n = 1 columns sum to 482,381.8, printed 482,383; n = 64: 7,554.3,
+# printed 7,555), so no single parameter set yields them; they are held to 1.5 ms.
+PAPER_ROUNDING = {(2048, 1), (2048, 64)}
+CASES = [(natom, n) for natom, rows in m.P003_TABLE2.items() for n in rows]
+
+
+@pytest.mark.parametrize('natom,n', CASES)
+def test_table2_T0_to_the_ms(natom, n):
+    t0_ms = m.T(m.p003(natom), n) * 1e3
+    printed = m.P003_TABLE2[natom][n][0]
+    if (natom, n) in PAPER_ROUNDING:
+        assert abs(t0_ms - printed) <= 1.5
+    else:
+        assert round(t0_ms) == printed
+
+
+@pytest.mark.parametrize('natom,n', CASES)
+def test_table2_R0_as_printed(natom, n):
+    r0 = m.R(m.p003(natom), n)
+    printed = m.P003_TABLE2[natom][n][1]
+    if printed == '>0.99':
+        assert r0 > 0.99
+    else:
+        assert m.truncate2(r0) == printed
+
+
+def test_table2_columns():
+    p = m.p003(256)
+    t = {k: v * 1e3 for k, v in m.terms(p, 1024).items()}
+    assert round(t['SH/BH'], 2) == 0.06 and round(t['SD/BD'], 1) == 6.7
+    assert (round(t['2nLH']), round(t['nLD']), round(t['nLK'], 1), round(t['tCLT'])) == (19, 32, 6.1, 8)
+    assert round(m.terms(p, 64)['tGPU'] * 1e3) == 579
+    assert round(m.terms(m.p003(2048), 4096)['tGPU'] * 1e3) == 118
+
+
+def test_latency_and_what_ifs():
+    p = m.p003(256)
+    assert round(m.latency_share(p, 1024) * 100) == 89  # P003-C5
+    total = m.T(p, 1024)
+    _, b, lat, _ = m.split(p, 1024)
+    assert abs(lat / 2 / total * 100 - 26.5) < 1.0  # halving latency: -26.5%
+    assert abs(b / 2 / total * 100 - 3.0) < 0.5  # doubling bandwidth: -3%
+
+
+def test_model_vs_measured_within_three_points():
+    """P003-C4 on the paper's own table: |R0 - R1| <= 0.03 wherever both are printed."""
+    for natom, rows in m.P003_TABLE2.items():
+        for n, (_, r0, _, r1) in rows.items():
+            if r1 is not None and r0 != '>0.99':
+                assert abs(r0 - r1) <= 0.03 + 1e-9
+
+
+def test_efficiency_falls_with_n_beyond_the_optimum():
+    p = m.p003(2048)
+    rs = [m.R(p, n) for n in m.powers_of_two()]
+    assert rs[-1] < rs[10] < rs[6] and m.truncate2(m.R(p, 1024)) == 0.86
+
+
+FIT = {'bench': 'vcuda', 'kind': 'fit', 'servers': 1, 'BH_GBps': 1.96, 'BD_GBps': 0.85,
+       'LH_us': 9.23, 'LD_us': 31.7, 'LK_us': 5.96}
+
+
+def test_vcuda_fit_loader_tolerates_other_lines_and_averages():
+    lines = ['vcuda-bench: starting', '{broken', json.dumps({'bench': 'vcuda', 'kind': 'copy', 'bytes': 512}),
+             json.dumps(FIT), json.dumps(dict(FIT, servers=2, BH_GBps=2.96, LK_us=7.96)), '']
+    mean, fits = m.load_vcuda_fit(lines)
+    assert len(fits) == 2
+    assert math.isclose(mean['BH'], 2.46e9) and math.isclose(mean['LK'], 6.96e-6)
+    assert math.isclose(mean['LD'], 31.7e-6)
+
+
+@pytest.mark.parametrize('bad', [{'BH_GBps': -1}, {'LD_us': None}, {'LK_us': 'fast'},
+                                 {'BD_GBps': float('nan')}, {'LH_us': True}])
+def test_vcuda_fit_loader_rejects_bad_values(bad):
+    fit = {k: v for k, v in FIT.items() if k not in bad or bad[k] is not None}
+    fit.update({k: v for k, v in bad.items() if v is not None})
+    with pytest.raises(ValueError, match='no usable vcuda fit'):
+        m.load_vcuda_fit([json.dumps(fit)])
+
+
+def test_vcuda_fit_loader_needs_a_fit_line():
+    with pytest.raises(ValueError):
+        m.load_vcuda_fit(['', json.dumps({'bench': 'remd', 'metric': 'x'})])
+
+
+def remd_lines(gpus, t, tgpu, tclt=1e-3, natom=2048, nrep=14336):
+    params = {'mode': 'gpu', 'natom': natom, 'nrep': nrep, 'mexch': 100, 'gpus': gpus}
+    recs = [{'bench': 'remd', 'metric': 'interval_time', 'value': t * 1.1, 'rep': 0, 'params': params},
+            {'bench': 'remd', 'metric': 'interval_time', 'value': t, 'params': params},
+            {'bench': 'remd', 'metric': 't_clt', 'value': tclt, 'params': params},
+            {'bench': 'remd', 'metric': 't_gpu0', 'value': tgpu * gpus / nrep, 'params': params},
+            {'bench': 'remd', 'metric': 'mean_potential', 'value': -7, 'bin': 0, 'params': params}]
+    return [json.dumps(r) for r in recs]
+
+
+def test_fit_local_and_measured_efficiency():
+    runs = m.remd_runs(remd_lines(1, 5.0, 4.99, 2e-3) + remd_lines(2, 2.6, 2.5, 4e-3) + ['noise'])
+    fit = m.fit_local(runs, 2048)
+    assert math.isclose(fit['tGPU0'], 4.99 / 14336) and math.isclose(fit['tlocal1'], 5.0)
+    assert math.isclose(fit['tCLT'], 3e-3) and fit['nrep'] == 14336
+    eff = m.measured_efficiency(runs, 2048, fit['tlocal1'])
+    assert list(eff) == [1, 2] and math.isclose(eff[2][1], 5.0 / (2 * 2.6))
+    with pytest.raises(ValueError, match='one-GPU'):
+        m.fit_local(runs, 256)
