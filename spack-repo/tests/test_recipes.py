@@ -46,7 +46,7 @@ def cmake_cache_names(component):
     return names | cmake_options() | {'CMAKE_CUDA_ARCHITECTURES', 'BUILD_TESTING'}
 
 
-@pytest.mark.parametrize('name', ['himeno', 'umbench', 'xmp-coarray', 'coarray-bench'])
+@pytest.mark.parametrize('name', ['himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'remd'])
 def test_component_variants_map_to_cmake_options(name):
     src, base = recipe(name), base_recipe()
     ast.parse(src)
@@ -95,7 +95,7 @@ def scope(tmp_path_factory):
 
 @needs_spack
 def test_spack_audit_is_clean(scope):
-    rc, out = run_spack('audit', 'packages', 'himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'umstudy', scope=scope)
+    rc, out = run_spack('audit', 'packages', 'himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'remd', 'umstudy', scope=scope)
     assert rc == 0, out
 
 

@@ -12,6 +12,7 @@ COMPONENTS = {
     "umbench": {"gpu": True, "mpi": True, "needs": ["+cuda", "~cuda +openacc"]},
     "xmp-coarray": {"needs": ["+mpi"]},
     "coarray-bench": {"needs": ["+mpi"]},
+    "remd": {"gpu": True},
 }
 
 
