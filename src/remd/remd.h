@@ -144,6 +144,58 @@ REMD_HD float remd_berendsen(double ke, float t0, const RemdSystem &s)
     return (float)sqrt(l2);
 }
 
+/* ---- neighbour tests of the fast kernel ------------------------------------------- */
+
+/* A cube around a group of atoms: centre (wrapped into the box) and half-width (the
+ * largest over x, y, z), plus a margin that absorbs float rounding.  Groups are the
+ * 4 atoms of an FCC cell and the 32 atoms of a warp (2x2x2 cells at start). */
+typedef struct alignas(16) RemdBox {
+    float x, y, z, h;
+} RemdBox;
+
+#define REMD_BOX_MARGIN 1e-3f /* nm */
+
+/* From the group's extent [lo, hi] per dimension, as offsets (minimum image) from a
+ * reference atom ref, so a group straddling the periodic boundary stays compact. */
+REMD_HD RemdBox remd_box_from(const float ref[3], const float lo[3], const float hi[3], const RemdSystem &s)
+{
+    RemdBox b;
+    b.x = remd_wrap(ref[0] + 0.5f * (lo[0] + hi[0]), s.box);
+    b.y = remd_wrap(ref[1] + 0.5f * (lo[1] + hi[1]), s.box);
+    b.z = remd_wrap(ref[2] + 0.5f * (lo[2] + hi[2]), s.box);
+    const float hx = 0.5f * (hi[0] - lo[0]), hy = 0.5f * (hi[1] - lo[1]), hz = 0.5f * (hi[2] - lo[2]);
+    b.h = fmaxf(hx, fmaxf(hy, hz)) + REMD_BOX_MARGIN;
+    return b;
+}
+
+/* Whether any atom of box a may lie within the cutoff of any atom of box b: per
+ * dimension the periodic gap between the cubes is at least |image(centre difference)|
+ * minus both half-widths (triangle inequality), so a pair the test rejects is beyond
+ * the cutoff and contributes exactly nothing in remd_pair; skipping it changes no sum. */
+REMD_HD bool remd_boxes_near(const RemdBox &a, const RemdBox &b, const RemdSystem &s)
+{
+    const float reach = a.h + b.h;
+    const float gx = fmaxf(fabsf(remd_image(b.x - a.x, s.box, s.half)) - reach, 0.0f);
+    const float gy = fmaxf(fabsf(remd_image(b.y - a.y, s.box, s.half)) - reach, 0.0f);
+    const float gz = fmaxf(fabsf(remd_image(b.z - a.z, s.box, s.half)) - reach, 0.0f);
+    return gx * gx + gy * gy + gz * gz < s.rc2;
+}
+
+/* The box of atoms [first, first + count) of one replica (host; the kernel computes
+ * the same with warp shuffles). */
+static inline RemdBox remd_group_box(const float *x, int first, int count, const RemdSystem &s)
+{
+    const float *ref = x + 3 * first;
+    float lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+    for (int i = first; i < first + count; ++i)
+        for (int c = 0; c < 3; ++c) {
+            const float o = remd_image(x[3 * i + c] - ref[c], s.box, s.half);
+            lo[c] = fminf(lo[c], o);
+            hi[c] = fmaxf(hi[c], o);
+        }
+    return remd_box_from(ref, lo, hi, s);
+}
+
 /* ---- counter-based random numbers (host) ----------------------------------------- */
 
 /* splitmix64 finaliser of (seed, stream, counter): any draw is a pure function of its

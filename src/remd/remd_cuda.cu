@@ -101,10 +101,10 @@ __global__ void remd_faithful(RemdSystem s, RemdDev d)
     }
 }
 
-// Forces on a thread's K atoms from all n positions in shared memory.
+// Forces on a thread's K atoms from all n positions in shared memory ("shared").
 template <int K>
-__device__ __forceinline__ void fast_forces(const float4 *sx, int n, const RemdSystem &s, const float (&x)[K][3],
-                                            float (&f)[K][3], float (&u)[K])
+__device__ __forceinline__ void all_pairs_forces(const float4 *sx, int n, const RemdSystem &s,
+                                                 const float (&x)[K][3], float (&f)[K][3], float (&u)[K])
 {
 #pragma unroll
     for (int k = 0; k < K; ++k) f[k][0] = f[k][1] = f[k][2] = u[k] = 0.0f;
@@ -116,18 +116,76 @@ __device__ __forceinline__ void fast_forces(const float4 *sx, int n, const RemdS
     }
 }
 
-// The same arithmetic, faster: the replica's positions live in shared memory for the
-// whole launch (one float4 broadcast per j instead of three global loads), each thread
-// keeps K atoms' positions, velocities and forces in registers and reuses every
-// loaded j for all K of them.
-template <int K>
-__global__ void remd_fast(RemdSystem s, RemdDev d)
+// The box (remd.h) of the aligned group of W lanes (W = 4: one FCC cell, 32: the warp),
+// given to every lane of the group; lanes without an atom count as the group's first.
+template <int W>
+__device__ __forceinline__ RemdBox group_box(const float (&x)[3], bool live, const RemdSystem &s)
 {
-    extern __shared__ float4 sx[];
+    const int leader = (threadIdx.x & 31) & ~(W - 1);
+    float ref[3], lo[3], hi[3];
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+        ref[c] = __shfl_sync(0xffffffffu, x[c], leader);
+        lo[c] = hi[c] = live ? remd_image(x[c] - ref[c], s.box, s.half) : 0.0f;
+    }
+#pragma unroll
+    for (int off = W / 2; off > 0; off >>= 1)
+#pragma unroll
+        for (int c = 0; c < 3; ++c) {
+            lo[c] = fminf(lo[c], __shfl_xor_sync(0xffffffffu, lo[c], off));
+            hi[c] = fmaxf(hi[c], __shfl_xor_sync(0xffffffffu, hi[c], off));
+        }
+    return remd_box_from(ref, lo, hi, s);
+}
+
+// The same pairs within the cutoff, found by cluster pairs ("fast"): for each of its K
+// tiles (the warp's 32 atoms) a warp tests 32 cells (4 atoms) at a time, one per lane,
+// against the tile's box, and only the cells that may hold a neighbour are computed.
+// Both the tests and the skips are warp-uniform; no pair within the cutoff is dropped
+// (remd_boxes_near, checked on the CPU by tests/test_physics.cpp).
+template <int K>
+__device__ __forceinline__ void pruned_forces(const float4 *sx, const RemdBox *cbox, int n, const RemdSystem &s,
+                                              const float (&x)[K][3], const bool (&live)[K], float (&f)[K][3],
+                                              float (&u)[K])
+{
+    const int lane = threadIdx.x & 31, ncell = n >> 2;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        float fx = 0.0f, fy = 0.0f, fz = 0.0f, uk = 0.0f;
+        const RemdBox tile = group_box<32>(x[k], live[k], s);
+        for (int c0 = 0; c0 < ncell; c0 += 32) {
+            const int c = c0 + lane;
+            unsigned near = __ballot_sync(0xffffffffu, c < ncell && remd_boxes_near(tile, cbox[c], s));
+            while (near) {
+                const int cell = c0 + __ffs(near) - 1;
+                near &= near - 1;
+#pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    const float4 p = sx[4 * cell + m];
+                    remd_pair(x[k][0], x[k][1], x[k][2], p.x, p.y, p.z, s, fx, fy, fz, uk);
+                }
+            }
+        }
+        f[k][0] = fx, f[k][1] = fy, f[k][2] = fz, u[k] = uk;
+    }
+}
+
+// Shared-memory kernels: the replica's positions live in shared memory for the whole
+// launch (one float4 broadcast per j instead of three global loads) and each thread
+// keeps K atoms (i = tid + k blockDim) in registers.  kPrune = false ("shared") computes
+// all N (N-1) pairs like P003; kPrune = true ("fast") only the cells near each tile.
+// Block-size bound per atoms per thread, so that registers never exceed 64 K per block.
+constexpr int smem_max_threads(int k) { return k <= 2 ? 1024 : 2048 / k; }
+
+template <int K, bool kPrune>
+__global__ void __launch_bounds__(smem_max_threads(K)) remd_smem(RemdSystem s, RemdDev d)
+{
+    extern __shared__ float4 sx[];                           // n positions
+    RemdBox *cbox = reinterpret_cast<RemdBox *>(sx + s.natom); // n/4 cell boxes (kPrune)
     __shared__ double red[2][32];
     const int r = blockIdx.x, n = s.natom, n3 = 3 * n;
     float *gx = d.pos + (size_t)r * n3, *gv = d.vel + (size_t)r * n3, *gf = d.frc + (size_t)r * n3;
-    float x[K][3], v[K][3], f[K][3];
+    float x[K][3], v[K][3], f[K][3], u[K];
     bool live[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -138,8 +196,27 @@ __global__ void remd_fast(RemdSystem s, RemdDev d)
             v[k][c] = live[k] ? gv[3 * i + c] : 0.0f;
             f[k][c] = live[k] ? gf[3 * i + c] : 0.0f;
         }
-        if (live[k]) sx[i] = make_float4(x[k][0], x[k][1], x[k][2], 0.0f);
     }
+    // Positions (and cell boxes) of this thread's atoms to shared memory; a barrier
+    // must follow before anyone reads them.
+    auto publish = [&]() {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = threadIdx.x + k * blockDim.x;
+            if (live[k]) sx[i] = make_float4(x[k][0], x[k][1], x[k][2], 0.0f);
+            if (kPrune) {
+                const RemdBox b = group_box<4>(x[k], live[k], s);
+                if (live[k] && (i & 3) == 0) cbox[i >> 2] = b;
+            }
+        }
+    };
+    auto forces = [&]() {
+        if (kPrune)
+            pruned_forces<K>(sx, cbox, n, s, x, live, f, u);
+        else
+            all_pairs_forces<K>(sx, n, s, x, f, u);
+    };
+
     const float t0 = d.temp[r], told = d.tcur[r];
     if (d.flag[r] && told > 0.0f) {
         const float scale = sqrtf(t0 / told);
@@ -147,22 +224,21 @@ __global__ void remd_fast(RemdSystem s, RemdDev d)
         for (int k = 0; k < K; ++k)
             for (int c = 0; c < 3; ++c) v[k][c] *= scale;
     }
+    publish();
     __syncthreads();
     if (threadIdx.x == 0) d.tcur[r] = t0;
-
-    float u[K];
-    if (d.init_forces) fast_forces<K>(sx, n, s, x, f, u);
+    if (d.init_forces) forces();
     for (int step = 0; step < d.nsteps; ++step) {
+        __syncthreads(); // the last reads of sx and cbox (init forces) before they change
 #pragma unroll
-        for (int k = 0; k < K; ++k) {
+        for (int k = 0; k < K; ++k)
             for (int c = 0; c < 3; ++c) {
                 v[k][c] += s.half_dt_over_m * f[k][c];
                 x[k][c] = remd_wrap(x[k][c] + s.dt * v[k][c], s.box);
             }
-            if (live[k]) sx[threadIdx.x + k * blockDim.x] = make_float4(x[k][0], x[k][1], x[k][2], 0.0f);
-        }
+        publish();
         __syncthreads();
-        fast_forces<K>(sx, n, s, x, f, u);
+        forces();
         double u_sum = 0.0, v2_sum = 0.0;
 #pragma unroll
         for (int k = 0; k < K; ++k) {
@@ -172,7 +248,7 @@ __global__ void remd_fast(RemdSystem s, RemdDev d)
                 for (int c = 0; c < 3; ++c) v2_sum += (double)v[k][c] * v[k][c];
             }
         }
-        block_sum2(u_sum, v2_sum, red); // also keeps the next step's writes to sx after every read
+        block_sum2(u_sum, v2_sum, red);
         const float lambda = remd_berendsen(0.5 * REMD_MASS * v2_sum, t0, s);
 #pragma unroll
         for (int k = 0; k < K; ++k)
@@ -187,10 +263,10 @@ __global__ void remd_fast(RemdSystem s, RemdDev d)
     }
 }
 
-// The fast kernel's shared memory without opting in to more (an attribute call a
+// Shared memory of the smem kernels without opting in to more (an attribute call a
 // remoting layer need not forward): 48 KiB less the reduction scratch.
-constexpr size_t kFastSharedBytes = 48 * 1024 - 2 * 32 * sizeof(double);
-constexpr int kFastMaxK = 8; // atoms per thread beyond which registers spill
+constexpr size_t kSmemBytes = 48 * 1024 - 2 * 32 * sizeof(double);
+constexpr int kMaxPerThread = 8; // atoms per thread (registers); 8 x 256 threads = 2,048 atoms
 
 struct GpuBackend : RemdBackend {
     struct Dev {
@@ -198,35 +274,43 @@ struct GpuBackend : RemdBackend {
         int *flag = nullptr;
         cudaEvent_t e0, e1;
     };
+    enum Variant { kFaithful, kShared, kFast };
     RemdSystem s;
-    int ndev, nrep, nloc, mexch, threads, per_thread;
-    bool fast;
+    int ndev, nrep, nloc, mexch, threads = 0, per_thread = 0;
+    Variant variant;
+    size_t shm = 0;
     std::vector<Dev> dev;
 
     GpuBackend(const RemdSystem &s_, const RemdOptions &o, int ndev_)
         : s(s_), ndev(ndev_), nrep((int)o.nrep), nloc((int)o.nrep / ndev_), mexch((int)o.mexch),
-          fast(strcmp(o.kernel, "fast") == 0), dev(ndev_)
+          variant(strcmp(o.kernel, "faithful") == 0 ? kFaithful : strcmp(o.kernel, "shared") == 0 ? kShared : kFast),
+          dev(ndev_)
     {
         const int n = s.natom, warp_round = 32;
-        if (fast) {
-            if ((size_t)n * sizeof(float4) > kFastSharedBytes)
-                ums_usage_fail("--kernel fast holds a replica's %d positions in %zu bytes of shared memory: "
-                               "at most %zu atoms (use --kernel faithful)", n, n * sizeof(float4),
-                               kFastSharedBytes / sizeof(float4));
-            // Default 4 atoms per thread (512 threads at 2,048 atoms, ~80 registers):
-            // each shared-memory load feeds 4 pair evaluations at full occupancy.
-            threads = o.threads ? (int)o.threads : std::min(1024, std::max(32, ((n + 3) / 4 + 31) / 32 * 32));
-            // Enough threads that no thread holds more than kFastMaxK atoms.
-            const int need = (n + kFastMaxK - 1) / kFastMaxK;
-            threads = std::max(threads, (need + warp_round - 1) / warp_round * warp_round);
-            threads = std::min(threads, 1024);
-            const int k = (n + threads - 1) / threads;
-            per_thread = k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 4 : 8;
-        } else {
+        if (variant == kFaithful) {
             // P003: one thread per atom up to the 1,024-thread block limit (2 atoms per
             // thread at 2,048 atoms).
             threads = o.threads ? (int)o.threads : std::min(1024, (n + warp_round - 1) / warp_round * warp_round);
             per_thread = (n + threads - 1) / threads;
+            shm = 0;
+        } else {
+            shm = (size_t)n * sizeof(float4) + (variant == kFast ? (size_t)(n / 4) * sizeof(RemdBox) : 0);
+            if (shm > kSmemBytes)
+                ums_usage_fail("--kernel %s keeps a replica's %d atoms in %zu bytes of shared memory, more than the "
+                               "%zu available without opting in (use --kernel faithful, or fewer --cells)",
+                               o.kernel, n, shm, kSmemBytes);
+            if (n > kMaxPerThread * smem_max_threads(kMaxPerThread))
+                ums_usage_fail("--kernel %s holds at most %d atoms per replica (%d per thread at %d threads); "
+                               "use --kernel faithful", o.kernel, kMaxPerThread * smem_max_threads(kMaxPerThread),
+                               kMaxPerThread, smem_max_threads(kMaxPerThread));
+            // Default 4 atoms per thread (512 threads at 2,048 atoms): each shared-memory
+            // load feeds 4 pair evaluations ("shared"), a warp holds 4 tiles ("fast").
+            threads = o.threads ? (int)o.threads : std::max(32, ((n + 3) / 4 + 31) / 32 * 32);
+            const int k = (n + threads - 1) / threads;
+            per_thread = k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 4 : k <= 8 ? 8 : 0;
+            if (!per_thread || threads > smem_max_threads(per_thread))
+                ums_usage_fail("--threads %d gives %d atoms per thread; kernel %s takes 1, 2, 4 or 8 with at most "
+                               "1024, 1024, 512 or 256 threads", threads, k, o.kernel);
         }
         ums_param_int("threads", threads);
         ums_param_int("atoms_per_thread", per_thread);
@@ -243,21 +327,27 @@ struct GpuBackend : RemdBackend {
     const char *name() const override { return "gpu"; }
     int devices() const override { return ndev; }
 
+    template <bool kPrune>
+    void launch_smem(const RemdDev &a)
+    {
+        switch (per_thread) {
+        case 1: remd_smem<1, kPrune><<<nloc, threads, shm>>>(s, a); break;
+        case 2: remd_smem<2, kPrune><<<nloc, threads, shm>>>(s, a); break;
+        case 4: remd_smem<4, kPrune><<<nloc, threads, shm>>>(s, a); break;
+        default: remd_smem<8, kPrune><<<nloc, threads, shm>>>(s, a); break;
+        }
+    }
+
     void run_kernel(int d, int nsteps, int ustride, int init_forces)
     {
         const Dev &g = dev[d];
         const RemdDev a = {g.pos, g.vel, g.frc, g.tcur, g.U, g.temp, g.flag, nsteps, ustride, init_forces};
-        if (!fast) {
+        if (variant == kFaithful)
             remd_faithful<<<nloc, threads>>>(s, a);
-        } else {
-            const size_t shm = (size_t)s.natom * sizeof(float4);
-            switch (per_thread) {
-            case 1: remd_fast<1><<<nloc, threads, shm>>>(s, a); break;
-            case 2: remd_fast<2><<<nloc, threads, shm>>>(s, a); break;
-            case 4: remd_fast<4><<<nloc, threads, shm>>>(s, a); break;
-            default: remd_fast<8><<<nloc, threads, shm>>>(s, a); break;
-            }
-        }
+        else if (variant == kShared)
+            launch_smem<false>(a);
+        else
+            launch_smem<true>(a);
         UMS_CUDA_CHECK_LAUNCH(0);
     }
 

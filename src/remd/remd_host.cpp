@@ -31,17 +31,23 @@ double remd_kinetic(const RemdSystem &s, const float *v)
 void remd_init_replica(const RemdSystem &s, uint64_t seed, int r, double t, float *x, float *v)
 {
     // FCC: 4 atoms per cubic cell, shifted by a quarter cell so no atom sits on a face.
+    // Atom order: the 4 atoms of a cell are consecutive, and with an even a so are the
+    // 32 atoms of each 2x2x2 block of cells, so the fast kernel's warps and its
+    // neighbour tests work on compact groups (remd.h, RemdBox).
     static const double basis[4][3] = {{0, 0, 0}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5}};
     const double cell = (double)s.box / s.cells;
+    const int blk = s.cells % 2 == 0 ? 2 : 1, nb = s.cells / blk;
     int i = 0;
-    for (int cx = 0; cx < s.cells; ++cx)
-        for (int cy = 0; cy < s.cells; ++cy)
-            for (int cz = 0; cz < s.cells; ++cz)
-                for (int b = 0; b < 4; ++b, ++i) {
-                    x[3 * i + 0] = (float)((cx + basis[b][0] + 0.25) * cell);
-                    x[3 * i + 1] = (float)((cy + basis[b][1] + 0.25) * cell);
-                    x[3 * i + 2] = (float)((cz + basis[b][2] + 0.25) * cell);
-                }
+    for (int bx = 0; bx < nb; ++bx)
+        for (int by = 0; by < nb; ++by)
+            for (int bz = 0; bz < nb; ++bz)
+                for (int ux = 0; ux < blk; ++ux)
+                    for (int uy = 0; uy < blk; ++uy)
+                        for (int uz = 0; uz < blk; ++uz)
+                            for (int b = 0; b < 4; ++b, ++i) {
+                                const int c[3] = {bx * blk + ux, by * blk + uy, bz * blk + uz};
+                                for (int d = 0; d < 3; ++d) x[3 * i + d] = (float)((c[d] + basis[b][d] + 0.25) * cell);
+                            }
     // Box-Muller pairs; then zero momentum and the exact kinetic energy of t.
     const double sd = sqrt(REMD_KB * t / REMD_MASS);
     double mean[3] = {0, 0, 0};
@@ -65,7 +71,10 @@ void remd_init_replica(const RemdSystem &s, uint64_t seed, int r, double t, floa
 
 double remd_cpu_forces(const RemdSystem &s, const float *x, float *f)
 {
-    double total = 0.0;
+    // Atoms in parallel where this is not already inside a parallel loop over replicas
+    // (verification), the energy summed in atom order so every thread count agrees.
+    std::vector<float> ui(s.natom);
+#pragma omp parallel for schedule(static) if (s.natom >= 512)
     for (int i = 0; i < s.natom; ++i) {
         float fx = 0, fy = 0, fz = 0, u = 0;
         const float xi = x[3 * i], yi = x[3 * i + 1], zi = x[3 * i + 2];
@@ -76,8 +85,10 @@ double remd_cpu_forces(const RemdSystem &s, const float *x, float *f)
             f[3 * i + 1] = fy;
             f[3 * i + 2] = fz;
         }
-        total += u;
+        ui[i] = u;
     }
+    double total = 0.0;
+    for (float u : ui) total += u;
     return total;
 }
 

@@ -31,9 +31,10 @@ RemdOptions parse(int argc, char **argv)
         {"tau-ps", UMS_ARG_DOUBLE, &o.tau_ps, "Berendsen coupling time (ps); 0: NVE", 0, 1e6, nullptr},
         {"seed", UMS_ARG_INT, &o.seed, "seed of velocities and exchange draws", 0, 9e18, nullptr},
         {"kernel", UMS_ARG_CHOICE, &o.kernel,
-         "faithful: P003's all-pairs kernel, positions in global memory; fast: the same all-pairs "
-         "arithmetic with the replica's positions held in shared memory and atoms in registers",
-         0, -1, "faithful|fast"},
+         "faithful: P003's kernel, all pairs, positions in global memory; shared: all pairs, the "
+         "replica's positions in shared memory, 4 atoms per thread in registers; fast: as shared, but "
+         "a warp computes only the 4-atom cells whose bounding box comes within the cutoff of its own",
+         0, -1, "faithful|shared|fast"},
         {"threads", UMS_ARG_INT, &o.threads, "threads per block (multiple of 32; 0: the kernel's default)", 0, 1024, nullptr},
         {"gpus", UMS_ARG_INT, &o.gpus, "GPUs to use (0: all that cudaGetDeviceCount reports)", 0, 4096, nullptr},
         {"cpu", UMS_ARG_FLAG, &o.cpu, "integrate on the CPU (the reference) instead of GPUs", 0, -1, nullptr},

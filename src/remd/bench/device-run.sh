@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # remd on a GPU machine (one H100 with 16 cores, or more GPUs): in about 5 minutes,
 #   1. builds src/remd if BUILD_DIR has no remd binary (standalone, CUDA, -j16),
-#   2. GPU vs CPU reference over one interval (100 steps): both kernels, 256 and 2,048 atoms,
+#   2. GPU vs CPU reference over one interval (100 steps): every kernel, 256 and 2,048 atoms,
 #   3. the speed benchmark: 14,336 replicas x 2,048 atoms, one exchange interval, the
-#      faithful and the fast kernel (fast at 2, 4 and 8 atoms per thread), and 256 atoms,
+#      faithful, shared and fast kernels (fast at 2, 4 and 8 atoms per thread), and 256 atoms,
 #   4. local multi-GPU runs for n = 1, 2, 4, 8 up to the GPUs present (fast kernel),
 #   5. ctest's remd tests and P003's model fitted to the local runs.
 # Every program's JSON lines go to $OUT/<name>.jsonl, its stderr to <name>.err; summary.txt
@@ -47,7 +47,7 @@ run() { # run NAME LIMIT_S ARGS...: one remd run, JSON to NAME.jsonl
 }
 
 # 2. agreement with the CPU reference (first interval, Berendsen on, 50-250 K ladder)
-for k in faithful fast; do
+for k in faithful shared fast; do
   run verify-256-$k 60 --kernel $k --cells 4 --replicas 16 --exchange-steps 100 --iterations 2 --verify-replicas 4 --gpus 1
   run verify-2048-$k 60 --kernel $k --cells 8 --replicas 8 --exchange-steps 100 --iterations 1 --verify-replicas 2 --gpus 1
 done
@@ -55,6 +55,7 @@ done
 run speed-2048-fast 120 --kernel fast --cells 8 --replicas 14336 --iterations 1 --gpus 1
 run speed-2048-fast-k8 60 --kernel fast --threads 256 --cells 8 --replicas 14336 --iterations 1 --gpus 1
 run speed-2048-fast-k2 60 --kernel fast --threads 1024 --cells 8 --replicas 14336 --iterations 1 --gpus 1
+run speed-2048-shared 90 --kernel shared --cells 8 --replicas 14336 --iterations 1 --gpus 1
 run speed-256-fast 60 --kernel fast --cells 4 --replicas 14336 --iterations 5 --gpus 1
 run speed-256-faithful 60 --kernel faithful --cells 4 --replicas 14336 --iterations 5 --gpus 1
 run speed-2048-faithful 150 --kernel faithful --cells 8 --replicas 14336 --iterations 1 --gpus 1

@@ -96,6 +96,37 @@ int main()
         }
     expect(worst < 0.01, "max |F + dU/dx| / max |F| (finite differences)", worst, 0.01);
 
+    // The fast kernel's neighbour test never drops a pair inside the cutoff: every such
+    // pair's (32-atom tile of i, 4-atom cell of j) passes remd_boxes_near, in the hot
+    // 256-atom replica above and in a 2,048-atom one after 0.5 ps at 250 K (atoms have
+    // left their lattice sites); it keeps about a third of the tile-cell pairs (all pairs: 1).
+    auto check_pruning = [](const RemdSystem &s, const std::vector<float> &x, const char *what, double max_kept) {
+        const int ntile = (s.natom + 31) / 32, ncell = s.natom / 4;
+        std::vector<RemdBox> tile(ntile), cell(ncell);
+        for (int t = 0; t < ntile; ++t) tile[t] = remd_group_box(x.data(), 32 * t, std::min(32, s.natom - 32 * t), s);
+        for (int c = 0; c < ncell; ++c) cell[c] = remd_group_box(x.data(), 4 * c, 4, s);
+        long long missed = 0, kept = 0;
+        for (int t = 0; t < ntile; ++t)
+            for (int c = 0; c < ncell; ++c) kept += remd_boxes_near(tile[t], cell[c], s);
+        for (int i = 0; i < s.natom; ++i)
+            for (int j = 0; j < s.natom; ++j) {
+                float fx = 0, fy = 0, fz = 0, u = 0;
+                remd_pair(x[3 * i], x[3 * i + 1], x[3 * i + 2], x[3 * j], x[3 * j + 1], x[3 * j + 2], s, fx, fy, fz, u);
+                if (u != 0.0f && !remd_boxes_near(tile[i / 32], cell[j / 4], s)) ++missed;
+            }
+        char label[120];
+        snprintf(label, sizeof label, "%s: pairs in the cutoff the box test drops", what);
+        expect(missed == 0, label, (double)missed, 0);
+        snprintf(label, sizeof label, "%s: tile-cell pairs kept", what);
+        expect(max_kept <= 0 || (double)kept / ((double)ntile * ncell) <= max_kept, label,
+               (double)kept / ((double)ntile * ncell), max_kept);
+    };
+    check_pruning(hot.s, hot.x, "256 atoms, 250 K", 0);
+    Replica big(8, 5.0, 0.5, 250.0);
+    check_pruning(big.s, big.x, "2,048 atoms, lattice", 0.35);
+    big.run(100, 250.0f);
+    check_pruning(big.s, big.x, "2,048 atoms, 0.5 ps at 250 K", 0.5);
+
     // NVE: velocity Verlet at 5 fs keeps E within 0.25% of KE over 2,000 steps (10 ps);
     // at 60 fs the same bound fails, so the bound measures the integrator.
     const double drift = nve_drift(5.0, 2000);
