@@ -22,6 +22,7 @@ BIN=$BUILD/remd/remd
 [ -x "$BIN" ] || BIN=$BUILD/remd
 if [ ! -x "$BIN" ]; then
   note "building src/remd in $BUILD"
+  command -v nvcc > /dev/null || [ ! -x /usr/local/cuda/bin/nvcc ] || export CUDACXX=/usr/local/cuda/bin/nvcc
   cmake -S "$ROOT/src/remd" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DUMSTUDY_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-90} > "$OUT/cmake.log" 2>&1 &&
     cmake --build "$BUILD" -j "$(nproc)" >> "$OUT/cmake.log" 2>&1 || { note "build failed (cmake.log)"; exit 1; }
