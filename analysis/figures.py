@@ -757,14 +757,24 @@ def _remd_notes(cases):
     return [f"{', '.join(who)}: {why}" for why, who in by_reason.items()]
 
 
-def _remd_fit(runs, system, natom):
-    """Model parameters of a system: tGPU0, tCLT, Tlocal(1) of its one-GPU local run, the
-    communication constants P003's (a vcuda-bench fit replaces them in remd_model.py)."""
+def _remd_comm(cases, system):
+    """(BH, BD, LH, LD, LK in SI units, source): the system's vcuda-bench fit where its
+    RemdModelFit ran with one (UMSTUDY_VCUDA_FIT), else P003's."""
+    for c in cases:
+        perf = c['perf']
+        if c['check'] == 'RemdModelFit' and c['system'] == system and perf.get('vcuda_fit') == 1:
+            return {name: perf[field] * factor for field, (name, factor) in remd_model.VCUDA_FIELDS.items()}, 'vcuda fit'
+    return dict(remd_model.P003_COMM), 'P003 network'
+
+
+def _remd_fit(runs, system, natom, cases=()):
+    """Model parameters of a system: tGPU0, tCLT, Tlocal(1) of its one-GPU local run and
+    the communication constants of _remd_comm."""
     one = runs.get((system, 'local'), {}).get(1)
     if one is None:
         return None
     p = one['perf']
-    return remd_model.Params(**remd_model.P003_COMM, tCLT=p['t_clt'], tGPU0=p['t_gpu0'],
+    return remd_model.Params(**_remd_comm(cases, system)[0], tCLT=p['t_clt'], tGPU0=p['t_gpu0'],
                              tlocal1=p['interval_time'])
 
 
@@ -794,10 +804,10 @@ def remd_efficiency_figure(cases, out_dir):
         runs = _remd_runs(cases, natom)
         for i, system in enumerate(sorted({s for s, _ in runs})):
             color = f'C{i}'
-            p = _remd_fit(runs, system, natom)
+            p = _remd_fit(runs, system, natom, cases)
             if p is not None:
                 ax.plot(ns, [remd_model.R(p, n) for n in ns], color=color, linewidth=1.2,
-                        label=f'{system} model (its tGPU0, tCLT; P003 network)')
+                        label=f'{system} model (its tGPU0, tCLT; {_remd_comm(cases, system)[1]})')
             for how, marker in (('local', 'o'), ('vcuda', 's')):
                 pts = _remd_efficiency(runs, system, how)
                 if pts:
@@ -872,7 +882,7 @@ def remd_table(cases):
             row = [str(n), f'{t0:,}' if t0 else '-', str(r0) if r0 is not None else '-',
                    f'{t1:,}' if t1 else '-', f'{r1:.2f}' if r1 is not None else '-']
             for s in systems:
-                p = _remd_fit(runs, s, natom)
+                p = _remd_fit(runs, s, natom, cases)
                 row += [f'{remd_model.T(p, n) * 1e3:,.1f}', f'{remd_model.R(p, n):.3f}'] if p else ['-', '-']
                 for how in ('local', 'vcuda'):
                     c = runs.get((s, how), {}).get(n)
@@ -884,7 +894,8 @@ def remd_table(cases):
     return {'title': 'P003 table 2: T(n) and efficiency R(n), the paper beside this artifact',
             'caption': 'P003: model T0/R0 (R0 cut to two decimals as printed) and measured T1/R1 on TSUBAME2.5 '
                        '(K20X over DS-CUDA, InfiniBand); per system: the model with its own tGPU0, tCLT and '
-                       "Tlocal(1) and P003's network constants, and measured interval times and R = T(1) / (n T(n)) "
+                       "Tlocal(1) and its vcuda-bench fit (else P003's network constants), and measured "
+                       'interval times and R = T(1) / (n T(n)) '
                        '(fast kernel) locally and through vcuda',
             'tables': tables, 'note': '; '.join(notes)}
 
@@ -892,7 +903,8 @@ def remd_table(cases):
 REMD_FIGURES = [
     (remd_efficiency_figure, REMD_SOURCES,
      'P003 fig. 10: parallel efficiency R(n) for 256 and 2,048 atoms (log2 n); dashed: P003\'s model, '
-     'triangles: its measurements; coloured lines: the model with this system\'s tGPU0/tCLT, points: measured '
+     'triangles: its measurements; coloured lines: the model with this system\'s tGPU0/tCLT (and its vcuda '
+     'fit, else P003\'s network), points: measured '
      'locally (circles) and through vcuda (squares)'),
     (remd_split_figure, REMD_SOURCES,
      'P003 fig. 11: share of T(n) spent in GPU computation, communication (bandwidth / latency) and the '

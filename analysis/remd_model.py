@@ -213,6 +213,11 @@ def summary(args):
             line(f'R_{natom}_{n}', R(p, n), '1')
         line(f'T0_{natom}_1024_ms', T(p, 1024) * 1e3, 'ms')
     line('latency_share_1024', latency_share(replace(p003(256), **comm), 1024) * 100, '%')
+    # The communication constants used, in vcuda-bench's units (the report's model curves
+    # take them from here when they come from this system's fit).
+    for field, (name, factor) in VCUDA_FIELDS.items():
+        line(field, comm[name] / factor, field.rsplit('_', 1)[1].replace('GBps', 'GB/s'))
+    line('vcuda_fit', 1 if args.vcuda else 0, '1')
     errs = [abs(R(p003(natom), n) - r1) * 100 for natom, rows in P003_TABLE2.items()
             for n, (_, _, _, r1) in rows.items() if r1 is not None and n > 1]
     line('p003_max_r_err_pts', max(errs), '%')  # percentage points of R

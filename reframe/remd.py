@@ -174,5 +174,6 @@ class RemdModelFit(UmstudyRunBase):
     def set_perf_variables(self):
         names = [('R_256_64', '1'), ('R_256_1024', '1'), ('R_2048_64', '1'), ('R_2048_1024', '1'),
                  ('T0_256_1024_ms', 'ms'), ('T0_2048_1024_ms', 'ms'), ('latency_share_1024', '%'),
-                 ('p003_max_r_err_pts', '%')]
+                 ('p003_max_r_err_pts', '%'), ('BH_GBps', 'GB/s'), ('BD_GBps', 'GB/s'), ('LH_us', 'us'),
+                 ('LD_us', 'us'), ('LK_us', 'us'), ('vcuda_fit', '1')]
         self.perf_variables = {n: sn.make_performance_function(metric(self.records(), n), u) for n, u in names}

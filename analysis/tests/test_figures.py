@@ -272,3 +272,13 @@ def test_remd_without_runs_draws_the_paper_and_says_so(tmp_path):
     assert 'no GPU here' in figs['remd_efficiency.png']['note']
     table = figures.remd_table(cases)
     assert [len(t['rows']) for t in table['tables']] == [5, 5] and 'no GPU here' in table['note']
+
+
+def test_remd_model_takes_the_systems_vcuda_fit(tmp_path):
+    fit = remd_case('RemdModelFit', BH_GBps=10.0, BD_GBps=10.0, LH_us=2.0, LD_us=3.0, LK_us=1.0, vcuda_fit=1)
+    cases = load(tmp_path, remd_cases() + [fit])
+    comm, source = figures._remd_comm(cases, 'h100box')
+    assert source == 'vcuda fit' and comm['BH'] == 10.0e9 and abs(comm['LD'] - 3.0e-6) < 1e-15
+    p = figures._remd_fit(figures._remd_runs(cases, 2048), 'h100box', 2048, cases)
+    assert p.BH == 10.0e9 and p.tlocal1 == 5.0
+    assert figures._remd_comm(cases, 'elsewhere')[1] == 'P003 network'

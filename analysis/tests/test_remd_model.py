@@ -117,3 +117,18 @@ def test_fit_local_and_measured_efficiency():
     assert list(eff) == [1, 2] and math.isclose(eff[2][1], 5.0 / (2 * 2.6))
     with pytest.raises(ValueError, match='one-GPU'):
         m.fit_local(runs, 256)
+
+
+def test_summary_lines_for_the_check(tmp_path, capsys):
+    fit = tmp_path / 'fit.jsonl'
+    fit.write_text(json.dumps(dict(FIT, BH_GBps=3.0, LD_us=10.0)) + '\n')
+    assert m.main(['--summary', '--vcuda', str(fit)]) == 0
+    recs = {r['metric']: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert all(r['bench'] == 'remd-model' and 'unit' in r for r in recs.values())
+    assert recs['BH_GBps']['value'] == 3.0 and recs['LD_us']['value'] == 10.0 and recs['vcuda_fit']['value'] == 1
+    # a faster D2H latency raises R at 1,024 GPUs over P003's
+    assert recs['R_2048_1024']['value'] > m.R(m.p003(2048), 1024)
+    assert m.main(['--summary']) == 0
+    recs = {r['metric']: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert recs['vcuda_fit']['value'] == 0 and recs['BH_GBps']['value'] == 1.96
+    assert round(recs['latency_share_1024']['value']) == 89
