@@ -168,20 +168,26 @@ int main(int argc, char **argv)
         tclt[it] = t2 - t1;
         accepted_total += acc;
 
+        double u_all = 0.0;
         for (int r = 0; r < nrep; ++r) {
             double sum = 0.0;
             for (int step = 0; step < mexch; ++step) sum += st.u(r)[step];
             const int b = bins.of(index_before[r]);
             bins.u_sum[b] += sum / s.natom;
             bins.u_count[b] += mexch;
+            u_all += sum / s.natom;
         }
+        const long long pairs_tried = (nrep - (it & 1)) / 2; // pairs (k, k+1) with k % 2 == it % 2
         ums_rec rec;
         ums_rec_begin(&rec, "interval_time", T[it], "s");
         ums_rec_int(&rec, "rep", it);
         ums_rec_num(&rec, "t_gpu", tgpu[it]);
         ums_rec_num(&rec, "t_com", T[it] - tgpu[it] - tclt[it]);
         ums_rec_num(&rec, "t_clt", tclt[it]);
+        ums_rec_num(&rec, "pair_evals_per_s", (double)nrep * s.natom * (s.natom - 1.0) * mexch / T[it]);
         ums_rec_int(&rec, "accepted", acc);
+        ums_rec_num(&rec, "acceptance", pairs_tried ? (double)acc / pairs_tried : 0.0);
+        ums_rec_num(&rec, "u_mean", u_all / ((double)nrep * mexch)); // kJ/mol per atom, all replicas and steps
         ums_rec_emit(&rec);
         fprintf(stderr, "remd: interval %lld: %.4f s (gpu %.4f, com %.4f, clt %.5f), %d swaps\n", it + 1,
                 T[it], tgpu[it], T[it] - tgpu[it] - tclt[it], tclt[it], acc);
