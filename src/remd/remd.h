@@ -112,6 +112,11 @@ REMD_HD float remd_wrap(float x, float box)
     return x >= box ? x - box : (x < 0.0f ? x + box : x);
 }
 
+/* Velocity Verlet, per coordinate: the half kick (v + dt/2 f/m) before and after the
+ * force evaluation, and the drift (x + dt v, wrapped) between them. */
+REMD_HD float remd_kick(float v, float f, const RemdSystem &s) { return v + s.half_dt_over_m * f; }
+REMD_HD float remd_drift(float x, float v, const RemdSystem &s) { return remd_wrap(x + s.dt * v, s.box); }
+
 /* Adds the LJ force on atom i from atom j and half their pair energy.  j == i (r^2 = 0)
  * contributes nothing, so callers loop over all j. */
 REMD_HD void remd_pair(float xi, float yi, float zi, float xj, float yj, float zj,

@@ -76,8 +76,8 @@ __global__ void remd_faithful(RemdSystem s, RemdDev d)
     for (int step = 0; step < d.nsteps; ++step) {
         for (int i = threadIdx.x; i < n; i += blockDim.x)
             for (int c = 0; c < 3; ++c) {
-                v[3 * i + c] += s.half_dt_over_m * f[3 * i + c];
-                x[3 * i + c] = remd_wrap(x[3 * i + c] + s.dt * v[3 * i + c], s.box);
+                v[3 * i + c] = remd_kick(v[3 * i + c], f[3 * i + c], s);
+                x[3 * i + c] = remd_drift(x[3 * i + c], v[3 * i + c], s);
             }
         __syncthreads();
         double u_sum = 0.0, v2_sum = 0.0;
@@ -87,7 +87,7 @@ __global__ void remd_faithful(RemdSystem s, RemdDev d)
             for (int j = 0; j < n; ++j) remd_pair(xi, yi, zi, x[3 * j], x[3 * j + 1], x[3 * j + 2], s, fx, fy, fz, u);
             f[3 * i] = fx, f[3 * i + 1] = fy, f[3 * i + 2] = fz;
             for (int c = 0; c < 3; ++c) {
-                v[3 * i + c] += s.half_dt_over_m * f[3 * i + c];
+                v[3 * i + c] = remd_kick(v[3 * i + c], f[3 * i + c], s);
                 v2_sum += (double)v[3 * i + c] * v[3 * i + c];
             }
             u_sum += u;
@@ -233,8 +233,8 @@ __global__ void __launch_bounds__(smem_max_threads(K)) remd_smem(RemdSystem s, R
 #pragma unroll
         for (int k = 0; k < K; ++k)
             for (int c = 0; c < 3; ++c) {
-                v[k][c] += s.half_dt_over_m * f[k][c];
-                x[k][c] = remd_wrap(x[k][c] + s.dt * v[k][c], s.box);
+                v[k][c] = remd_kick(v[k][c], f[k][c], s);
+                x[k][c] = remd_drift(x[k][c], v[k][c], s);
             }
         publish();
         __syncthreads();
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(smem_max_threads(K)) remd_smem(RemdSystem s, R
         double u_sum = 0.0, v2_sum = 0.0;
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-            for (int c = 0; c < 3; ++c) v[k][c] += s.half_dt_over_m * f[k][c];
+            for (int c = 0; c < 3; ++c) v[k][c] = remd_kick(v[k][c], f[k][c], s);
             if (live[k]) {
                 u_sum += u[k];
                 for (int c = 0; c < 3; ++c) v2_sum += (double)v[k][c] * v[k][c];

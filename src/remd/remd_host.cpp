@@ -105,11 +105,11 @@ double remd_cpu_replica(const RemdSystem &s, float *x, float *v, float *f, float
     double ke = remd_kinetic(s, v);
     for (int step = 0; step < nsteps; ++step) {
         for (int k = 0; k < n3; ++k) {
-            v[k] += s.half_dt_over_m * f[k];
-            x[k] = remd_wrap(x[k] + s.dt * v[k], s.box);
+            v[k] = remd_kick(v[k], f[k], s);
+            x[k] = remd_drift(x[k], v[k], s);
         }
         const double u = remd_cpu_forces(s, x, f);
-        for (int k = 0; k < n3; ++k) v[k] += s.half_dt_over_m * f[k];
+        for (int k = 0; k < n3; ++k) v[k] = remd_kick(v[k], f[k], s);
         ke = remd_kinetic(s, v);
         const float lambda = remd_berendsen(ke, t0, s);
         if (lambda != 1.0f) {
