@@ -13,7 +13,6 @@ R(n) = T(1) / (n T(n)) combines two runs (claims.yaml `over` selectors on gpu_se
 n T(n)); analysis/remd_model.py fits and draws the model next to the measured points.
 """
 import os
-import secrets
 import sys
 
 import reframe as rfm
@@ -127,16 +126,21 @@ class RemdVcuda(RemdBase):
         libdir = self.vcuda_libdir or self.build.bindir('vcuda')
         self.client_lib = next((os.path.join(libdir, f) for f in sorted(os.listdir(libdir))
                                 if f.startswith('libcudart.so')), None) if os.path.isdir(libdir) else None
-        self.server = self.program('vcuda-server')
+        self.server = os.path.join(self.build.bindir('vcuda'), 'vcuda-server')
         ports = [self.port_base + d for d in range(self.servers)]
-        # Each server gets one GPU and the same token; their PIDs go to a file so that
-        # postrun stops exactly them.
-        self.prerun_cmds = ['rm -f vcuda-servers.pid'] + [
+        # One server per GPU, all with the same token, made at run time (it is in no file);
+        # their PIDs go to a file so that postrun stops exactly them.  The client starts
+        # once every server says it listens (at most 10 s; its own health check reports
+        # a server that never came up).
+        self.prerun_cmds = [
+            "export VCUDA_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')",
+            'rm -f vcuda-servers.pid'] + [
             f'{self.server} --device {d} --listen 127.0.0.1:{p} > vcuda-server-{d}.log 2>&1 & echo $! >> vcuda-servers.pid'
-            for d, p in enumerate(ports)] + ['sleep 2']
+            for d, p in enumerate(ports)] + [
+            f'for d in $(seq 0 {self.servers - 1}); do for t in $(seq 50); do '
+            "grep -q 'listening on' vcuda-server-$d.log && break; sleep 0.2; done; done"]
         self.postrun_cmds = ['kill $(cat vcuda-servers.pid) 2>/dev/null; wait 2>/dev/null; true']
-        self.env_vars = {'VCUDA_TOKEN': secrets.token_hex(16),
-                         'VCUDA_SERVERS': ','.join(f'127.0.0.1:{p}' for p in ports),
+        self.env_vars = {'VCUDA_SERVERS': ','.join(f'127.0.0.1:{p}' for p in ports),
                          'OMP_NUM_THREADS': str(self.current_partition.processor.num_cpus or 1)}
         # Only the client sees the stand-in libcudart; the servers use the real driver.
         self.executable = 'env'
@@ -148,6 +152,8 @@ class RemdVcuda(RemdBase):
     @run_before('run')
     def skip_without_hardware(self):
         self.skip_unless_gpus(self.servers)
+        if self.is_dry_run():
+            return  # nothing is built in a dry run; its job script still shows the set-up
         self.skip_unless(os.path.exists(self.server), f'no vcuda-server binary at {self.server}')
         self.skip_unless(self.client_lib is not None,
                          'the vcuda client library (libcudart.so stand-in, src/vcuda) is not built yet')
