@@ -42,6 +42,16 @@ int64_t vcuda_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t vcuda_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int spin_us;
+void vcuda_net_set_spin_us(int us) { spin_us = us < 0 ? 0 : us; }
+
 int vcuda_buf_reserve(vcuda_buf *b, size_t n)
 {
     if (n <= b->cap) return 0;
@@ -83,10 +93,10 @@ static vcuda_net_status wait_fd(int fd, short ev, int64_t deadline, char *why)
 
 static int64_t deadline_of(int timeout_ms) { return timeout_ms < 0 ? -1 : vcuda_now_ms() + timeout_ms; }
 
-static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t dl, char *why)
+static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t dl, int more, char *why)
 {
     while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
         if (w > 0) {
             p += w, n -= (size_t)w;
             continue;
@@ -103,6 +113,7 @@ static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t 
 /* `got` counts bytes already part of the frame, to tell clean EOF from truncation. */
 static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, size_t got, char *why)
 {
+    int64_t spin_end = spin_us ? vcuda_now_ns() + (int64_t)spin_us * 1000 : 0;
     while (n) {
         ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
         if (r > 0) {
@@ -115,6 +126,7 @@ static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, siz
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return nfail(why, VCUDA_NET_IO, "recv: %s", strerror(errno));
+        if (spin_end && vcuda_now_ns() < spin_end) continue; /* see vcuda_net_set_spin_us */
         vcuda_net_status s = wait_fd(fd, POLLIN, dl, why);
         if (s == VCUDA_NET_TIMEOUT && got)
             return nfail(why, s, "peer stalled mid-frame after %zu bytes: timed out", got);
@@ -125,7 +137,7 @@ static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, siz
 
 vcuda_net_status vcuda_write_all(int fd, const void *p, size_t n, int timeout_ms, char *why)
 {
-    return write_until(fd, p, n, deadline_of(timeout_ms), why);
+    return write_until(fd, p, n, deadline_of(timeout_ms), 0, why);
 }
 
 vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char *why)
@@ -136,17 +148,27 @@ vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char 
 vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
                                   char *why)
 {
-    size_t len = 0;
-    vcuda_status s = vcuda_encode(m, b->data, b->cap, &len, why);
+    size_t len = 0, head = 0;
+    /* bulk bytes at the end of a frame go out from the caller's memory, not via b */
+    vcuda_status s = vcuda_encode_split(m, b->data, b->cap, &len, &head, why);
     if (s == VCUDA_E_NO_SPACE) {
-        if (vcuda_buf_reserve(b, len)) return nfail(why, VCUDA_NET_IO, "no memory for a %zu-byte frame", len);
-        s = vcuda_encode(m, b->data, b->cap, &len, why);
+        if (vcuda_buf_reserve(b, head)) return nfail(why, VCUDA_NET_IO, "no memory for a %zu-byte frame", head);
+        s = vcuda_encode_split(m, b->data, b->cap, &len, &head, why);
     }
     if (s) return VCUDA_NET_PROTO; /* why already says which field */
-    return write_until(fd, b->data, len, deadline_of(timeout_ms), why);
+    int64_t dl = deadline_of(timeout_ms);
+    vcuda_net_status ns = write_until(fd, b->data, head, dl, head < len, why);
+    if (!ns && head < len) ns = write_until(fd, m->blob, len - head, dl, 0, why);
+    return ns;
 }
 
 vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeout_ms, char *why)
+{
+    return vcuda_recv_frame_to(fd, m, b, NULL, 0, timeout_ms, why);
+}
+
+vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_msg *m, vcuda_buf *b, uint8_t *dst, size_t cap,
+                                     int timeout_ms, char *why)
 {
     int64_t dl = deadline_of(timeout_ms);
     uint8_t hb[VCUDA_HEADER_SIZE];
@@ -155,6 +177,20 @@ vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeou
     if (ns) return ns;
     /* the declared length is trusted only after the header passed every check */
     if (vcuda_decode_header(hb, sizeof hb, &h, why)) return VCUDA_NET_PROTO;
+    if (dst && vcuda_layout_is_bytes_only(vcuda_layout(h.opcode, h.flags)) && h.payload_len >= 4) {
+        uint8_t lb[4];
+        if ((ns = read_until(fd, lb, 4, dl, sizeof hb, why))) return ns;
+        uint32_t n = (uint32_t)lb[0] | (uint32_t)lb[1] << 8 | (uint32_t)lb[2] << 16 | (uint32_t)lb[3] << 24;
+        /* the same checks the decoder applies, before a byte lands in dst */
+        if (n != h.payload_len - 4 || n > VCUDA_MAX_CHUNK)
+            return nfail(why, VCUDA_NET_PROTO, "bytes field of %u in a %u-byte payload", n, h.payload_len);
+        if (n > cap) return nfail(why, VCUDA_NET_PROTO, "%u bytes sent, %zu expected at most", n, cap);
+        if ((ns = read_until(fd, dst, n, dl, sizeof hb + 4, why))) return ns;
+        memset(m, 0, offsetof(vcuda_msg, sizes));
+        m->hdr = h;
+        m->blob = dst, m->blob_len = n;
+        return VCUDA_NET_OK;
+    }
     if (vcuda_buf_reserve(b, h.payload_len ? h.payload_len : 1))
         return nfail(why, VCUDA_NET_IO, "no memory for a %u-byte payload", h.payload_len);
     ns = read_until(fd, b->data, h.payload_len, dl, sizeof hb, why);

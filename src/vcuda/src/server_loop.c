@@ -17,12 +17,14 @@
 #define HELLO_MAX (4u + 4u + VCUDA_MAX_TOKEN)
 
 typedef struct {
-    vcuda_conn pub;
+    vcuda_conn pub; /* first: handlers' vcuda_conn* converts back to conn* */
+    const vcuda_server_config *cfg;
     int authed;
     uint8_t hdr[VCUDA_HEADER_SIZE];
     size_t got;           /* bytes of the current frame so far (header + payload) */
     vcuda_header h;       /* valid once got >= VCUDA_HEADER_SIZE */
     int64_t deadline;     /* -1: idle and authenticated, may wait forever */
+    int64_t spin_until;   /* ns: keep reading without poll() until then */
     vcuda_buf in, out;
     vcuda_msg req, rep; /* per connection, not static: loops in several threads are fine */
 } conn;
@@ -67,6 +69,13 @@ static int send_reply(const vcuda_server_config *cfg, conn *c, const vcuda_msg *
     return s ? -1 : 0;
 }
 
+int vcuda_send_more(vcuda_conn *pub, const vcuda_msg *req, vcuda_msg *r, char *why)
+{
+    conn *c = (conn *)pub;
+    r->hdr.flags |= VCUDA_FLAG_MORE;
+    return send_reply(c->cfg, c, req, r, why);
+}
+
 /* A complete, validated frame.  0 to keep the connection, -1 to close it (why set). */
 static int dispatch(const vcuda_server_config *cfg, conn *c, const vcuda_msg *m, char *why)
 {
@@ -99,11 +108,26 @@ static int dispatch(const vcuda_server_config *cfg, conn *c, const vcuda_msg *m,
         snprintf(why, VCUDA_WHY_LEN, "second HELLO on an authenticated connection");
         return -1;
     }
-    if (m->hdr.opcode == VCUDA_OP_PING && cfg->pings) ++*cfg->pings;
-    if (m->hdr.opcode != VCUDA_OP_PING &&
+    int more = (m->hdr.flags & VCUDA_FLAG_MORE) != 0, noreply = (m->hdr.flags & VCUDA_FLAG_NOREPLY) != 0;
+    if (more && !VCUDA_CHUNKED_REQUEST(m->hdr.opcode)) {
+        snprintf(why, VCUDA_WHY_LEN, "MORE flag on %s, which is not a chunked request",
+                 vcuda_opcode_name(m->hdr.opcode));
+        return -1;
+    }
+    if (noreply && !VCUDA_NOREPLY_REQUEST(m->hdr.opcode)) {
+        snprintf(why, VCUDA_WHY_LEN, "NOREPLY flag on %s, which must be answered",
+                 vcuda_opcode_name(m->hdr.opcode));
+        return -1;
+    }
+    if ((m->hdr.opcode == VCUDA_OP_PING || m->hdr.opcode == VCUDA_OP_TOUCH) && cfg->pings) ++*cfg->pings;
+    /* PING and SINK need no GPU: answered here, so the transport can be measured and
+     * tested on its own */
+    if (m->hdr.opcode != VCUDA_OP_PING && m->hdr.opcode != VCUDA_OP_SINK &&
         cfg->handler->handle(cfg->handler->ctx, &c->pub, m, r, why) != 0)
         return -1;
-    return send_reply(cfg, c, m, r, why);
+    /* chunks before the last get no reply: the client streams them back to back, and
+     * the handler reports any chunk's failure in the reply to the last one */
+    return more || noreply ? 0 : send_reply(cfg, c, m, r, why);
 }
 
 /* Reads what is available without blocking.  0 to keep, -1 to close (why set). */
@@ -126,6 +150,9 @@ static int on_readable(const vcuda_server_config *cfg, conn *c, char *why)
         }
         if (n < 0) {
             if (errno == EINTR) continue;
+            /* a client that just got a reply usually sends its next request within
+             * microseconds: wait for it here rather than through poll() */
+            if ((errno == EAGAIN || errno == EWOULDBLOCK) && vcuda_now_ns() < c->spin_until) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
             snprintf(why, VCUDA_WHY_LEN, "recv: %s", strerror(errno));
             return -1;
@@ -152,6 +179,7 @@ static int on_readable(const vcuda_server_config *cfg, conn *c, char *why)
             if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) return -1;
             c->got = 0;
             if (dispatch(cfg, c, &c->req, why)) return -1;
+            c->spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000;
             c->deadline = -1; /* authenticated and idle: keep-alive is the client's choice */
         }
     }
@@ -233,6 +261,7 @@ int vcuda_server_run(const vcuda_server_config *cfg)
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             c->pub.fd = fd;
+            c->cfg = cfg;
             c->pub.id = next_id++;
             memcpy(c->pub.peer, peer, sizeof peer);
             c->deadline = now + cfg->frame_timeout_ms; /* HELLO must come promptly */
