@@ -736,13 +736,21 @@ REMD_SPLIT_COLORS = {'tGPU': '#444444', 'tCOM:B': '#8fb8de', 'tCOM:L': '#f4a261'
                      'tCOM': '#c9a0dc'}
 
 
+REMD_HOWS = (('local', 'o'), ('vcuda', 's'), ('vcuda, no keep-alive', 'x'))  # (how, marker)
+
+
 def _remd_runs(cases, natom):
-    """{(system, how): {n: case}} of passed remd runs: how is 'local' (fast kernel) or 'vcuda'."""
+    """{(system, how): {n: case}} of passed remd runs: how is 'local' (fast kernel),
+    'vcuda' (P003's 2 ms keep-alive) or 'vcuda, no keep-alive'."""
     out = {}
     for c in _matching(cases, REMD_SOURCES):
         if str(c['params'].get('atoms')) != str(natom) or c['result'] != 'pass' or 'interval_time' not in c['perf']:
             continue
-        how, n = ('local', c['params'].get('gpus')) if c['check'] == 'RemdLocal' else ('vcuda', c['params'].get('servers'))
+        if c['check'] == 'RemdLocal':
+            how, n = 'local', c['params'].get('gpus')
+        else:
+            how = 'vcuda' if str(c['params'].get('keepalive_ms', '2')) != '0' else 'vcuda, no keep-alive'
+            n = c['params'].get('servers')
         out.setdefault((c['system'], how), {})[int(n)] = c
     return out
 
@@ -808,7 +816,7 @@ def remd_efficiency_figure(cases, out_dir):
             if p is not None:
                 ax.plot(ns, [remd_model.R(p, n) for n in ns], color=color, linewidth=1.2,
                         label=f'{system} model (its tGPU0, tCLT; {_remd_comm(cases, system)[1]})')
-            for how, marker in (('local', 'o'), ('vcuda', 's')):
+            for how, marker in REMD_HOWS:
                 pts = _remd_efficiency(runs, system, how)
                 if pts:
                     ax.plot(*zip(*pts), marker, color=color, linestyle='none', label=f'{system} measured, {how}')
@@ -872,9 +880,10 @@ def remd_table(cases):
         runs = _remd_runs(cases, natom)
         systems = sorted({s for s, _ in runs})
         headers = ['n', 'P003 T0 ms', 'P003 R0', 'P003 T1 ms', 'P003 R1']
+        hows = {s: [h for h, _ in REMD_HOWS if h == 'local' or (s, h) in runs] for s in systems}
         for s in systems:
-            headers += [f'{s} model T0 ms', f'{s} model R0', f'{s} local T1 ms', f'{s} local R1',
-                        f'{s} vcuda T1 ms', f'{s} vcuda R1']
+            headers += [f'{s} model T0 ms', f'{s} model R0']
+            headers += [f'{s} {how} {col}' for how in hows[s] for col in ('T1 ms', 'R1')]
         ns = sorted(set(remd_model.P003_TABLE2[natom]) | {n for by_n in runs.values() for n in by_n})
         rows = []
         for n in ns:
@@ -884,7 +893,7 @@ def remd_table(cases):
             for s in systems:
                 p = _remd_fit(runs, s, natom, cases)
                 row += [f'{remd_model.T(p, n) * 1e3:,.1f}', f'{remd_model.R(p, n):.3f}'] if p else ['-', '-']
-                for how in ('local', 'vcuda'):
+                for how in hows[s]:
                     c = runs.get((s, how), {}).get(n)
                     eff = dict(_remd_efficiency(runs, s, how))
                     row += [f"{c['perf']['interval_time'] * 1e3:,.1f}", f'{eff[n]:.3f}' if n in eff else '-'] if c else ['-', '-']
@@ -905,7 +914,7 @@ REMD_FIGURES = [
      'P003 fig. 10: parallel efficiency R(n) for 256 and 2,048 atoms (log2 n); dashed: P003\'s model, '
      'triangles: its measurements; coloured lines: the model with this system\'s tGPU0/tCLT (and its vcuda '
      'fit, else P003\'s network), points: measured '
-     'locally (circles) and through vcuda (squares)'),
+     'locally (circles) and through vcuda with P003\'s 2 ms keep-alive (squares) and without (crosses)'),
     (remd_split_figure, REMD_SOURCES,
      'P003 fig. 11: share of T(n) spent in GPU computation, communication (bandwidth / latency) and the '
      'client, P003\'s model at n = 64..4,096 beside the measured split of each run'),

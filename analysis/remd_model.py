@@ -128,30 +128,57 @@ def _json_lines(lines):
                 yield rec
 
 
-def load_vcuda_fit(lines):
-    """BH, BD (B/s), LH, LD, LK (s) from vcuda-bench output:
-    {"bench":"vcuda","kind":"fit","servers":n,"BH_GBps":..,"BD_GBps":..,"LH_us":..,"LD_us":..,"LK_us":..}.
-    Lines of other kinds are ignored; a fit line with a missing, non-numeric, non-finite
-    or non-positive field is rejected with the reason.  Like P003 (the mean of its 11
-    points, n = 1..1,024), the values are averaged over the fit lines (server counts).
-    Returns ({name: value}, [per-line dicts]); raises ValueError if no line is usable."""
-    fits, problems = [], []
+UNIT_SI = {'GB/s': 1e9, 'MB/s': 1e6, 's': 1.0, 'ms': 1e-3, 'us': 1e-6}
+FIT_UNITS = {'BH': ('GB/s', 'MB/s'), 'BD': ('GB/s', 'MB/s'), 'LH': ('s', 'ms', 'us'),
+             'LD': ('s', 'ms', 'us'), 'LK': ('s', 'ms', 'us')}
+
+
+def _positive(v):
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def load_vcuda_fit(lines, transport='vcuda'):
+    """BH, BD (B/s), LH, LD, LK (s) from vcuda-bench output, in either form:
+      one line per server count:  {"bench":"vcuda","kind":"fit","servers":n,"BH_GBps":..,"BD_GBps":..,
+                                   "LH_us":..,"LD_us":..,"LK_us":..}
+      one line per constant:      {"bench":"vcuda-bench","metric":"BH","value":..,"unit":"MB/s",
+                                   "kind":"fit","servers":n,"transport":"vcuda"}  (src/vcuda's vcuda-bench)
+    Other lines are ignored, and so are fits of another transport (vcuda-bench also fits
+    the local runtime).  A server count whose constants are missing, non-numeric,
+    non-finite, non-positive or in an unknown unit is rejected with the reason.  Like
+    P003 (the mean of its 11 points, n = 1..1,024), the values are averaged over server
+    counts.  Returns ({name: value}, [per-count dicts]); raises ValueError if none is usable."""
+    groups, problems = {}, []
     for rec in _json_lines(lines):
-        if rec.get('bench') != 'vcuda' or rec.get('kind') != 'fit':
+        if rec.get('kind') != 'fit' or rec.get('bench') not in ('vcuda', 'vcuda-bench'):
             continue
-        row, bad = {'servers': rec.get('servers')}, []
+        if rec.get('transport', transport) != transport:
+            continue
+        row = groups.setdefault(rec.get('servers'), {'servers': rec.get('servers'), 'bad': []})
+        if 'metric' in rec:  # one constant per line
+            name, v, unit = rec['metric'], rec.get('value'), rec.get('unit')
+            if name not in FIT_UNITS:
+                continue
+            if unit not in FIT_UNITS[name] or not _positive(v):
+                row['bad'].append(f'{name}={v!r} {unit}')
+            else:
+                row[name] = float(v) * UNIT_SI[unit]
+            continue
         for field, (name, factor) in VCUDA_FIELDS.items():
             v = rec.get(field)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                bad.append(f'{field}={v!r}')
-            else:
+            if _positive(v):
                 row[name] = float(v) * factor
-        if bad:
-            problems.append(f"servers={rec.get('servers')}: " + ', '.join(bad))
+            else:
+                row['bad'].append(f'{field}={v!r}')
+    fits = []
+    for servers, row in groups.items():
+        missing = [name for name, _ in VCUDA_FIELDS.values() if name not in row]
+        if row['bad'] or missing:
+            problems.append(f'servers={servers}: ' + ', '.join(row['bad'] + [f'{m} missing' for m in missing]))
         else:
-            fits.append(row)
+            fits.append({k: v for k, v in row.items() if k != 'bad'})
     if not fits:
-        raise ValueError('no usable vcuda fit line' + (f' ({"; ".join(problems)})' if problems else ''))
+        raise ValueError('no usable vcuda fit' + (f' ({"; ".join(problems)})' if problems else ''))
     mean = {name: sum(f[name] for f in fits) / len(fits) for name, _ in VCUDA_FIELDS.values()}
     return mean, fits
 
@@ -172,7 +199,8 @@ def fit_local(runs, natom):
     """tGPU0, tCLT and Tlocal(1) from remd runs of `natom` atoms: tGPU0 and Tlocal(1)
     from the one-GPU runs (P003: the local executable on one GPU), tCLT averaged over all
     runs (it does not depend on n)."""
-    mine = [r for r in runs if r['params'].get('natom') == natom and r['params'].get('mode') == 'gpu']
+    mine = [r for r in runs if r['params'].get('natom') == natom and r['params'].get('mode') == 'gpu'
+            and r['params'].get('via', 'local') == 'local']
     one = [r for r in mine if r['params'].get('gpus') == 1]
     if not one:
         raise ValueError(f'no one-GPU remd run of {natom} atoms to fit tGPU0 and Tlocal(1) from')
@@ -182,12 +210,12 @@ def fit_local(runs, natom):
             'mexch': one[0]['params']['mexch']}
 
 
-def measured_efficiency(runs, natom, tlocal1):
-    """{n: (T(n), R(n))} of the remd runs of `natom` atoms."""
+def measured_efficiency(runs, natom, tlocal1, via='local'):
+    """{n: (T(n), R(n))} of the remd runs of `natom` atoms on local GPUs or through vcuda."""
     out = {}
     for r in runs:
         p = r['params']
-        if p.get('natom') == natom and p.get('mode') == 'gpu':
+        if p.get('natom') == natom and p.get('mode') == 'gpu' and p.get('via', 'local') == via:
             n = p['gpus']
             out[n] = (r['interval_time'], tlocal1 / (n * r['interval_time']))
     return dict(sorted(out.items()))
@@ -227,7 +255,9 @@ def summary(args):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--p003', action='store_true', help="P003's own parameters (table 2)")
-    ap.add_argument('--remd', nargs='*', default=[], help='remd JSON-lines outputs (local runs)')
+    ap.add_argument('--remd', nargs='*', default=[],
+                    help='remd JSON-lines outputs, local and through vcuda (params.via tells them apart); '
+                         'tGPU0, tCLT and Tlocal(1) come from the local one-GPU runs')
     ap.add_argument('--vcuda', help='vcuda-bench output with fit lines (default with --remd: P003\'s constants)')
     ap.add_argument('--natom', type=int, nargs='*', default=[256, 2048])
     ap.add_argument('--json', help='write the predictions here')
@@ -257,16 +287,22 @@ def main(argv=None):
                 print(f'remd_model: {e}', file=sys.stderr)
                 continue
             src = 'local runs'
-        measured = measured_efficiency(runs, natom, p.tlocal1) if runs and not args.p003 else {}
+        measured = {via: measured_efficiency(runs, natom, p.tlocal1, via) for via in ('local', 'vcuda')
+                    } if runs and not args.p003 else {}
+        measured = {via: m for via, m in measured.items() if m}
         print(f'# {natom} atoms: {src}, communication from {comm_src}; tGPU0 {p.tGPU0 * 1e3:.3f} ms, '
               f'tCLT {p.tCLT * 1e3:.3f} ms, Tlocal(1) {p.tlocal1:.3f} s')
-        print(f"{'n':>6} {'T0 ms':>12} {'R0':>6} {'T1 ms':>12} {'R1':>6} {'|R0-R1|':>8}")
+        print(f"{'n':>6} {'T0 ms':>12} {'R0':>6}" +
+              ''.join(f" {via + ' T1 ms':>14} {'R1':>6} {'|R0-R1|':>8}" for via in measured))
         rows = predict(p, powers_of_two())
         for row in rows:
-            m = measured.get(row['n'])
-            row.update(T1=m[0] if m else None, R1=m[1] if m else None)
-            print(f"{row['n']:>6} {row['T'] * 1e3:>12.1f} {row['R']:>6.3f} " +
-                  (f"{m[0] * 1e3:>12.1f} {m[1]:>6.3f} {abs(row['R'] - m[1]) * 100:>7.1f}pt" if m else ''))
+            line = f"{row['n']:>6} {row['T'] * 1e3:>12.1f} {row['R']:>6.3f}"
+            for via, by_n in measured.items():
+                t1, r1 = by_n.get(row['n'], (None, None))
+                row[f'T1_{via}'], row[f'R1_{via}'] = t1, r1
+                line += (f" {t1 * 1e3:>14.1f} {r1:>6.3f} {abs(row['R'] - r1) * 100:>6.1f}pt" if t1 else
+                         f" {'-':>14} {'-':>6} {'-':>8}")
+            print(line)
         out.append({'natom': natom, 'params': asdict(p), 'source': src, 'rows': rows})
     if args.json:
         with open(args.json, 'w') as f:

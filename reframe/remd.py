@@ -3,9 +3,9 @@
 - RemdLocal: src/remd on n local GPUs (one host thread, P003's list 1), 256 or 2,048
   atoms, 14,336 replicas, the faithful (P003's) or the fast kernel.  The 256-atom runs
   also check the GPU against the CPU reference over the first interval.
-- RemdVcuda: the same binary, unmodified, through vcuda: one `vcuda-server` per GPU on
-  127.0.0.1 (started before the run, stopped after it), the client library in front
-  of libcudart.so.  Skips until src/vcuda has built its client library.
+- RemdVcuda: the same binary, unmodified, through vcuda (`vcuda-run`: one `vcuda-server`
+  per GPU on 127.0.0.1, started before the run and stopped after it, the libcudart
+  stand-in preloaded), with and without P003's 2 ms keep-alive.
 - RemdModelFit: P003's efficiency model (analysis/remd_model.py) with the paper's
   inputs, or with this system's vcuda-bench fit (UMSTUDY_VCUDA_FIT=<fit JSON lines>).
 
@@ -113,50 +113,37 @@ def _verified(test, field):
 
 @rfm.simple_test
 class RemdVcuda(RemdBase):
-    descr = 'P003 REMD through vcuda: one vcuda-server per GPU on this node, the unmodified binary as client'
+    """The unmodified remd binary through vcuda-run (src/vcuda): one vcuda-server per GPU
+    on loopback with a fresh token, the libcudart stand-in preloaded, the servers
+    stopped after the run (their logs stay in the stage directory).  keepalive_ms = 2 is
+    P003's "modified" DS-CUDA (a dummy transfer every 2 ms), 0 its "not modified"."""
+    descr = 'P003 REMD through vcuda: one vcuda-server per GPU of this node, the unmodified binary as client'
     valid_systems = ['+cuda']
     servers = parameter(GPU_COUNTS)
+    keepalive_ms = parameter([2, 0])
     kernel = variable(str, value='fast')
-    port_base = variable(int, value=47100)
-    # Where the vcuda client library (a libcudart.so stand-in) was built.
-    vcuda_libdir = variable(str, value='')
 
     @run_after('setup')
     def set_command(self):
-        libdir = self.vcuda_libdir or self.build.bindir('vcuda')
-        self.client_lib = next((os.path.join(libdir, f) for f in sorted(os.listdir(libdir))
-                                if f.startswith('libcudart.so')), None) if os.path.isdir(libdir) else None
-        self.server = os.path.join(self.build.bindir('vcuda'), 'vcuda-server')
-        ports = [self.port_base + d for d in range(self.servers)]
-        # One server per GPU, all with the same token, made at run time (it is in no file);
-        # their PIDs go to a file so that postrun stops exactly them.  The client starts
-        # once every server says it listens (at most 10 s; its own health check reports
-        # a server that never came up).
-        self.prerun_cmds = [
-            "export VCUDA_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')",
-            'rm -f vcuda-servers.pid'] + [
-            f'{self.server} --device {d} --listen 127.0.0.1:{p} > vcuda-server-{d}.log 2>&1 & echo $! >> vcuda-servers.pid'
-            for d, p in enumerate(ports)] + [
-            f'for d in $(seq 0 {self.servers - 1}); do for t in $(seq 50); do '
-            "grep -q 'listening on' vcuda-server-$d.log && break; sleep 0.2; done; done"]
-        self.postrun_cmds = ['kill $(cat vcuda-servers.pid) 2>/dev/null; wait 2>/dev/null; true']
-        self.env_vars = {'VCUDA_SERVERS': ','.join(f'127.0.0.1:{p}' for p in ports),
-                         'OMP_NUM_THREADS': str(self.current_partition.processor.num_cpus or 1)}
-        # Only the client sees the stand-in libcudart; the servers use the real driver.
-        self.executable = 'env'
-        self.executable_opts = [f'LD_LIBRARY_PATH={libdir}:$LD_LIBRARY_PATH', self.program('remd'),
+        self.vcuda_run = os.path.join(self.build.bindir('vcuda'), 'vcuda-run')
+        self.executable = self.vcuda_run
+        self.executable_opts = ['--gpus', str(self.servers), '--log-dir', '.', '--', self.program('remd'),
                                 *self.remd_args(self.servers, self.kernel)]
         self.num_tasks = 1
         self.num_gpus_per_node = self.servers
+        self.env_vars = {'OMP_NUM_THREADS': str(self.current_partition.processor.num_cpus or 1)}
+        if self.keepalive_ms:
+            self.env_vars['VCUDA_KEEPALIVE_MS'] = str(self.keepalive_ms)
 
     @run_before('run')
     def skip_without_hardware(self):
         self.skip_unless_gpus(self.servers)
         if self.is_dry_run():
-            return  # nothing is built in a dry run; its job script still shows the set-up
-        self.skip_unless(os.path.exists(self.server), f'no vcuda-server binary at {self.server}')
-        self.skip_unless(self.client_lib is not None,
-                         'the vcuda client library (libcudart.so stand-in, src/vcuda) is not built yet')
+            return  # nothing is built in a dry run; its job script still shows the command
+        lib = os.path.join(os.path.dirname(self.vcuda_run), 'lib')
+        self.skip_unless(os.path.exists(self.vcuda_run), f'no vcuda-run at {self.vcuda_run}: src/vcuda was not built')
+        self.skip_unless(os.path.isdir(lib) and any(f.startswith('libcudart.so.') for f in os.listdir(lib)),
+                         'the vcuda libcudart stand-in was not built (it needs the CUDA toolkit)')
 
 
 @rfm.simple_test

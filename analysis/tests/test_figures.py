@@ -248,6 +248,10 @@ def test_remd_figures_and_table(tmp_path):
     assert sorted(runs) == [('h100box', 'local'), ('h100box', 'vcuda')]  # the faithful run is not mixed in
     assert figures._remd_efficiency(runs, 'h100box', 'local') == [(1, 1.0), (2, 5.0 / 5.2)]
     assert figures._remd_efficiency(runs, 'h100box', 'vcuda') == [(2, 5.0 / 5.6)]
+    plain = remd_case('RemdVcuda %atoms=2048 %servers=2 %keepalive_ms=0', interval_time=3.0, gpu_seconds=6.0,
+                      t_gpu=2.59, t_gpu0=1e-4, t_clt=0.002, t_com=0.4)
+    runs0 = figures._remd_runs(load(tmp_path, remd_cases() + [plain]), 2048)
+    assert figures._remd_efficiency(runs0, 'h100box', 'vcuda, no keep-alive') == [(2, 5.0 / 6.0)]
 
     table = figures.remd_table(cases)
     t256, t2048 = table['tables']

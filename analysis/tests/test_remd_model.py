@@ -98,8 +98,8 @@ def test_vcuda_fit_loader_needs_a_fit_line():
         m.load_vcuda_fit(['', json.dumps({'bench': 'remd', 'metric': 'x'})])
 
 
-def remd_lines(gpus, t, tgpu, tclt=1e-3, natom=2048, nrep=14336):
-    params = {'mode': 'gpu', 'natom': natom, 'nrep': nrep, 'mexch': 100, 'gpus': gpus}
+def remd_lines(gpus, t, tgpu, tclt=1e-3, natom=2048, nrep=14336, via='local'):
+    params = {'mode': 'gpu', 'via': via, 'natom': natom, 'nrep': nrep, 'mexch': 100, 'gpus': gpus}
     recs = [{'bench': 'remd', 'metric': 'interval_time', 'value': t * 1.1, 'rep': 0, 'params': params},
             {'bench': 'remd', 'metric': 'interval_time', 'value': t, 'params': params},
             {'bench': 'remd', 'metric': 't_clt', 'value': tclt, 'params': params},
@@ -132,3 +132,48 @@ def test_summary_lines_for_the_check(tmp_path, capsys):
     recs = {r['metric']: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     assert recs['vcuda_fit']['value'] == 0 and recs['BH_GBps']['value'] == 1.96
     assert round(recs['latency_share_1024']['value']) == 89
+
+
+def bench_lines(servers, bh=1960, bd=850, lh=9.23, ld=31.7, lk=5.96, transport='vcuda'):
+    """src/vcuda's vcuda-bench: one line per fitted constant."""
+    return [json.dumps({'bench': 'vcuda-bench', 'metric': name, 'value': v, 'unit': unit, 'transport': transport,
+                        'servers': servers, 'kind': 'fit', 'params': {}})
+            for name, v, unit in (('BH', bh, 'MB/s'), ('LH', lh, 'us'), ('BD', bd, 'MB/s'), ('LD', ld, 'us'),
+                                  ('LK', lk, 'us'))]
+
+
+def test_vcuda_bench_per_constant_lines():
+    lines = (bench_lines(1) + bench_lines(2, bh=2960, lk=7.96) + bench_lines(1, bh=1, transport='local') +
+             [json.dumps({'bench': 'vcuda-bench', 'metric': 'copy_time', 'value': 3, 'unit': 'us', 'servers': 1})])
+    mean, fits = m.load_vcuda_fit(lines)
+    assert len(fits) == 2  # the local runtime's fit is not the network's
+    assert math.isclose(mean['BH'], 2460e6) and math.isclose(mean['LK'], 6.96e-6) and math.isclose(mean['LD'], 31.7e-6)
+    local, _ = m.load_vcuda_fit(lines, transport='local')
+    assert local['BH'] == 1e6
+
+
+def test_vcuda_bench_incomplete_or_bad_count_is_rejected():
+    lines = bench_lines(1)[:4] + bench_lines(2, ld=-3)
+    with pytest.raises(ValueError, match=r'servers=1: LK missing.*servers=2: LD=-3'):
+        m.load_vcuda_fit(lines)
+    wrong_unit = [line.replace('"us"', '"fortnights"') for line in bench_lines(4)]
+    with pytest.raises(ValueError, match='fortnights'):
+        m.load_vcuda_fit(wrong_unit)
+
+
+def test_model_cli_on_local_and_vcuda_runs(tmp_path, capsys):
+    local = tmp_path / 'local.jsonl'
+    local.write_text('\n'.join(remd_lines(1, 5.0, 4.99) + remd_lines(2, 2.6, 2.5)))
+    remote = tmp_path / 'vcuda.jsonl'
+    remote.write_text('\n'.join(remd_lines(1, 5.2, 4.99, via='vcuda') + remd_lines(2, 2.8, 2.5, via='vcuda')))
+    fit = tmp_path / 'fit.jsonl'
+    fit.write_text('\n'.join(bench_lines(1) + bench_lines(2)))
+    out = tmp_path / 'model.json'
+    assert m.main(['--remd', str(local), str(remote), '--vcuda', str(fit), '--natom', '2048', '--json', str(out)]) == 0
+    text = capsys.readouterr().out
+    assert 'local T1 ms' in text and 'vcuda T1 ms' in text
+    (res,) = json.loads(out.read_text())
+    assert math.isclose(res['params']['tlocal1'], 5.0)  # the vcuda one-GPU run is not Tlocal(1)
+    rows = {r['n']: r for r in res['rows']}
+    assert math.isclose(rows[2]['R1_local'], 5.0 / 5.2) and math.isclose(rows[2]['R1_vcuda'], 5.0 / 5.6)
+    assert math.isclose(rows[1]['R1_vcuda'], 5.0 / 5.2) and rows[4]['T1_local'] is None

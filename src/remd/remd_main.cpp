@@ -4,6 +4,7 @@
 // The same binary runs on local GPUs or, unmodified, through vcuda (-cudart shared).
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
@@ -111,6 +112,8 @@ int main(int argc, char **argv)
     const int ndev = be->devices();
 
     ums_param_str("mode", be->name());
+    // Labels the output only: under vcuda-run the GPUs are remote (the binary is the same).
+    ums_param_str("via", !o.cpu && getenv("VCUDA_SERVERS") ? "vcuda" : "local");
     ums_param_str("kernel", o.cpu ? "cpu-reference" : o.kernel);
     ums_param_int("natom", s.natom);
     ums_param_int("nrep", nrep);

@@ -5,7 +5,11 @@
 #   3. the speed benchmark: 14,336 replicas x 2,048 atoms, one exchange interval, the
 #      faithful, shared and fast kernels (fast at 2, 4 and 8 atoms per thread), and 256 atoms,
 #   4. local multi-GPU runs for n = 1, 2, 4, 8 up to the GPUs present (fast kernel),
-#   5. ctest's remd tests and P003's model fitted to the local runs.
+#   5. through vcuda (src/vcuda's vcuda-run: one server per GPU on loopback): vcuda-bench's
+#      fit of BH, BD, LH, LD, LK and remd on n = 1, 2, 4, 8 servers (VCUDA_BUILD, else a
+#      standalone build of src/vcuda; skipped if that fails),
+#   6. ctest's remd tests and P003's model fitted to the local runs (+ the vcuda fit).
+# Steps that would start after BUDGET_S seconds (default 450) are skipped and say so.
 # Every program's JSON lines go to $OUT/<name>.jsonl, its stderr to <name>.err; summary.txt
 # lists each step with its exit status.  Usage (repository root):
 #   OUT=/tmp/out src/remd/bench/device-run.sh [BUILD_DIR]     (default build/device-remd)
@@ -39,10 +43,12 @@ PEAK=${FP32_PEAK_TFLOPS:-$PEAK}
 note "$NGPU GPU(s): $NAME; FP32 peak $PEAK TFLOPS; binary $BIN"
 export OMP_NUM_THREADS=$(nproc)
 
-run() { # run NAME LIMIT_S ARGS...: one remd run, JSON to NAME.jsonl
+over_budget() { [ "$SECONDS" -gt "${BUDGET_S:-450}" ] && note "$1: skipped, ${SECONDS} s used (BUDGET_S=${BUDGET_S:-450})"; }
+run() { # run NAME LIMIT_S ARGS...: one remd run, JSON to NAME.jsonl (WRAP: a command in front)
   local name=$1 limit=$2; shift 2
+  over_budget "$name" && return
   local t0=$(date +%s%N)
-  timeout "$limit" "$BIN" "$@" --fp32-peak-tflops "$PEAK" > "$OUT/$name.jsonl" 2> "$OUT/$name.err"
+  timeout "$limit" ${WRAP:-} "$BIN" "$@" --fp32-peak-tflops "$PEAK" > "$OUT/$name.jsonl" 2> "$OUT/$name.err"
   local rc=$? ms=$((($(date +%s%N) - t0) / 1000000))
   note "$(printf '%-22s rc=%-3s %4d.%03d s  %s' "$name" "$rc" $((ms / 1000)) $((ms % 1000)) "$(tail -1 "$OUT/$name.err")")"
 }
@@ -67,11 +73,45 @@ while [ "$n" -le "$NGPU" ]; do
   run local-256-n$n 60 --kernel fast --cells 4 --replicas 14336 --iterations 5 --gpus $n
   n=$((n * 2))
 done
-# 5. ctest (GPU-vs-CPU tests included) and the model on the local runs
+# 5. through vcuda: the network fit, then remd on n servers (one per GPU)
+VB=${VCUDA_BUILD:-$BUILD-vcuda}
+if [ ! -x "$VB/vcuda-run" ] && [ -x "$VB/vcuda/vcuda-run" ]; then VB=$VB/vcuda; fi
+if [ ! -x "$VB/vcuda-run" ] && ! over_budget vcuda-build; then
+  cmake -S "$ROOT/src/vcuda" -B "$VB" -DCMAKE_BUILD_TYPE=Release -DUMSTUDY_CUDA=ON -DBUILD_TESTING=OFF \
+        -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-90} > "$OUT/vcuda-cmake.log" 2>&1 &&
+    cmake --build "$VB" -j "$(nproc)" >> "$OUT/vcuda-cmake.log" 2>&1 || note "vcuda build failed (vcuda-cmake.log)"
+fi
+if [ -x "$VB/vcuda-run" ] && [ -x "$VB/vcuda-bench" ]; then
+  if ! over_budget vcuda-fit; then
+    timeout 120 "$VB/vcuda-run" --log-dir "$OUT/vcuda-logs-fit" -- "$VB/vcuda-bench" --reps 20 --no-intervals \
+      > "$OUT/vcuda-fit.jsonl" 2> "$OUT/vcuda-fit.err"
+    note "vcuda-fit              rc=$? $(grep -h 'n=1:' "$OUT/vcuda-fit.err" | head -1)"
+  fi
+  n=1
+  while [ "$n" -le "$NGPU" ]; do
+    WRAP="env VCUDA_KEEPALIVE_MS=2 $VB/vcuda-run --gpus $n --log-dir $OUT/vcuda-logs-n$n --" \
+      run vcuda-2048-n$n 150 --kernel fast --cells 8 --replicas 14336 --iterations 2 --gpus $n
+    WRAP="env VCUDA_KEEPALIVE_MS=2 $VB/vcuda-run --gpus $n --log-dir $OUT/vcuda-logs-n$n --" \
+      run vcuda-256-n$n 90 --kernel fast --cells 4 --replicas 14336 --iterations 5 --gpus $n
+    n=$((n * 2))
+  done
+  n=$((n / 2))
+  WRAP="$VB/vcuda-run --gpus $n --log-dir $OUT/vcuda-logs-nokeepalive --" \
+    run vcuda-256-n$n-nokeepalive 90 --kernel fast --cells 4 --replicas 14336 --iterations 5 --gpus $n
+else
+  note "vcuda: no vcuda-run/vcuda-bench in $VB: remd through vcuda not run"
+fi
+# 6. ctest (GPU-vs-CPU tests included) and the model on the local runs
 if [ -f "$BUILD/CTestTestfile.cmake" ]; then
   (cd "$BUILD" && timeout 120 ctest -R '^remd\.' --output-on-failure) > "$OUT/ctest.log" 2>&1
   note "ctest remd.*: rc=$? ($(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1))"
 fi
 python3 "$ROOT/analysis/remd_model.py" --remd "$OUT"/speed-2048-fast.jsonl "$OUT"/speed-256-fast.jsonl \
   $(ls "$OUT"/local-*.jsonl 2>/dev/null) --json "$OUT/model.json" > "$OUT/model.txt" 2>&1
-note "model fit: rc=$? (model.txt); total $SECONDS s"
+note "model fit (local runs, P003's network): rc=$? (model.txt)"
+if [ -s "$OUT/vcuda-fit.jsonl" ]; then
+  python3 "$ROOT/analysis/remd_model.py" --remd "$OUT"/speed-2048-fast.jsonl "$OUT"/speed-256-fast.jsonl \
+    $(ls "$OUT"/local-*.jsonl "$OUT"/vcuda-*-n*.jsonl 2>/dev/null) --vcuda "$OUT/vcuda-fit.jsonl" --json "$OUT/model-vcuda.json" > "$OUT/model-vcuda.txt" 2>&1
+  note "model fit (local runs, vcuda fit): rc=$? (model-vcuda.txt; measured vcuda-*.jsonl beside it)"
+fi
+note "total $SECONDS s"
