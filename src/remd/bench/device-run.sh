@@ -95,8 +95,8 @@ if [ -x "$VB/vcuda-run" ] && [ -x "$VB/vcuda-bench" ]; then
       run vcuda-256-n$n 90 --kernel fast --cells 4 --replicas 14336 --iterations 5 --gpus $n
     n=$((n * 2))
   done
-  n=$((n / 2))
-  WRAP="$VB/vcuda-run --gpus $n --log-dir $OUT/vcuda-logs-nokeepalive --" \
+  n=$((n / 2)) # the most servers run above: the same without P003's keep-alive
+  [ "$n" -gt 0 ] && WRAP="$VB/vcuda-run --gpus $n --log-dir $OUT/vcuda-logs-nokeepalive --" \
     run vcuda-256-n$n-nokeepalive 90 --kernel fast --cells 4 --replicas 14336 --iterations 5 --gpus $n
 else
   note "vcuda: no vcuda-run/vcuda-bench in $VB: remd through vcuda not run"
