@@ -42,6 +42,7 @@ esac
 PEAK=${FP32_PEAK_TFLOPS:-$PEAK}
 note "$NGPU GPU(s): $NAME; FP32 peak $PEAK TFLOPS; binary $BIN"
 export OMP_NUM_THREADS=$(nproc)
+unset VCUDA_SERVERS # local runs are local; vcuda-run sets it for the remote ones
 
 over_budget() { [ "$SECONDS" -gt "${BUDGET_S:-450}" ] && note "$1: skipped, ${SECONDS} s used (BUDGET_S=${BUDGET_S:-450})"; }
 run() { # run NAME LIMIT_S ARGS...: one remd run, JSON to NAME.jsonl (WRAP: a command in front)
