@@ -1,7 +1,7 @@
 """Figures of the report: the papers' figures redrawn from ReFrame run reports, one
 PNG each, the paper's values marked (they come from analysis/claims.yaml, like the
 verdicts).  Each figure function returns (file or None, note); figures() draws all the
-umbench and coarray ones; cab_comm_table() is P002's table 3.  Used by report.py."""
+umbench, coarray, vcuda and remd ones; cab_comm_table() is P002's table 3, remd_table() P003's table 2.  Used by report.py."""
 import os
 import re
 import sys
@@ -630,10 +630,106 @@ CAB_FIGURES = [
 ]
 
 
+# P003 (vcuda) figures
+
+VCUDA_COPY_SOURCES = [('VcudaBench', {})]
+VCUDA_COPY_PANELS = [(f'{d} copy time', ('VcudaBench',), {'dir': d}) for d in ('H2D', 'D2H')]
+VCUDA_IDLE_SOURCES = [('VcudaKeepalive', {}), ('VcudaBench', {'transport': 'local'})]
+VCUDA_IDLE_PANELS = [('D2H after idle', ('VcudaKeepalive', 'VcudaBench'), {})]
+TRANSPORT_COLORS = {'local': '#2ca02c', 'vcuda-tcp': '#1f77b4', 'vcuda-ucx': '#9467bd'}
+
+
+def _draw_vcuda_copy(ax, panel):
+    """T(S) per transport (one server), the fitted T = S/B + L, and P003's fit."""
+    d = panel['dir']
+    b_var, l_var = ('BH', 'LH') if d == 'H2D' else ('BD', 'LD')
+    sizes = []
+    for c in panel['members']:
+        pts = [(r['bytes'], r['value']) for r in _recs(c, 'copy_time', dir=d, servers=1)]
+        if not pts:
+            continue
+        transport = _recs(c, 'copy_time', dir=d)[0].get('transport', c['params'].get('transport'))
+        color = TRANSPORT_COLORS.get(transport, 'grey')
+        _line(ax, pts, f'{transport} (measured){_failed(c)}', color=color)
+        b, lat = c['perf'].get(b_var), c['perf'].get(l_var)
+        sizes = sorted(x for x, _ in pts)
+        if b and lat is not None:  # MB/s is bytes per microsecond: T[us] = S/B + L
+            ax.plot(sizes, [s / b + lat for s in sizes], color=color, linewidth=0.8, linestyle='-.',
+                    label=f'{transport} fit: {b:.0f} MB/s, {lat:.1f} us')
+    if not ax.lines:
+        return False
+    paper, label = _paper('P003-C1')
+    ax.plot(sizes, [s / paper[b_var] + paper[l_var] for s in sizes],
+            label=f"{label} fit: {paper[b_var]} MB/s, {paper[l_var]} us", **PAPER_STYLE)
+    ax.set_xscale('log', base=2)
+    ax.set_yscale('log')
+    ax.xaxis.set_major_formatter(_bytes_formatter())
+    ax.set_xlabel('bytes per cudaMemcpy')
+    ax.set_ylabel('time per call (us)')
+    _legend(ax)
+    return True
+
+
+def _idle_label(case):
+    p = case['params']
+    if p.get('transport') == 'local':
+        return 'local runtime'
+    ka = f"keep-alive {p.get('keepalive_ms')} ms" if str(p.get('keepalive_ms')) != '0' else 'no keep-alive'
+    return f"vcuda, {ka}, server spin {int(p.get('server_spin_us', 0)) / 1000:g} ms"
+
+
+def _draw_vcuda_idle(ax, panel):
+    """D2H latency vs the idle time before the call, a line per configuration; P003's
+    fast and slow ranges."""
+    styles = [('-', '#1f77b4'), ('--', '#ff7f0e'), ('-.', '#d62728'), (':', '#9467bd')]
+    for i, c in enumerate(sorted(panel['members'], key=_idle_label)):
+        pts = [(r['interval_ms'], r['value']) for r in _recs(c, 'd2h_after_idle')]
+        if pts:
+            local = c['params'].get('transport') == 'local'
+            style, color = ('-', TRANSPORT_COLORS['local']) if local else styles[i % len(styles)]
+            _line(ax, pts, _idle_label(c) + _failed(c), linestyle=style, color=color)
+    if not ax.lines:
+        return False
+    paper, label = _paper('P003-C6')
+    _paper_level(ax, paper['fast_us'], label + ': calls close together')
+    _paper_level(ax, paper['slow_us'], label + f": > {paper['gap_ms']} ms apart", color='#d62728')
+    ax.set_xscale('symlog', linthresh=1)
+    ax.set_xlim(left=0)
+    ax.xaxis.set_major_formatter(_plain_formatter())
+    ax.set_xlabel('idle time before the call (ms)')
+    ax.set_ylabel('D2H latency (us)')
+    ax.set_ylim(bottom=0)
+    _legend(ax)
+    return True
+
+
+def vcuda_copy_figure(cases, out_dir):
+    """P003 figs. 4-7: copy time vs size, local and through vcuda, with the fits."""
+    return _figure(cases, out_dir, 'vcuda_copy.png', 'P003 figs. 4-7: T = S/B + L, local and through vcuda',
+                   VCUDA_COPY_SOURCES, _draw_vcuda_copy, panel=(6.0, 3.8), panels=VCUDA_COPY_PANELS)
+
+
+def vcuda_idle_figure(cases, out_dir):
+    """P003 figs. 8/9: D2H latency after idle gaps, keep-alive and server spin variants."""
+    return _figure(cases, out_dir, 'vcuda_idle.png', 'P003 figs. 8/9: D2H latency vs idle time between calls',
+                   VCUDA_IDLE_SOURCES, _draw_vcuda_idle, panel=(7.0, 4.0), panels=VCUDA_IDLE_PANELS)
+
+
+VCUDA_FIGURES = [
+    (vcuda_copy_figure, VCUDA_COPY_SOURCES,
+     'P003 figs. 4-7: time per cudaMemcpy vs size with one server, on the local runtime and through '
+     'vcuda (log-log); dash-dot: the least-squares T = S/B + L of each; dashed: P003\'s fit on TSUBAME2.5 (IB)'),
+    (vcuda_idle_figure, VCUDA_IDLE_SOURCES,
+     'P003 figs. 8/9: median D2H latency vs the idle time before the call, without and with the 2 ms '
+     'keep-alive (a dummy 4-byte copy) and with a server that keeps polling (server_spin_us), beside the '
+     'local runtime; bands: the paper\'s 20-30 us and 200-300 us'),
+]
+
+
 def figures(cases, out_dir):
-    """Draws every umbench, coarray and remd figure -> [{file, caption, note}] (file None: not drawn)."""
+    """Draws every figure -> [{file, caption, note}] (file None: not drawn)."""
     out = []
-    for fn, sources, caption in UMB_FIGURES + CAB_FIGURES + REMD_FIGURES:
+    for fn, sources, caption in UMB_FIGURES + CAB_FIGURES + VCUDA_FIGURES + REMD_FIGURES:
         name, note = fn(cases, out_dir)
         size = _size_label(_matching(cases, sources))
         out.append({'file': name, 'name': fn.__name__.replace('_figure', '.png'),

@@ -30,10 +30,11 @@ class VcudaBase(UmstudyMetricTest):
     def need_gpu(self):
         skip_without_gpu(self)
 
-    def through_vcuda(self, program, opts, server_opts=''):
+    def through_vcuda(self, program, opts, server_opts='', ucx=False):
         """vcuda-run around `program` (server logs kept in the stage directory)."""
         self.executable = self.program('vcuda-run')
-        self.executable_opts = (['--log-dir', '.'] + (['--server-opts', f"'{server_opts}'"] if server_opts else []) +
+        self.executable_opts = (['--log-dir', '.'] + (['--ucx'] if ucx else []) +
+                                (['--server-opts', f"'{server_opts}'"] if server_opts else []) +
                                 ['--', self.program(program)] + opts)
 
 
@@ -59,14 +60,15 @@ class VcudaSample(VcudaBase):
 class VcudaBench(VcudaBase):
     descr = 'P003 figs. 4-7: T = S/B + L for H2D/D2H (512 B..4 MiB), LK, 64 MiB copies vs the transport'
     bench = 'vcuda-bench'
-    transport = parameter(['vcuda', 'local'])
+    transport = parameter(['vcuda', 'vcuda-ucx', 'local'])
     keep_records = True
 
     @run_after('setup')
     def set_command(self):
         opts = ['--reps', str(REPS[self.size])]
-        if self.transport == 'vcuda':
-            self.through_vcuda('vcuda-bench', opts + ['--no-intervals'])  # VcudaKeepalive's part
+        if self.transport.startswith('vcuda'):
+            # the idle sweep is VcudaKeepalive's part; a build without UCX skips (exit 77)
+            self.through_vcuda('vcuda-bench', opts + ['--no-intervals'], ucx=self.transport == 'vcuda-ucx')
         else:
             # the idle sweep on the local runtime tells the GPU's share of P003's jump
             self.executable, self.executable_opts = self.program('vcuda-bench'), opts
@@ -77,7 +79,7 @@ class VcudaBench(VcudaBase):
         out['h2d_1k_us'] = ('h2d_1k_time', 'us', {})
         out['h2d_64m'] = ('copy_bandwidth', 'GB/s', {'dir': 'H2D'})
         out['d2h_64m'] = ('copy_bandwidth', 'GB/s', {'dir': 'D2H'})
-        if self.transport == 'vcuda':
+        if self.transport.startswith('vcuda'):
             out['transport_64m'] = ('transport_bandwidth', 'GB/s', {})
             out['large_vs_transport'] = ('large_copy_vs_transport', 'ratio', {})
         else:

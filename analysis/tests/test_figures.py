@@ -216,6 +216,46 @@ def test_report_has_cab_figures_and_table(tmp_path):
     assert '<td>49.01</td>' in page and '<th>CG armci (get)</th>' in page
 
 
+# ---- vcuda (P003 figs. 4-9) ----------------------------------------------------------
+
+def vcuda_cases(system='local'):
+    def copies(transport, b, lat):
+        return [{'metric': 'copy_time', 'value': s / b + lat, 'unit': 'us', 'transport': transport,
+                 'servers': 1, 'dir': d, 'bytes': s} for d in ('H2D', 'D2H') for s in (512, 4096, 1 << 20)]
+
+    def fits(b, lat):
+        return {f'{system}:default:{k}': [v, None, None, 'x'] for k, v in
+                (('BH', b), ('LH', lat), ('BD', b), ('LD', lat))}
+
+    def idle(fast, slow):
+        return [{'metric': 'd2h_after_idle', 'value': fast + (slow - fast) * g / 50, 'unit': 'us',
+                 'interval_ms': g} for g in (0, 1, 10, 50)]
+
+    out = [dict(tc('VcudaBench %transport=vcuda', copies('vcuda-tcp', 4000, 20), system=system),
+                perfvalues=fits(4000, 20)),
+           dict(tc('VcudaBench %transport=local', copies('local', 50000, 8) + idle(9, 60), system=system),
+                perfvalues=fits(50000, 8)),
+           tc('VcudaKeepalive %keepalive_ms=0 %server_spin_us=200', idle(20, 260), system=system),
+           tc('VcudaKeepalive %keepalive_ms=2 %server_spin_us=200', idle(20, 110), system=system),
+           tc('VcudaKeepalive %keepalive_ms=0 %server_spin_us=100000', result='skip',
+              reason='no GPU on this partition', system=system)]
+    return out
+
+
+def test_vcuda_figures_drawn_with_paper_marks(tmp_path):
+    cases = load(tmp_path, vcuda_cases())
+    figs = {f['name']: f for f in figures.figures(cases, str(tmp_path))}
+    for name in ('vcuda_copy.png', 'vcuda_idle.png'):
+        assert figs[name]['file'] == name and (tmp_path / name).stat().st_size > 1000, name
+    assert 'no GPU on this partition' in figs['vcuda_idle.png']['note']
+    assert 'P003' in figs['vcuda_copy.png']['caption']
+
+
+def test_vcuda_no_data_no_figure_but_a_note(tmp_path):
+    figs = {f['name']: f for f in figures.figures(load(tmp_path, umbench_cases()), str(tmp_path))}
+    assert figs['vcuda_copy.png']['file'] is None and 'no VcudaBench data' in figs['vcuda_copy.png']['note']
+
+
 # ---- remd (P003 figs. 10, 11 and table 2) ----------------------------------------------
 
 def remd_case(name, system='h100box', **perf):

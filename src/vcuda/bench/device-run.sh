@@ -64,7 +64,10 @@ reps=50; [ "$quick" = 1 ] && reps=10
 expect bench-local 0 "$bench" --reps $reps --no-intervals
 expect bench-vcuda 0 "${remote[@]}" "$bench" --reps $reps
 expect bench-vcuda-keepalive 0 env VCUDA_KEEPALIVE_MS=2 "${remote[@]}" "$bench" --reps $reps --max-devices 1 --large 8M
-for b in bench-local bench-vcuda bench-vcuda-keepalive; do grep '^{' "$out/$b.log" >"$out/$b.jsonl"; done
+# UCX where this build has it (exit 77 and the reason otherwise)
+step bench-vcuda-ucx "$build/vcuda/vcuda-run" --ucx --log-dir "$out/ucx" -- "$bench" --reps $reps --no-intervals
+echo "  (rc 77: no UCX in this build: $(grep -o 'built without UCX' "$out/bench-vcuda-ucx.log" | head -1))"
+for b in bench-local bench-vcuda bench-vcuda-keepalive bench-vcuda-ucx; do grep '^{' "$out/$b.log" >"$out/$b.jsonl"; done
 
 if [ -x "$build/himeno/himeno-cuda" ]; then
   expect himeno-local 0 "$build/himeno/himeno-cuda" --size S --iterations 200 --alloc explicit --verify

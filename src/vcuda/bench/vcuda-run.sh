@@ -3,16 +3,24 @@
 # through vcuda: one vcuda-server per GPU on loopback (ephemeral ports, a fresh random
 # token), the program with the libcudart stand-in preloaded, the servers stopped after.
 #
-#   vcuda-run [--gpus N] [--lib DIR] [--server PATH] [--server-opts "OPTS"] [--log-dir DIR]
-#             [--] PROGRAM [ARGS...]
+#   vcuda-run [--gpus N] [--ucx] [--lib DIR] [--server PATH] [--server-opts "OPTS"]
+#             [--log-dir DIR] [--] PROGRAM [ARGS...]
 #
-# N defaults to every GPU nvidia-smi lists.  The stand-in is looked for in DIR, then
+# N defaults to every GPU nvidia-smi lists.  --ucx: the servers listen on ucx:// (UCX
+# picks RDMA, shared memory or TCP); the default is TCP.  The stand-in is looked for in DIR, then
 # next to this script (build tree: lib/), then ../lib/vcuda and ../lib64/vcuda (install).
 # Server logs go to DIR (default: a new directory under $TMPDIR), vcuda-server-<gpu>.log.
 # Exit status: the program's; 77 if there is no GPU or no server could start.
 set -uo pipefail
+# "Cannot run here" is exit 77 and, for the JSON-reading harness (ReFrame), one status
+# line on stdout in the umstudy programs' format, named after the program.
+unsupported() {
+  echo "vcuda-run: $1" >&2
+  printf '{"bench":"%s","status":"unsupported","reason":"vcuda-run: %s"}\n' "$(basename "${prog:-vcuda-run}")" "$1"
+  exit 77
+}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-gpus="" lib="" server="" logdir="" server_opts=""
+gpus="" lib="" server="" logdir="" server_opts="" scheme=""
 while [ $# -gt 0 ]; do
   case $1 in
     --gpus) gpus=$2; shift 2 ;;
@@ -20,13 +28,15 @@ while [ $# -gt 0 ]; do
     --server) server=$2; shift 2 ;;
     --log-dir) logdir=$2; shift 2 ;;
     --server-opts) server_opts=$2; shift 2 ;;
+    --ucx) scheme=ucx://; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "vcuda-run: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
 done
 [ $# -gt 0 ] || { echo "vcuda-run: no program given (vcuda-run --help)" >&2; exit 2; }
+prog=$1
 if [ -z "$lib" ]; then
   for d in "$here/lib" "$here/../lib/vcuda" "$here/../lib64/vcuda"; do
     ls "$d"/libcudart.so.[0-9]* >/dev/null 2>&1 && { lib=$d; break; }
@@ -40,7 +50,7 @@ if [ -z "$gpus" ]; then
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || gpus=0
 fi
 [[ "$gpus" =~ ^[0-9]+$ ]] || { echo "vcuda-run: --gpus '$gpus' is not a number" >&2; exit 2; }
-[ "$gpus" -gt 0 ] || { echo "vcuda-run: no GPU on this node: nothing to serve" >&2; exit 77; }
+[ "$gpus" -gt 0 ] || unsupported "no GPU on this node: nothing to serve"
 
 VCUDA_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 export VCUDA_TOKEN
@@ -54,22 +64,23 @@ servers=""
 for ((g = 0; g < gpus; g++)); do
   log="$logdir/vcuda-server-$g.log"
   # shellcheck disable=SC2086 # server options are words
-  "$server" --device $g --listen 127.0.0.1:0 $server_opts 2>"$log" &
+  "$server" --device $g --listen ${scheme}127.0.0.1:0 $server_opts 2>"$log" &
   pids+=($!)
   port=""
   for _ in $(seq 200); do # the server names its port once it listens
-    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$log")
+    port=$(sed -n 's/.*listening on \(ucx:\/\/\)\{0,1\}127\.0\.0\.1:\([0-9]*\)$/\2/p' "$log")
     [ -n "$port" ] && break
     kill -0 "${pids[-1]}" 2>/dev/null || break
     sleep 0.05
   done
   if [ -z "$port" ]; then
-    echo "vcuda-run: server for GPU $g did not start: $(tail -1 "$log")" >&2
+    why=$(tail -1 "$log" | tr -d '"\\')
+    echo "vcuda-run: server for GPU $g did not start: $why" >&2
     continue
   fi
-  servers+="${servers:+,}127.0.0.1:$port"
+  servers+="${servers:+,}${scheme}127.0.0.1:$port"
 done
-[ -n "$servers" ] || { echo "vcuda-run: no server started" >&2; exit 77; }
+[ -n "$servers" ] || unsupported "no server started (${why:-see the server logs in $logdir})"
 export VCUDA_SERVERS=$servers
 echo "vcuda-run: $gpus server(s) at $VCUDA_SERVERS (logs in $logdir), stand-in $stand_in" >&2
 LD_PRELOAD="$stand_in${LD_PRELOAD:+:$LD_PRELOAD}" "$@"

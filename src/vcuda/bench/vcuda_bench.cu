@@ -1,4 +1,5 @@
-// vcuda-bench: P003 §4.2's copy and launch model, measured.  An ordinary CUDA program
+// vcuda-bench: P003 §4.2's copy and launch model, measured.  (transport: local,
+// vcuda-tcp or vcuda-ucx, from the first VCUDA_SERVERS entry.)  An ordinary CUDA program
 // (-cudart shared): run as is it measures the local GPUs, run with the vcuda stand-in
 // first on LD_LIBRARY_PATH it measures the remote ones through the same calls.
 //
@@ -121,7 +122,8 @@ int main(int argc, char **argv)
     int remote = dlsym(RTLD_DEFAULT, "cudaGetExportTable") == NULL;
     Dl_info info;
     const char *cudart = dladdr((void *)(cudaError_t(*)(void **, size_t))&cudaMalloc, &info) && info.dli_fname ? info.dli_fname : "?";
-    transport = remote ? "vcuda-tcp" : "local";
+    const char *servers = getenv("VCUDA_SERVERS");
+    transport = !remote ? "local" : servers && !strncmp(servers, "ucx://", 6) ? "vcuda-ucx" : "vcuda-tcp";
     ums_param_str("transport", transport);
     ums_param_str("cudart", cudart);
     const char *ka = getenv("VCUDA_KEEPALIVE_MS");

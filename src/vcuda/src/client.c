@@ -17,7 +17,8 @@
 typedef struct {
     char host[256];
     uint16_t port;
-    char name[272]; /* "host:port" as given */
+    int ucx;        /* "ucx://host:port" */
+    char name[280]; /* as given */
 } endpoint;
 
 typedef struct {
@@ -88,15 +89,17 @@ static int parse_list(const char *var, const char *s, endpoint *eps, int max, ch
     while (s) {
         const char *c = strchr(s, ',');
         size_t len = c ? (size_t)(c - s) : strlen(s);
-        char entry[272];
+        char entry[280];
         if (n == max) return fail(why, "%s has more than %d entries", var, max);
         if (len == 0) return fail(why, "%s entry %d is empty", var, n + 1);
         if (len >= sizeof entry)
             return fail(why, "%s entry %d '%.40s...' is too long", var, n + 1, s);
         memcpy(entry, s, len), entry[len] = 0;
         endpoint *e = &eps[n];
-        if (vcuda_parse_hostport(entry, e->host, &e->port) || !e->host[0] || e->port == 0)
-            return fail(why, "%s entry %d '%s' is not host:port (port 1-65535)", var, n + 1, entry);
+        if (vcuda_parse_endpoint(entry, &e->ucx, e->host, &e->port) || !e->host[0] || e->port == 0)
+            return fail(why, "%s entry %d '%s' is not [tcp://|ucx://]host:port (port 1-65535)", var, n + 1, entry);
+        if (e->ucx && !vcuda_have_ucx())
+            return fail(why, "%s entry %d '%s': this vcuda was built without UCX", var, n + 1, entry);
         memcpy(e->name, entry, len + 1);
         ++n;
         s = c ? c + 1 : NULL;
@@ -157,7 +160,7 @@ static void mark_lost(device *d, int ordinal, const char *why)
 {
     if (d->lost) return;
     d->lost = 1;
-    close(d->fd);
+    vcuda_close(d->fd);
     d->fd = -1;
     fprintf(stderr, "vcuda: server %s (device %d) lost: %s; its calls now fail with "
             "cudaErrorDevicesUnavailable\n", d->ep.name, ordinal, why);
@@ -167,7 +170,7 @@ static void mark_lost(device *d, int ordinal, const char *why)
 static int health_check(device *d, char *why)
 {
     vcuda_msg m, r;
-    d->fd = vcuda_connect(d->ep.host, d->ep.port, timeout_ms, why);
+    d->fd = vcuda_connect_ep(d->ep.ucx, d->ep.host, d->ep.port, timeout_ms, why);
     if (d->fd < 0) return -1;
     memset(&m, 0, sizeof m);
     m.hdr.opcode = VCUDA_OP_HELLO;
@@ -184,7 +187,7 @@ static int health_check(device *d, char *why)
         s = exchange(d, &m, &r, &d->buf, timeout_ms, why);
     }
     if (!s) return 0;
-    close(d->fd);
+    vcuda_close(d->fd);
     d->fd = -1;
     return -1;
 }
@@ -223,7 +226,7 @@ void vcuda_client_close(void)
         ka_running = 0;
     }
     for (int i = 0; i < ndev; ++i) {
-        if (devs[i].fd >= 0) close(devs[i].fd);
+        if (devs[i].fd >= 0) vcuda_close(devs[i].fd);
         vcuda_buf_free(&devs[i].buf);
         vcuda_buf_free(&devs[i].ka_buf);
         pthread_mutex_destroy(&devs[i].mu);

@@ -3,6 +3,8 @@
 #define _DEFAULT_SOURCE /* MSG_NOSIGNAL, getaddrinfo's helpers on older glibc */
 #include "vcuda/net.h"
 
+#include "ucx.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -77,14 +79,18 @@ void vcuda_buf_free(vcuda_buf *b)
 /* Waits for `ev` until the deadline (-1: none). */
 static vcuda_net_status wait_fd(int fd, short ev, int64_t deadline, char *why)
 {
+    int ucx = vcuda_ucx_is(fd);
     for (;;) {
+#ifdef VCUDA_HAVE_UCX
+        if (ucx && vcuda_ucx_pending(fd)) return VCUDA_NET_OK;
+#endif
         int ms = -1;
         if (deadline >= 0) {
             int64_t left = deadline - vcuda_now_ms();
             if (left <= 0) return nfail(why, VCUDA_NET_TIMEOUT, "peer stalled: timed out");
             ms = left > 1000000 ? 1000000 : (int)left;
         }
-        struct pollfd p = {.fd = fd, .events = ev};
+        struct pollfd p = {.fd = fd, .events = ucx ? POLLIN : ev}; /* a UCX event fd only reads */
         int r = poll(&p, 1, ms);
         if (r > 0) return VCUDA_NET_OK; /* POLLERR/POLLHUP: the next call reports it */
         if (r < 0 && errno != EINTR) return nfail(why, VCUDA_NET_IO, "poll: %s", strerror(errno));
@@ -95,6 +101,9 @@ static int64_t deadline_of(int timeout_ms) { return timeout_ms < 0 ? -1 : vcuda_
 
 static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t dl, int more, char *why)
 {
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(fd)) return vcuda_ucx_send(fd, p, n, dl, why);
+#endif
     while (n) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
         if (w > 0) {
@@ -115,7 +124,7 @@ static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, siz
 {
     int64_t spin_end = spin_us ? vcuda_now_ns() + (int64_t)spin_us * 1000 : 0;
     while (n) {
-        ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+        ssize_t r = vcuda_recv_some(fd, p, n);
         if (r > 0) {
             p += r, n -= (size_t)r, got += (size_t)r;
             continue;
@@ -199,6 +208,43 @@ vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_msg *m, vcuda_buf *b, uint8_t
     return VCUDA_NET_OK;
 }
 
+ssize_t vcuda_recv_some(int fd, void *p, size_t n)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(fd)) return vcuda_ucx_recv(fd, p, n);
+#endif
+    return recv(fd, p, n, MSG_DONTWAIT);
+}
+
+int vcuda_fd_pending(int fd)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(fd)) return vcuda_ucx_pending(fd);
+#endif
+    (void)fd;
+    return 0;
+}
+
+void vcuda_close(int fd)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(fd)) {
+        vcuda_ucx_close(fd);
+        return;
+    }
+#endif
+    close(fd);
+}
+
+int vcuda_have_ucx(void)
+{
+#ifdef VCUDA_HAVE_UCX
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 static void set_nodelay(int fd)
 {
     int one = 1; /* small request/reply frames: Nagle would add ~40 ms per call */
@@ -273,6 +319,62 @@ int vcuda_listen(const char *addr, uint16_t port, uint16_t *bound_port, char *wh
         *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                      : ((struct sockaddr_in *)&ss)->sin_port);
     }
+    return fd;
+}
+
+int vcuda_parse_endpoint(const char *s, int *ucx, char *addr, uint16_t *port)
+{
+    *ucx = 0;
+    if (!strncmp(s, "tcp://", 6)) s += 6;
+    else if (!strncmp(s, "ucx://", 6)) s += 6, *ucx = 1;
+    return vcuda_parse_hostport(s, addr, port);
+}
+
+int vcuda_connect_ep(int ucx, const char *host, uint16_t port, int timeout_ms, char *why)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (ucx) return vcuda_ucx_connect(host, port, timeout_ms, why);
+#else
+    if (ucx) return nfail(why, VCUDA_NET_IO, "ucx://%s:%u: this vcuda was built without UCX", host, (unsigned)port), -1;
+#endif
+    return vcuda_connect(host, port, timeout_ms, why);
+}
+
+int vcuda_listen_ep(int ucx, const char *addr, uint16_t port, uint16_t *bound_port, char *why)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (ucx) return vcuda_ucx_listen(addr, port, bound_port, why);
+#else
+    if (ucx) return nfail(why, VCUDA_NET_IO, "ucx:// listen: this vcuda was built without UCX"), -1;
+#endif
+    return vcuda_listen(addr, port, bound_port, why);
+}
+
+static void peer_name(const struct sockaddr_storage *ss, char *out, size_t n)
+{
+    char a[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a), port = ntohs(s4->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a), port = ntohs(s6->sin6_port);
+    }
+    snprintf(out, n, "%s:%u", a, port);
+}
+
+int vcuda_accept(int listen_fd, char *peer, size_t n)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(listen_fd)) return vcuda_ucx_accept(listen_fd, peer, n);
+#endif
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int fd = accept(listen_fd, (struct sockaddr *)&ss, &sl);
+    if (fd < 0) return -1; /* EAGAIN, ECONNABORTED, EMFILE: the caller tries again later */
+    set_nodelay(fd);
+    peer_name(&ss, peer, n);
     return fd;
 }
 

@@ -43,7 +43,7 @@ static void drop(const vcuda_server_config *cfg, conn *c, const char *reason)
 {
     fprintf(stderr, "%s: peer %s: closed: %s\n", cfg->log_prefix, c->pub.peer, reason);
     if (c->authed && cfg->handler->disconnect) cfg->handler->disconnect(cfg->handler->ctx, &c->pub);
-    close(c->pub.fd);
+    vcuda_close(c->pub.fd);
     vcuda_buf_free(&c->in);
     vcuda_buf_free(&c->out);
     free(c);
@@ -142,7 +142,7 @@ static int on_readable(const vcuda_server_config *cfg, conn *c, char *why)
             dst = c->in.data + (c->got - VCUDA_HEADER_SIZE);
             want = VCUDA_HEADER_SIZE + c->h.payload_len - c->got;
         }
-        ssize_t n = want ? recv(c->pub.fd, dst, want, MSG_DONTWAIT) : 0;
+        ssize_t n = want ? vcuda_recv_some(c->pub.fd, dst, want) : 0;
         if (want && n == 0) {
             if (c->got) snprintf(why, VCUDA_WHY_LEN, "truncated frame: EOF after %zu bytes", c->got);
             else snprintf(why, VCUDA_WHY_LEN, "client disconnected");
@@ -185,41 +185,34 @@ static int on_readable(const vcuda_server_config *cfg, conn *c, char *why)
     }
 }
 
-static void peer_name(const struct sockaddr_storage *ss, char *out, size_t n)
-{
-    char a[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a), port = ntohs(s4->sin_port);
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a), port = ntohs(s6->sin6_port);
-    }
-    snprintf(out, n, "%s:%u", a, port);
-}
-
 int vcuda_server_run(const vcuda_server_config *cfg)
 {
     int max = cfg->max_conns > 0 ? cfg->max_conns : 256, nc = 0;
     conn **cs = calloc((size_t)max, sizeof *cs);
     struct pollfd *pf = calloc((size_t)max + 1, sizeof *pf);
+    char *pending = calloc((size_t)max + 1, 1); /* UCX: ready without poll() saying so */
     uint64_t next_id = 1;
     char why[VCUDA_WHY_LEN];
-    if (!cs || !pf) {
+    if (!cs || !pf || !pending) {
         fprintf(stderr, "%s: out of memory\n", cfg->log_prefix);
-        free(cs), free(pf);
+        free(cs), free(pf), free(pending);
         return -1;
     }
     while (!*cfg->stop) {
         int64_t now = vcuda_now_ms(), wait = 200; /* re-check *stop at least 5x a second */
         pf[0] = (struct pollfd){.fd = cfg->listen_fd, .events = POLLIN};
+        pending[0] = (char)vcuda_fd_pending(cfg->listen_fd);
         for (int i = 0; i < nc; ++i) {
             pf[i + 1] = (struct pollfd){.fd = cs[i]->pub.fd, .events = POLLIN};
+            pending[i + 1] = (char)vcuda_fd_pending(cs[i]->pub.fd);
             if (cs[i]->deadline >= 0 && cs[i]->deadline - now < wait)
                 wait = cs[i]->deadline - now < 0 ? 0 : cs[i]->deadline - now;
         }
+        for (int i = 0; i <= nc; ++i)
+            if (pending[i]) wait = 0;
         int r = poll(pf, (nfds_t)nc + 1, (int)wait);
+        for (int i = 0; i <= nc; ++i)
+            if (pending[i]) pf[i].revents |= POLLIN, r = r > 0 ? r : 1;
         if (r < 0 && errno != EINTR) {
             fprintf(stderr, "%s: poll: %s\n", cfg->log_prefix, strerror(errno));
             break;
@@ -246,20 +239,15 @@ int vcuda_server_run(const vcuda_server_config *cfg)
         }
         nc = kept;
         if (r > 0 && (pf[0].revents & POLLIN)) {
-            struct sockaddr_storage ss;
-            socklen_t sl = sizeof ss;
-            int fd = accept(cfg->listen_fd, (struct sockaddr *)&ss, &sl);
-            if (fd < 0) continue; /* EAGAIN, ECONNABORTED, EMFILE: try again next round */
-            conn *c = nc < max ? calloc(1, sizeof *c) : NULL;
             char peer[64];
-            peer_name(&ss, peer, sizeof peer);
+            int fd = vcuda_accept(cfg->listen_fd, peer, sizeof peer);
+            if (fd < 0) continue; /* nothing to accept after all: try again next round */
+            conn *c = nc < max ? calloc(1, sizeof *c) : NULL;
             if (!c) {
                 fprintf(stderr, "%s: peer %s: closed: connection limit %d reached\n", cfg->log_prefix, peer, max);
-                close(fd);
+                vcuda_close(fd);
                 continue;
             }
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             c->pub.fd = fd;
             c->cfg = cfg;
             c->pub.id = next_id++;
@@ -269,6 +257,6 @@ int vcuda_server_run(const vcuda_server_config *cfg)
         }
     }
     for (int i = 0; i < nc; ++i) drop(cfg, cs[i], "server shutting down");
-    free(cs), free(pf);
+    free(cs), free(pf), free(pending);
     return 0;
 }

@@ -19,7 +19,7 @@ int main(int argc, char **argv)
     const char *listen_at = "127.0.0.1:7470";
     const ums_arg args[] = {
         {"device", UMS_ARG_INT, &device, "GPU ordinal this server exports", 0, VCUDA_MAX_DEVICES - 1, NULL},
-        {"listen", UMS_ARG_STRING, &listen_at, "ADDR:PORT (ADDR defaults to 127.0.0.1)", 1, 0, NULL},
+        {"listen", UMS_ARG_STRING, &listen_at, "[tcp://|ucx://]ADDR:PORT (ADDR defaults to 127.0.0.1)", 1, 0, NULL},
         {"timeout-ms", UMS_ARG_INT, &timeout, "bound on a stalled frame or reply", 10, 600000, NULL},
         {"chunk-kib", UMS_ARG_INT, &chunk_kib, "D2H reply chunk (pipelined)", 4, VCUDA_MAX_CHUNK / 1024, NULL},
         {"spin-us", UMS_ARG_INT, &spin_us, "busy-wait this long for a client's next request (0: always poll)", 0, 100000, NULL},
@@ -28,8 +28,13 @@ int main(int argc, char **argv)
                    args, sizeof args / sizeof args[0]);
     char addr[256], why[VCUDA_WHY_LEN];
     uint16_t port;
-    if (vcuda_parse_hostport(listen_at, addr, &port) != 0) {
-        fprintf(stderr, "vcuda-server: error: --listen %s: expected ADDR:PORT or PORT\n", listen_at);
+    int ucx;
+    if (vcuda_parse_endpoint(listen_at, &ucx, addr, &port) != 0) {
+        fprintf(stderr, "vcuda-server: error: --listen %s: expected [tcp://|ucx://]ADDR:PORT or PORT\n", listen_at);
+        return UMS_EXIT_USAGE;
+    }
+    if (ucx && !vcuda_have_ucx()) {
+        fprintf(stderr, "vcuda-server: error: --listen %s: this vcuda-server was built without UCX\n", listen_at);
         return UMS_EXIT_USAGE;
     }
     /* usage problems first, so they are reported the same with or without a GPU */
@@ -44,7 +49,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "vcuda-server: %s: nothing to serve\n", why);
         return UMS_EXIT_UNSUPPORTED;
     }
-    int lfd = vcuda_listen(addr, port, &port, why);
+    int lfd = vcuda_listen_ep(ucx, addr, port, &port, why);
     if (lfd < 0) {
         fprintf(stderr, "vcuda-server: %s\n", why);
         vcuda_gpu_close(gpu);
@@ -56,8 +61,8 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     /* the line scripts wait for before starting clients */
-    fprintf(stderr, "vcuda-server: device %lld listening on %s:%u\n", device, *addr ? addr : "127.0.0.1",
-            (unsigned)port);
+    fprintf(stderr, "vcuda-server: device %lld listening on %s%s:%u\n", device, ucx ? "ucx://" : "",
+            *addr ? addr : "127.0.0.1", (unsigned)port);
     struct vcuda_handler h = vcuda_gpu_handler(gpu);
     vcuda_server_config cfg = {.listen_fd = lfd, .token = token, .token_len = token_len,
                                .device = (int)device, .frame_timeout_ms = (int)timeout,

@@ -249,6 +249,37 @@ static void chunked(void)
     finish(&a);
 }
 
+/* Against a server started by test_ucx.py at `endpoint` (ucx://...): calls, error
+ * replies, a chunked SINK of 8 MiB, and many round trips. */
+static void remote_session(const char *endpoint)
+{
+    char log[1024];
+    static uint8_t data[8u << 20];
+    vcuda_msg m, r;
+    CHECK(open_with(endpoint, NULL, log, sizeof log) == 0 && vcuda_client_device_count() == 1);
+    CHECK(call(0, VCUDA_OP_GET_DEVICE_COUNT, &r) == VCUDA_CLIENT_OK && r.v[0] == 3);
+    CHECK(call(0, VCUDA_OP_DEVICE_SYNCHRONIZE, &r) == VCUDA_CLIENT_REMOTE_ERROR && r.v[0] == 801);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_SINK;
+    for (size_t i = 0; i < sizeof data; ++i) data[i] = (uint8_t)i;
+    int64_t t0 = vcuda_now_ms();
+    CHECK(vcuda_client_send_chunks(0, &m, 0, data, sizeof data, 256u << 10, &r, why) == VCUDA_CLIENT_OK);
+    fprintf(stderr, "8 MiB SINK in %lld ms\n", (long long)(vcuda_now_ms() - t0));
+    for (int i = 0; i < 200; ++i) CHECK(call(0, VCUDA_OP_PING, &r) == VCUDA_CLIENT_OK);
+    vcuda_client_close();
+}
+
+/* The server at `endpoint` was killed: the start-up check drops it, promptly. */
+static void remote_dead(const char *endpoint)
+{
+    char log[1024];
+    int64_t t0 = vcuda_now_ms();
+    CHECK(open_with(endpoint, NULL, log, sizeof log) == 0 && vcuda_client_device_count() == 0);
+    CHECK(strstr(log, "device dropped") != NULL);
+    CHECK(vcuda_now_ms() - t0 <= 3 * TIMEOUT_MS);
+    vcuda_client_close();
+}
+
 static void keepalive(void)
 {
     server a;
@@ -273,7 +304,9 @@ int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) return fprintf(stderr, "usage: %s CASE\n", argv[0]), 2;
-    setenv("VCUDA_TOKEN", TOKEN, 1);
+    /* remote_* cases talk to test_net's server, whose token test_ucx.py passes on */
+    const char *tok = getenv("VCUDA_TEST_TOKEN");
+    setenv("VCUDA_TOKEN", tok && *tok ? tok : TOKEN, 1);
     unsetenv("VCUDA_KEEPALIVE_MS");
     char t[16];
     snprintf(t, sizeof t, "%d", TIMEOUT_MS);
@@ -286,6 +319,8 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "stopped")) failure(SIGSTOP);
     else if (!strcmp(c, "keepalive")) keepalive();
     else if (!strcmp(c, "chunked")) chunked();
+    else if (!strcmp(c, "remote_session") && argc > 2) remote_session(argv[2]);
+    else if (!strcmp(c, "remote_dead") && argc > 2) remote_dead(argv[2]);
     else return fprintf(stderr, "unknown case %s\n", c), 2;
     return failures ? 1 : 0;
 }

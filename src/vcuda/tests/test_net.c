@@ -92,12 +92,13 @@ static const char *finish(server *s)
     return text;
 }
 
-/* The test server in the foreground, for test_cudart.py: prints its port, then serves
- * until SIGTERM (a CPU-only peer for the libcudart stand-in's plumbing). */
-static int serve(void)
+/* The test server in the foreground, for test_cudart.py and test_ucx.py: prints its
+ * port, then serves until SIGTERM (a CPU-only peer for the stand-in's plumbing and the
+ * UCX transport; "serve ucx" listens on ucx://127.0.0.1:0). */
+static int serve(int ucx)
 {
     uint16_t port;
-    int lfd = vcuda_listen(NULL, 0, &port, why);
+    int lfd = vcuda_listen_ep(ucx, "127.0.0.1", 0, &port, why);
     if (lfd < 0) return fprintf(stderr, "listen: %s\n", why), 1;
     printf("%u\n", (unsigned)port);
     fflush(stdout);
@@ -419,7 +420,7 @@ int main(int argc, char **argv)
     if (argc < 2) return fprintf(stderr, "usage: %s CASE [vcuda-server]\n", argv[0]), 2;
     const char *c = argv[1];
     if (!strcmp(c, "server_exe")) return argc > 2 ? server_exe(argv[2]) : 2;
-    if (!strcmp(c, "serve")) return serve();
+    if (!strcmp(c, "serve")) return serve(argc > 2 && !strcmp(argv[2], "ucx"));
     if (!strcmp(c, "good_client")) good_client();
     else if (!strcmp(c, "wrong_token")) wrong_token();
     else if (!strcmp(c, "chunked_requests")) chunked_requests();

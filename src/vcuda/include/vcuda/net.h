@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +64,23 @@ int vcuda_connect(const char *host, uint16_t port, int timeout_ms, char *why);
 int vcuda_listen(const char *addr, uint16_t port, uint16_t *bound_port, char *why);
 /* "ADDR:PORT", ":PORT" or "PORT" (ADDR then NULL); 0 or -1.  addr holds 256 bytes. */
 int vcuda_parse_hostport(const char *s, char *addr, uint16_t *port);
+
+/* ---- transports ------------------------------------------------------------------
+ * An endpoint is "[tcp://]ADDR:PORT" or "ucx://ADDR:PORT".  A UCX connection is an fd
+ * too (its worker's event fd), so everything above works on either; only these calls
+ * differ, and the frame I/O above routes by fd.  UCX chooses RDMA where the network has
+ * it: the path to P003's InfiniBand numbers on a real cluster. */
+int vcuda_parse_endpoint(const char *s, int *ucx, char *addr, uint16_t *port);
+int vcuda_have_ucx(void); /* 1 if built with UCX */
+int vcuda_connect_ep(int ucx, const char *host, uint16_t port, int timeout_ms, char *why);
+int vcuda_listen_ep(int ucx, const char *addr, uint16_t port, uint16_t *bound_port, char *why);
+/* A new connection on a listening fd, or -1 (none waiting); peer gets "addr:port". */
+int vcuda_accept(int listen_fd, char *peer, size_t n);
+/* recv(MSG_DONTWAIT) on either transport. */
+ssize_t vcuda_recv_some(int fd, void *p, size_t n);
+/* 1 if fd has work that poll() would not announce (UCX progress): poll with timeout 0. */
+int vcuda_fd_pending(int fd);
+void vcuda_close(int fd);
 /* Milliseconds / nanoseconds on the monotonic clock. */
 int64_t vcuda_now_ms(void);
 int64_t vcuda_now_ns(void);
