@@ -1,7 +1,8 @@
 """Figures of the report: the papers' figures redrawn from ReFrame run reports, one
 PNG each, the paper's values marked (they come from analysis/claims.yaml, like the
 verdicts).  Each figure function returns (file or None, note); figures() draws all the
-umbench, coarray, vcuda and remd ones; cab_comm_table() is P002's table 3, remd_table() P003's table 2.  Used by report.py."""
+umbench, coarray, vcuda and remd ones; cab_comm_table() is P002's table 3, remd_table()
+P003's table 2.  Used by report.py."""
 import os
 import re
 import sys
