@@ -43,7 +43,7 @@ RemdOptions parse(int argc, char **argv)
          "recompute this many replicas' first interval on the CPU and compare", 0, 1 << 20, nullptr},
         {"verify-dx-nm", UMS_ARG_DOUBLE, &o.verify_dx_nm, "largest position difference allowed (nm)", 0, 1, nullptr},
         {"verify-du-rel", UMS_ARG_DOUBLE, &o.verify_du_rel, "largest relative energy difference allowed", 0, 1, nullptr},
-        {"bins", UMS_ARG_INT, &o.bins, "temperature bins of the acceptance and energy records", 1, 4096, nullptr},
+        {"bins", UMS_ARG_INT, &o.bins, "temperature bins of the acceptance and energy records (= --replicas: one per temperature and neighbour pair)", 1, 1 << 24, nullptr},
         {"fp32-peak-tflops", UMS_ARG_DOUBLE, &o.fp32_peak_tflops,
          "the GPU's FP32 peak, to report the fraction reached (0: not reported)", 0, 1e6, nullptr},
     };
