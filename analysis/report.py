@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'reframe', 'lib'))
 from umstudy import data  # noqa: E402
 
-from figures import cab_comm_table, case_is, figures, himeno_figure  # noqa: E402
+from figures import cab_comm_table, case_is, figures, himeno_figure, remd_table  # noqa: E402
 from provenance import sidecar  # noqa: E402
 
 REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE, NOT_RUN = (
@@ -231,7 +231,7 @@ def write(rows, cases, out_dir, sources):
     os.makedirs(out_dir, exist_ok=True)
     fig, fig_note = himeno_figure(cases, out_dir)
     figs = figures(cases, out_dir)
-    tables = [cab_comm_table(cases)]
+    tables = [cab_comm_table(cases), remd_table(cases)]
     counts = {}
     for r in rows:
         counts[r['verdict']] = counts.get(r['verdict'], 0) + 1

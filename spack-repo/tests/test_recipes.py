@@ -46,7 +46,7 @@ def cmake_cache_names(component):
     return names | cmake_options() | {'CMAKE_CUDA_ARCHITECTURES', 'BUILD_TESTING'}
 
 
-@pytest.mark.parametrize('name', ['himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'vcuda'])
+@pytest.mark.parametrize('name', ['himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'vcuda', 'remd'])
 def test_component_variants_map_to_cmake_options(name):
     src, base = recipe(name), base_recipe()
     ast.parse(src)

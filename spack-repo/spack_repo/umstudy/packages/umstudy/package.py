@@ -14,6 +14,7 @@ COMPONENTS = {
     "coarray-bench": {"needs": ["+mpi"]},
     # cuda: takes the bundle's cuda_arch only (no OpenMP/OpenACC variants)
     "vcuda": {"cuda": True, "needs": ["+cuda"]},
+    "remd": {"gpu": True},
 }
 
 
