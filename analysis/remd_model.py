@@ -152,7 +152,9 @@ def load_vcuda_fit(lines, transport='vcuda'):
     for rec in _json_lines(lines):
         if rec.get('kind') != 'fit' or rec.get('bench') not in ('vcuda', 'vcuda-bench'):
             continue
-        if rec.get('transport', transport) != transport:
+        # vcuda-bench names the remote transport vcuda-tcp or vcuda-ucx: `vcuda` takes either
+        got = rec.get('transport', transport)
+        if got != transport and not (transport == 'vcuda' and str(got).startswith('vcuda-')):
             continue
         row = groups.setdefault(rec.get('servers'), {'servers': rec.get('servers'), 'bad': []})
         if 'metric' in rec:  # one constant per line

@@ -134,7 +134,7 @@ def test_summary_lines_for_the_check(tmp_path, capsys):
     assert round(recs['latency_share_1024']['value']) == 89
 
 
-def bench_lines(servers, bh=1960, bd=850, lh=9.23, ld=31.7, lk=5.96, transport='vcuda'):
+def bench_lines(servers, bh=1960, bd=850, lh=9.23, ld=31.7, lk=5.96, transport='vcuda-tcp'):
     """src/vcuda's vcuda-bench: one line per fitted constant."""
     return [json.dumps({'bench': 'vcuda-bench', 'metric': name, 'value': v, 'unit': unit, 'transport': transport,
                         'servers': servers, 'kind': 'fit', 'params': {}})
