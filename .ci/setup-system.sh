@@ -13,11 +13,15 @@ have mpicc   || need+=(libopenmpi-dev openmpi-bin)
 # The venv module only matters where make creates .venv (not with PYTHON=...).
 [ "${UMSTUDY_NEED_VENV:-0}" = 1 ] && ! python3 -c 'import venv, ensurepip' 2>/dev/null && need+=(python3-venv)
 # Optional, installed where we can: GCC's OpenACC offloading (the himeno-acc build) and
-# ARMCI-MPI (the xmp-coarray armci backend).
+# ARMCI-MPI (the xmp-coarray armci backend), Chromium (renders the report in a test).
 optional=()
 if have apt-get && [ "$(id -u)" = 0 ]; then
   dpkg -s gcc-12-offload-nvptx >/dev/null 2>&1 || optional+=(gcc-12-offload-nvptx)
   dpkg -s libarmci-mpi-dev >/dev/null 2>&1 || optional+=(libarmci-mpi-dev)
+  # headless Chromium: the report's rendering test (skipped, saying so, without it)
+  have chromium || dpkg -s chromium >/dev/null 2>&1 || optional+=(chromium)
+  # UCX: vcuda's ucx:// transport (and its tests)
+  dpkg -s libucx-dev >/dev/null 2>&1 || optional+=(libucx-dev)
 fi
 if [ ${#need[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" = 0 ] && have apt-get; then
@@ -26,7 +30,7 @@ if [ "$(id -u)" = 0 ] && have apt-get; then
   DEBIAN_FRONTEND=noninteractive apt-get update -qq || [ ${#need[@]} -eq 0 ]
   [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   [ ${#optional[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${optional[@]}" >/dev/null 2>&1 ||
-    echo "setup: optional ${optional[*]} not installed: the OpenACC variant / armci backend will not be built" >&2
+    echo "setup: optional ${optional[*]} not installed: the OpenACC variant / armci backend / vcuda UCX transport will not be built" >&2
 else
   echo "setup: missing: ${need[*]}" >&2
   echo "  Debian/Ubuntu: sudo apt-get install ${need[*]}" >&2

@@ -1,7 +1,8 @@
 """Figures of the report: the papers' figures redrawn from ReFrame run reports, one
 PNG each, the paper's values marked (they come from analysis/claims.yaml, like the
 verdicts).  Each figure function returns (file or None, note); figures() draws all the
-umbench and coarray ones; cab_comm_table() is P002's table 3.  Used by report.py."""
+umbench, coarray, vcuda and remd ones; cab_comm_table() is P002's table 3, remd_table()
+P003's table 2.  Used by report.py."""
 import os
 import re
 import sys
@@ -9,6 +10,9 @@ import textwrap
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'reframe', 'lib'))
 from umstudy import data  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import remd_model  # noqa: E402
 
 NO_MATPLOTLIB = 'matplotlib is not installed: figure not drawn'
 MODES = ('explicit', 'managed', 'both', 'prefetch')
@@ -627,14 +631,111 @@ CAB_FIGURES = [
 ]
 
 
+# P003 (vcuda) figures
+
+VCUDA_COPY_SOURCES = [('VcudaBench', {})]
+VCUDA_COPY_PANELS = [(f'{d} copy time', ('VcudaBench',), {'dir': d}) for d in ('H2D', 'D2H')]
+VCUDA_IDLE_SOURCES = [('VcudaKeepalive', {}), ('VcudaBench', {'transport': 'local'})]
+VCUDA_IDLE_PANELS = [('D2H after idle', ('VcudaKeepalive', 'VcudaBench'), {})]
+TRANSPORT_COLORS = {'local': '#2ca02c', 'vcuda-tcp': '#1f77b4', 'vcuda-ucx': '#9467bd'}
+
+
+def _draw_vcuda_copy(ax, panel):
+    """T(S) per transport (one server), the fitted T = S/B + L, and P003's fit."""
+    d = panel['dir']
+    b_var, l_var = ('BH', 'LH') if d == 'H2D' else ('BD', 'LD')
+    sizes = []
+    for c in panel['members']:
+        pts = [(r['bytes'], r['value']) for r in _recs(c, 'copy_time', dir=d, servers=1)]
+        if not pts:
+            continue
+        transport = _recs(c, 'copy_time', dir=d)[0].get('transport', c['params'].get('transport'))
+        color = TRANSPORT_COLORS.get(transport, 'grey')
+        _line(ax, pts, f'{transport} (measured){_failed(c)}', color=color)
+        b, lat = c['perf'].get(b_var), c['perf'].get(l_var)
+        sizes = sorted(x for x, _ in pts)
+        if b and lat is not None:  # MB/s is bytes per microsecond: T[us] = S/B + L
+            ax.plot(sizes, [s / b + lat for s in sizes], color=color, linewidth=0.8, linestyle='-.',
+                    label=f'{transport} fit: {b:.0f} MB/s, {lat:.1f} us')
+    if not ax.lines:
+        return False
+    paper, label = _paper('P003-C1')
+    ax.plot(sizes, [s / paper[b_var] + paper[l_var] for s in sizes],
+            label=f"{label} fit: {paper[b_var]} MB/s, {paper[l_var]} us", **PAPER_STYLE)
+    ax.set_xscale('log', base=2)
+    ax.set_yscale('log')
+    ax.xaxis.set_major_formatter(_bytes_formatter())
+    ax.set_xlabel('bytes per cudaMemcpy')
+    ax.set_ylabel('time per call (us)')
+    _legend(ax)
+    return True
+
+
+def _idle_label(case):
+    p = case['params']
+    if p.get('transport') == 'local':
+        return 'local runtime'
+    ka = f"keep-alive {p.get('keepalive_ms')} ms" if str(p.get('keepalive_ms')) != '0' else 'no keep-alive'
+    return f"vcuda, {ka}, server spin {int(p.get('server_spin_us', 0)) / 1000:g} ms"
+
+
+def _draw_vcuda_idle(ax, panel):
+    """D2H latency vs the idle time before the call, a line per configuration; P003's
+    fast and slow ranges."""
+    styles = [('-', '#1f77b4'), ('--', '#ff7f0e'), ('-.', '#d62728'), (':', '#9467bd')]
+    for i, c in enumerate(sorted(panel['members'], key=_idle_label)):
+        pts = [(r['interval_ms'], r['value']) for r in _recs(c, 'd2h_after_idle')]
+        if pts:
+            local = c['params'].get('transport') == 'local'
+            style, color = ('-', TRANSPORT_COLORS['local']) if local else styles[i % len(styles)]
+            _line(ax, pts, _idle_label(c) + _failed(c), linestyle=style, color=color)
+    if not ax.lines:
+        return False
+    paper, label = _paper('P003-C6')
+    _paper_level(ax, paper['fast_us'], label + ': calls close together')
+    _paper_level(ax, paper['slow_us'], label + f": > {paper['gap_ms']} ms apart", color='#d62728')
+    ax.set_xscale('symlog', linthresh=1)
+    ax.set_xlim(left=0)
+    ax.xaxis.set_major_formatter(_plain_formatter())
+    ax.set_xlabel('idle time before the call (ms)')
+    ax.set_ylabel('D2H latency (us)')
+    ax.set_ylim(bottom=0)
+    _legend(ax)
+    return True
+
+
+def vcuda_copy_figure(cases, out_dir):
+    """P003 figs. 4-7: copy time vs size, local and through vcuda, with the fits."""
+    return _figure(cases, out_dir, 'vcuda_copy.png', 'P003 figs. 4-7: T = S/B + L, local and through vcuda',
+                   VCUDA_COPY_SOURCES, _draw_vcuda_copy, panel=(6.0, 3.8), panels=VCUDA_COPY_PANELS)
+
+
+def vcuda_idle_figure(cases, out_dir):
+    """P003 figs. 8/9: D2H latency after idle gaps, keep-alive and server spin variants."""
+    return _figure(cases, out_dir, 'vcuda_idle.png', 'P003 figs. 8/9: D2H latency vs idle time between calls',
+                   VCUDA_IDLE_SOURCES, _draw_vcuda_idle, panel=(7.0, 4.0), panels=VCUDA_IDLE_PANELS)
+
+
+VCUDA_FIGURES = [
+    (vcuda_copy_figure, VCUDA_COPY_SOURCES,
+     'P003 figs. 4-7: time per cudaMemcpy vs size with one server, on the local runtime and through '
+     'vcuda (log-log); dash-dot: the least-squares T = S/B + L of each; dashed: P003\'s fit on TSUBAME2.5 (IB)'),
+    (vcuda_idle_figure, VCUDA_IDLE_SOURCES,
+     'P003 figs. 8/9: median D2H latency vs the idle time before the call, without and with the 2 ms '
+     'keep-alive (a dummy 4-byte copy) and with a server that keeps polling (server_spin_us), beside the '
+     'local runtime; bands: the paper\'s 20-30 us and 200-300 us'),
+]
+
+
 def figures(cases, out_dir):
-    """Draws every umbench, coarray and dlm figure -> [{file, caption, note}] (file None: not drawn)."""
+    """Draws every figure -> [{file, caption, note}] (file None: not drawn)."""
     out = []
-    for fn, sources, caption in UMB_FIGURES + CAB_FIGURES + DLM_FIGURES:
+    for fn, sources, caption in UMB_FIGURES + CAB_FIGURES + VCUDA_FIGURES + REMD_FIGURES + DLM_FIGURES:
         name, note = fn(cases, out_dir)
         size = _size_label(_matching(cases, sources))
         out.append({'file': name, 'name': fn.__name__.replace('_figure', '.png'),
-                    'caption': caption + (f' [{size}]' if size else ''), 'note': note})
+                    'caption': caption + (f' [{size}]' if size else ''), 'note': note,
+                    'checks': sorted({check for check, _ in sources})})
     return out
 
 
@@ -722,6 +823,200 @@ def himeno_figure(cases, out_dir):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return 'himeno.png', ''
+
+
+# ---- P003 (remd): fig. 10 efficiency vs n, fig. 11 time split, table 2 ------------------
+
+REMD_SOURCES = [('RemdLocal', {'kernel': 'fast'}), ('RemdVcuda', {})]
+REMD_ATOMS = (256, 2048)
+REMD_SPLIT_N = (64, 256, 1024, 4096)
+REMD_SPLIT_COLORS = {'tGPU': '#444444', 'tCOM:B': '#8fb8de', 'tCOM:L': '#f4a261', 'tCLT': '#2a9d8f',
+                     'tCOM': '#c9a0dc'}
+
+
+REMD_HOWS = (('local', 'o'), ('vcuda', 's'), ('vcuda, no keep-alive', 'x'))  # (how, marker)
+
+
+def _remd_runs(cases, natom):
+    """{(system, how): {n: case}} of passed remd runs: how is 'local' (fast kernel),
+    'vcuda' (P003's 2 ms keep-alive) or 'vcuda, no keep-alive'."""
+    out = {}
+    for c in _matching(cases, REMD_SOURCES):
+        if str(c['params'].get('atoms')) != str(natom) or c['result'] != 'pass' or 'interval_time' not in c['perf']:
+            continue
+        if c['check'] == 'RemdLocal':
+            how, n = 'local', c['params'].get('gpus')
+        else:
+            how = 'vcuda' if str(c['params'].get('keepalive_ms', '2')) != '0' else 'vcuda, no keep-alive'
+            n = c['params'].get('servers')
+        out.setdefault((c['system'], how), {})[int(n)] = c
+    return out
+
+
+def _remd_notes(cases):
+    """Why remd cases are missing from the figures (they draw perf values, not records)."""
+    by_reason = {}
+    for c in _matching(cases, REMD_SOURCES):
+        if c['result'] != 'pass':
+            why = ('skipped: ' if c['result'] == 'skip' else f"{c['result']}: ") + (c['reason'] or 'no reason recorded')
+            by_reason.setdefault(why, []).append(_describe(c))
+    return [f"{', '.join(who)}: {why}" for why, who in by_reason.items()]
+
+
+def _remd_comm(cases, system):
+    """(BH, BD, LH, LD, LK in SI units, source): the system's vcuda-bench fit where its
+    RemdModelFit ran with one (UMSTUDY_VCUDA_FIT), else P003's."""
+    for c in cases:
+        perf = c['perf']
+        if c['check'] == 'RemdModelFit' and c['system'] == system and perf.get('vcuda_fit') == 1:
+            return {name: perf[field] * factor for field, (name, factor) in remd_model.VCUDA_FIELDS.items()}, 'vcuda fit'
+    return dict(remd_model.P003_COMM), 'P003 network'
+
+
+def _remd_fit(runs, system, natom, cases=()):
+    """Model parameters of a system: tGPU0, tCLT, Tlocal(1) of its one-GPU local run and
+    the communication constants of _remd_comm."""
+    one = runs.get((system, 'local'), {}).get(1)
+    if one is None:
+        return None
+    p = one['perf']
+    return remd_model.Params(**_remd_comm(cases, system)[0], tCLT=p['t_clt'], tGPU0=p['t_gpu0'],
+                             tlocal1=p['interval_time'])
+
+
+def _remd_efficiency(runs, system, how):
+    """[(n, R(n))] measured: T(1) local over n T(n) (gpu_seconds)."""
+    one = runs.get((system, 'local'), {}).get(1)
+    if one is None:
+        return []
+    t1 = one['perf']['interval_time']
+    return [(n, t1 / c['perf']['gpu_seconds']) for n, c in sorted(runs.get((system, how), {}).items())
+            if c['perf'].get('gpu_seconds')]
+
+
+def remd_efficiency_figure(cases, out_dir):
+    """P003 fig. 10: R(n) for 256 and 2,048 atoms, P003's model and measurements beside
+    this system's model (its tGPU0/tCLT) and measured local and vcuda points."""
+    plt = _pyplot()
+    if plt is None:
+        return None, NO_MATPLOTLIB
+    ns = remd_model.powers_of_two()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout='constrained')
+    notes = []
+    for ax, natom in zip(axes, REMD_ATOMS):
+        ax.plot(ns, [remd_model.R(remd_model.p003(natom), n) for n in ns], label='P003 model (TSUBAME2.5)', **PAPER_STYLE)
+        paper = [(n, row[3]) for n, row in remd_model.P003_TABLE2[natom].items() if row[3] is not None]
+        ax.plot(*zip(*paper), 'k^', label='P003 measured (table 2)')
+        runs = _remd_runs(cases, natom)
+        for i, system in enumerate(sorted({s for s, _ in runs})):
+            color = f'C{i}'
+            p = _remd_fit(runs, system, natom, cases)
+            if p is not None:
+                ax.plot(ns, [remd_model.R(p, n) for n in ns], color=color, linewidth=1.2,
+                        label=f'{system} model (its tGPU0, tCLT; {_remd_comm(cases, system)[1]})')
+            for how, marker in REMD_HOWS:
+                pts = _remd_efficiency(runs, system, how)
+                if pts:
+                    ax.plot(*zip(*pts), marker, color=color, linestyle='none', label=f'{system} measured, {how}')
+        if not runs:
+            notes.append(f'{natom} atoms: no passed RemdLocal/RemdVcuda runs, P003 only')
+        ax.set_xscale('log', base=2)
+        ax.set_xlabel('GPUs n')
+        ax.set_ylabel('efficiency R = T(1) / (n T(n))')
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f'{natom} atoms, Nrep = 14,336', fontsize=9)
+        ax.grid(alpha=0.3)
+        _legend(ax)
+    fig.suptitle('P003 fig. 10: parallel efficiency vs GPUs, model (lines) and measured (points)', fontsize=11)
+    fig.savefig(os.path.join(out_dir, 'remd_efficiency.png'), dpi=110)
+    plt.close(fig)
+    return 'remd_efficiency.png', '; '.join(notes + _remd_notes(cases))
+
+
+def remd_split_figure(cases, out_dir):
+    """P003 fig. 11: share of T(n) in tGPU, tCOM:B, tCOM:L, tCLT from P003's model at
+    n = 64..4,096, then this system's measured split (tGPU, tCOM, tCLT) per run."""
+    plt = _pyplot()
+    if plt is None:
+        return None, NO_MATPLOTLIB
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout='constrained')
+    for ax, natom in zip(axes, REMD_ATOMS):
+        bars = []
+        for n in REMD_SPLIT_N:
+            parts = remd_model.split(remd_model.p003(natom), n)
+            bars.append((f'P003\nn={n}', dict(zip(('tGPU', 'tCOM:B', 'tCOM:L', 'tCLT'), parts))))
+        runs = _remd_runs(cases, natom)
+        for (system, how), by_n in sorted(runs.items()):
+            for n, c in sorted(by_n.items()):
+                p = c['perf']
+                bars.append((f'{system}\n{how} n={n}', {'tGPU': p['t_gpu'], 'tCOM': max(p['t_com'], 0.0),
+                                                         'tCLT': p['t_clt']}))
+        used = set()
+        for x, (label, parts) in enumerate(bars):
+            total, bottom = sum(parts.values()), 0.0
+            for key, value in parts.items():
+                share = 100 * value / total if total else 0
+                ax.bar(x, share, bottom=bottom, color=REMD_SPLIT_COLORS[key], label=None if key in used else key)
+                used.add(key)
+                bottom += share
+        ax.set_xticks(range(len(bars)))
+        ax.set_xticklabels([b[0] for b in bars], fontsize=7)
+        ax.set_ylabel('% of T(n)')
+        ax.set_title(f'{natom} atoms', fontsize=9)
+        _legend(ax)
+    fig.suptitle('P003 fig. 11: where the time goes (P003 model; measured runs: tCOM not split)', fontsize=11)
+    fig.savefig(os.path.join(out_dir, 'remd_split.png'), dpi=110)
+    plt.close(fig)
+    return 'remd_split.png', '; '.join(_remd_notes(cases))
+
+
+def remd_table(cases):
+    """P003 table 2 (model T0/R0, measured T1/R1) beside each system's: its model (its
+    tGPU0/tCLT with P003's network constants) and its measured local and vcuda runs."""
+    tables = []
+    for natom in REMD_ATOMS:
+        runs = _remd_runs(cases, natom)
+        systems = sorted({s for s, _ in runs})
+        headers = ['n', 'P003 T0 ms', 'P003 R0', 'P003 T1 ms', 'P003 R1']
+        hows = {s: [h for h, _ in REMD_HOWS if h == 'local' or (s, h) in runs] for s in systems}
+        for s in systems:
+            headers += [f'{s} model T0 ms', f'{s} model R0']
+            headers += [f'{s} {how} {col}' for how in hows[s] for col in ('T1 ms', 'R1')]
+        ns = sorted(set(remd_model.P003_TABLE2[natom]) | {n for by_n in runs.values() for n in by_n})
+        rows = []
+        for n in ns:
+            t0, r0, t1, r1 = remd_model.P003_TABLE2[natom].get(n, (None,) * 4)
+            row = [str(n), f'{t0:,}' if t0 else '-', str(r0) if r0 is not None else '-',
+                   f'{t1:,}' if t1 else '-', f'{r1:.2f}' if r1 is not None else '-']
+            for s in systems:
+                p = _remd_fit(runs, s, natom, cases)
+                row += [f'{remd_model.T(p, n) * 1e3:,.1f}', f'{remd_model.R(p, n):.3f}'] if p else ['-', '-']
+                for how in hows[s]:
+                    c = runs.get((s, how), {}).get(n)
+                    eff = dict(_remd_efficiency(runs, s, how))
+                    row += [f"{c['perf']['interval_time'] * 1e3:,.1f}", f'{eff[n]:.3f}' if n in eff else '-'] if c else ['-', '-']
+            rows.append(row)
+        tables.append({'heading': f'{natom} atoms', 'headers': headers, 'rows': rows})
+    notes = _remd_notes(cases)
+    return {'title': 'P003 table 2: T(n) and efficiency R(n), the paper beside this artifact',
+            'caption': 'P003: model T0/R0 (R0 cut to two decimals as printed) and measured T1/R1 on TSUBAME2.5 '
+                       '(K20X over DS-CUDA, InfiniBand); per system: the model with its own tGPU0, tCLT and '
+                       "Tlocal(1) and its vcuda-bench fit (else P003's network constants), and measured "
+                       'interval times and R = T(1) / (n T(n)) '
+                       '(fast kernel) locally and through vcuda',
+            'tables': tables, 'note': '; '.join(notes)}
+
+
+REMD_FIGURES = [
+    (remd_efficiency_figure, REMD_SOURCES,
+     'P003 fig. 10: parallel efficiency R(n) for 256 and 2,048 atoms (log2 n); dashed: P003\'s model, '
+     'triangles: its measurements; coloured lines: the model with this system\'s tGPU0/tCLT (and its vcuda '
+     'fit, else P003\'s network), points: measured '
+     'locally (circles) and through vcuda with P003\'s 2 ms keep-alive (squares) and without (crosses)'),
+    (remd_split_figure, REMD_SOURCES,
+     'P003 fig. 11: share of T(n) spent in GPU computation, communication (bandwidth / latency) and the '
+     'client, P003\'s model at n = 64..4,096 beside the measured split of each run'),
+]
 
 
 # P004 figures: DLM engines on the microbenchmark, the stencil and STREAM, one panel per

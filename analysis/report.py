@@ -18,7 +18,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'reframe', 'lib'))
 from umstudy import data  # noqa: E402
 
-from figures import cab_comm_table, case_is, figures, himeno_figure  # noqa: E402
+from figures import cab_comm_table, case_is, figures, himeno_figure, remd_table  # noqa: E402
+from provenance import sidecar  # noqa: E402
 
 REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE, NOT_RUN = (
     'reproduced', 'not reproduced', 'not applicable here', 'not run')
@@ -189,6 +190,18 @@ def verdicts(cases):
 
 # ---- output -------------------------------------------------------------------------
 
+def provenance(sources):
+    """Per run report: its provenance bundle and hash (analysis/provenance.py), or None."""
+    out = []
+    for src in sources:
+        try:
+            with open(sidecar(src)) as f:
+                out.append(dict(json.load(f), report=src))
+        except (OSError, json.JSONDecodeError):
+            out.append({'report': src, 'bundle': None, 'sha256': None, 'not_recorded': []})
+    return out
+
+
 def fmt(v):
     if v is None:
         return '-'
@@ -201,16 +214,34 @@ def fmt(v):
     return str(v)
 
 
+def beside(fig, rows):
+    """The verdict rows of the claims a figure's checks measure: the paper's numbers
+    shown next to the figure."""
+    checks = set(fig.get('checks', []))
+
+    def uses(claim):
+        def walk(sel):
+            return sel.get('check') in checks or any(walk(sel[k]) for k in ('over', 'minus') if k in sel)
+        return any(walk(sel) for _, sel in data.selectors(claim))
+    ids = {c['id'] for c in data.all_claims() if uses(c)}
+    return [r for r in rows if r['id'] in ids]
+
+
 def write(rows, cases, out_dir, sources):
     os.makedirs(out_dir, exist_ok=True)
     fig, fig_note = himeno_figure(cases, out_dir)
     figs = figures(cases, out_dir)
-    tables = [cab_comm_table(cases)]
+    tables = [cab_comm_table(cases), remd_table(cases)]
     counts = {}
     for r in rows:
         counts[r['verdict']] = counts.get(r['verdict'], 0) + 1
+    prov = provenance(sources)
     with open(os.path.join(out_dir, 'verdicts.json'), 'w') as f:
-        json.dump({'sources': sources, 'counts': counts, 'verdicts': rows}, f, indent=1, default=str)
+        json.dump({'sources': sources, 'provenance': prov, 'counts': counts, 'verdicts': rows},
+                  f, indent=1, default=str)
+    prov_rows = [[os.path.basename(p['report']), p['bundle'] or 'none (run without analysis/provenance.py)',
+                  p['sha256'] or '-', ', '.join(p.get('not_recorded') or []) or '-'] for p in prov]
+    prov_headers = ['run report', 'provenance bundle', 'SHA-256 of its SHA256SUMS', 'not recorded']
 
     headers = ['claim', 'system', 'paper (on)', 'measured', 'expected', 'verdict', 'reason']
 
@@ -228,6 +259,16 @@ def write(rows, cases, out_dir, sources):
         md += [f"### {f['name']}", '', f['caption'], '']
         md += [f"![{f['name']}]({f['file']})", ''] if f['file'] else ['_Not drawn._', '']
         md += [f"_Note: {f['note']}_", ''] if f['note'] else []
+        near = beside(f, rows)
+        if near:
+            md += ['| claim | system | paper (on) | measured | verdict |', '|---|---|---|---|---|']
+            md += ['| ' + ' | '.join(str(c).replace('|', '/') for c in
+                                     (r['id'], r['system'], cells(r)[2], fmt(r['measured']), r['verdict'])) + ' |'
+                   for r in near] + ['']
+    na = [r for r in rows if r['verdict'] == NOT_APPLICABLE]
+    md += ['## Not applicable here', '']
+    md += [f"- {r['id']} on {r['system']}: {r['reason']}" for r in na] or ['- none']
+    md += ['']
     md += ['## Tables', '']
     for t in tables:
         md += [f"### {t['title']}", '', t['caption'], '']
@@ -235,6 +276,8 @@ def write(rows, cases, out_dir, sources):
             md += [f"#### {tab['heading']}", '', '| ' + ' | '.join(tab['headers']) + ' |',
                    '|' + '---|' * len(tab['headers'])] + ['| ' + ' | '.join(r) + ' |' for r in tab['rows']] + ['']
         md += [f"_Note: {t['note']}_", ''] if t['note'] else []
+    md += ['## Provenance', '', '| ' + ' | '.join(prov_headers) + ' |', '|' + '---|' * len(prov_headers)]
+    md += ['| ' + ' | '.join(r) + ' |' for r in prov_rows] + ['']
     md += ['## Test cases', '', '| check | system | result | reason |', '|---|---|---|---|']
     md += [f"| {c['check']} {' '.join(f'{k}={v}' for k, v in c['params'].items())} | "
            f"{c['system']}:{c['partition']} | {c['result']} | {c['reason'] or ''} |" for c in cases]
@@ -251,13 +294,26 @@ def write(rows, cases, out_dir, sources):
         f"<tr><td>{esc(c['check'])} {esc(' '.join(f'{k}={v}' for k, v in c['params'].items()))}</td>"
         f"<td>{esc(c['system'])}:{esc(c['partition'])}</td><td>{esc(c['result'])}</td>"
         f"<td>{esc(c['reason'] or '')}</td><td>{esc(fmt(c['perf']))}</td></tr>" for c in cases)
+    def near_html(f):
+        near = beside(f, rows)
+        if not near:
+            return ''
+        return ('<table class="beside"><tr><th>claim</th><th>system</th><th>paper (on)</th>'
+                '<th>measured</th><th>verdict</th></tr>' + ''.join(
+                    f"<tr class=\"{klass[r['verdict']]}\"><td>{esc(r['id'])}</td><td>{esc(r['system'])}</td>"
+                    f"<td>{esc(cells(r)[2])}</td><td>{esc(fmt(r['measured']))}</td><td>{esc(r['verdict'])}</td></tr>"
+                    for r in near) + '</table>')
+
     figs_html = '\n'.join(
-        f"<figure id=\"{esc(f['name'])}\">"
+        f"<figure id=\"{esc(f['name'])}\"><div class=\"pair\">"
         + (f"<img src=\"{esc(f['file'])}\" alt=\"{esc(f['caption'])}\">" if f['file']
            else '<p><em>Not drawn.</em></p>')
+        + near_html(f) + '</div>'
         + f"<figcaption><strong>{esc(f['name'])}</strong>: {esc(f['caption'])}"
         + (f"<br><em>Note: {esc(f['note'])}</em>" if f['note'] else '') + '</figcaption></figure>'
         for f in figs)
+    na_html = ''.join(f"<li>{esc(r['id'])} on {esc(r['system'])}: {esc(r['reason'])}</li>"
+                      for r in rows if r['verdict'] == NOT_APPLICABLE) or '<li>none</li>'
     tables_html = '\n'.join(
         f"<h3>{esc(t['title'])}</h3><p>{esc(t['caption'])}</p>" + ''.join(
             f"<h4>{esc(tab['heading'])}</h4><table><tr>{''.join(f'<th>{esc(h)}</th>' for h in tab['headers'])}</tr>"
@@ -272,7 +328,8 @@ body {{ font-family: sans-serif; margin: 2em; }} table {{ border-collapse: colla
 td, th {{ border: 1px solid #ccc; padding: 3px 6px; vertical-align: top; }}
 tr.ok td {{ background: #e6f4e6; }} tr.bad td {{ background: #f8dddd; }}
 tr.na td {{ background: #f4f4f4; color: #555; }} tr.nr td {{ color: #888; }}
-figure {{ margin: 1.5em 0; }} figure img {{ max-width: 100%; }} figcaption {{ font-size: 0.9em; }}
+figure {{ margin: 1.5em 0; }} figure img {{ max-width: 60%; }} figcaption {{ font-size: 0.9em; }}
+.pair {{ display: flex; gap: 1em; align-items: flex-start; }} table.beside {{ font-size: 0.8em; }}
 </style></head><body>
 <h1>umstudy report</h1>
 <p>Sources: {esc(', '.join(sources))}</p>
@@ -287,9 +344,16 @@ figure {{ margin: 1.5em 0; }} figure img {{ max-width: 100%; }} figcaption {{ fo
 <section id="figures"><h2>Figures</h2>
 {figs_html}
 </section>
+<section id="not-applicable"><h2>Not applicable here</h2>
+<ul>{na_html}</ul></section>
 <section id="tables"><h2>Tables</h2>
 {tables_html}
 </section>
+<section id="provenance"><h2>Provenance</h2>
+<p>Check a bundle with <code>sha256sum SHA256SUMS</code> (the hash below) and <code>sha256sum -c SHA256SUMS</code> inside it.</p>
+<table><tr>{''.join(f'<th>{esc(h)}</th>' for h in prov_headers)}</tr>
+{''.join('<tr>' + ''.join(f'<td>{esc(c)}</td>' for c in r) + '</tr>' for r in prov_rows)}
+</table></section>
 <section id="cases"><h2>Test cases</h2>
 <table><tr><th>check</th><th>system</th><th>result</th><th>reason</th><th>performance</th></tr>
 {cases_html}

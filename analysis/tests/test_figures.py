@@ -214,3 +214,115 @@ def test_report_has_cab_figures_and_table(tmp_path):
     assert '### P002 table 3: communication share (%)' in md and 'id="tables"' in page
     assert '| 2 | 40.00 | 36.00 | 12.17 | 12.76 | 23.00 | 20.70 | 0.91 | 1.00 |' in md
     assert '<td>49.01</td>' in page and '<th>CG armci (get)</th>' in page
+
+
+# ---- vcuda (P003 figs. 4-9) ----------------------------------------------------------
+
+def vcuda_cases(system='local'):
+    def copies(transport, b, lat):
+        return [{'metric': 'copy_time', 'value': s / b + lat, 'unit': 'us', 'transport': transport,
+                 'servers': 1, 'dir': d, 'bytes': s} for d in ('H2D', 'D2H') for s in (512, 4096, 1 << 20)]
+
+    def fits(b, lat):
+        return {f'{system}:default:{k}': [v, None, None, 'x'] for k, v in
+                (('BH', b), ('LH', lat), ('BD', b), ('LD', lat))}
+
+    def idle(fast, slow):
+        return [{'metric': 'd2h_after_idle', 'value': fast + (slow - fast) * g / 50, 'unit': 'us',
+                 'interval_ms': g} for g in (0, 1, 10, 50)]
+
+    out = [dict(tc('VcudaBench %transport=vcuda', copies('vcuda-tcp', 4000, 20), system=system),
+                perfvalues=fits(4000, 20)),
+           dict(tc('VcudaBench %transport=local', copies('local', 50000, 8) + idle(9, 60), system=system),
+                perfvalues=fits(50000, 8)),
+           tc('VcudaKeepalive %keepalive_ms=0 %server_spin_us=200', idle(20, 260), system=system),
+           tc('VcudaKeepalive %keepalive_ms=2 %server_spin_us=200', idle(20, 110), system=system),
+           tc('VcudaKeepalive %keepalive_ms=0 %server_spin_us=100000', result='skip',
+              reason='no GPU on this partition', system=system)]
+    return out
+
+
+def test_vcuda_figures_drawn_with_paper_marks(tmp_path):
+    cases = load(tmp_path, vcuda_cases())
+    figs = {f['name']: f for f in figures.figures(cases, str(tmp_path))}
+    for name in ('vcuda_copy.png', 'vcuda_idle.png'):
+        assert figs[name]['file'] == name and (tmp_path / name).stat().st_size > 1000, name
+    assert 'no GPU on this partition' in figs['vcuda_idle.png']['note']
+    assert 'P003' in figs['vcuda_copy.png']['caption']
+
+
+def test_vcuda_no_data_no_figure_but_a_note(tmp_path):
+    figs = {f['name']: f for f in figures.figures(load(tmp_path, umbench_cases()), str(tmp_path))}
+    assert figs['vcuda_copy.png']['file'] is None and 'no VcudaBench data' in figs['vcuda_copy.png']['note']
+
+
+# ---- remd (P003 figs. 10, 11 and table 2) ----------------------------------------------
+
+def remd_case(name, system='h100box', **perf):
+    c = tc(name, system=system)
+    c['perfvalues'] = {f'{system}:gpu:{k}': [v, 0, None, None, 'x', 'pass'] for k, v in perf.items()}
+    return c
+
+
+def remd_cases(system='h100box'):
+    """One-GPU 5 s, two GPUs 2.6 s (R = 5 / 5.2), two vcuda servers 2.8 s; 256 atoms skipped."""
+    split = dict(t_clt=0.002, t_com=0.01)
+    return [remd_case('RemdLocal %atoms=2048 %gpus=1 %kernel=fast', system, interval_time=5.0, gpu_seconds=5.0,
+                      t_gpu=4.988, t_gpu0=4.988 / 14336, **split),
+            remd_case('RemdLocal %atoms=2048 %gpus=2 %kernel=fast', system, interval_time=2.6, gpu_seconds=5.2,
+                      t_gpu=2.588, t_gpu0=2.588 * 2 / 14336, **split),
+            remd_case('RemdLocal %atoms=2048 %gpus=1 %kernel=faithful', system, interval_time=50.0, gpu_seconds=50.0,
+                      t_gpu=49.9, t_gpu0=49.9 / 14336, **split),
+            remd_case('RemdVcuda %atoms=2048 %servers=2', system, interval_time=2.8, gpu_seconds=5.6,
+                      t_gpu=2.59, t_gpu0=2.59 * 2 / 14336, t_clt=0.002, t_com=0.208),
+            tc('RemdLocal %atoms=256 %gpus=1 %kernel=fast', system=system, result='skip', reason='no GPU here')]
+
+
+def test_remd_figures_and_table(tmp_path):
+    cases = load(tmp_path, remd_cases())
+    figs = {f['name']: f for f in figures.figures(cases, str(tmp_path))}
+    for name in ('remd_efficiency.png', 'remd_split.png'):
+        assert figs[name]['file'] == name and (tmp_path / name).stat().st_size > 1000, name
+        assert 'no GPU here' in figs[name]['note']
+    runs = figures._remd_runs(cases, 2048)
+    assert sorted(runs) == [('h100box', 'local'), ('h100box', 'vcuda')]  # the faithful run is not mixed in
+    assert figures._remd_efficiency(runs, 'h100box', 'local') == [(1, 1.0), (2, 5.0 / 5.2)]
+    assert figures._remd_efficiency(runs, 'h100box', 'vcuda') == [(2, 5.0 / 5.6)]
+    plain = remd_case('RemdVcuda %atoms=2048 %servers=2 %keepalive_ms=0', interval_time=3.0, gpu_seconds=6.0,
+                      t_gpu=2.59, t_gpu0=1e-4, t_clt=0.002, t_com=0.4)
+    runs0 = figures._remd_runs(load(tmp_path, remd_cases() + [plain]), 2048)
+    assert figures._remd_efficiency(runs0, 'h100box', 'vcuda, no keep-alive') == [(2, 5.0 / 6.0)]
+
+    table = figures.remd_table(cases)
+    t256, t2048 = table['tables']
+    assert t256['headers'] == ['n', 'P003 T0 ms', 'P003 R0', 'P003 T1 ms', 'P003 R1']  # nothing ran at 256
+    rows = {r[0]: r for r in t2048['rows']}
+    assert list(rows) == ['1', '2', '64', '256', '1024', '4096']
+    assert rows['1024'][1:5] == ['543', '0.86', '540', '0.87']
+    assert rows['2'][1:5] == ['-', '-', '-', '-']
+    # the system's model: tGPU0 from its one-GPU run, P003's network: T(2) = 4.988/2 + ...
+    p = figures._remd_fit(runs, 'h100box', 2048)
+    assert abs(p.tGPU0 * 14336 - 4.988) < 1e-9 and p.tCLT == 0.002 and p.tlocal1 == 5.0
+    assert rows['2'][5] == f'{figures.remd_model.T(p, 2) * 1e3:,.1f}'
+    assert rows['2'][7:] == ['2,600.0', '0.962', '2,800.0', '0.893']
+    assert rows['4096'][7:] == ['-', '-', '-', '-']
+
+
+def test_remd_without_runs_draws_the_paper_and_says_so(tmp_path):
+    cases = load(tmp_path, [tc('RemdLocal %atoms=2048 %gpus=1 %kernel=fast', result='skip', reason='no GPU here')])
+    figs = {f['name']: f for f in figures.figures(cases, str(tmp_path))}
+    assert figs['remd_efficiency.png']['file'] == 'remd_efficiency.png'
+    assert 'no passed RemdLocal/RemdVcuda runs' in figs['remd_efficiency.png']['note']
+    assert 'no GPU here' in figs['remd_efficiency.png']['note']
+    table = figures.remd_table(cases)
+    assert [len(t['rows']) for t in table['tables']] == [5, 5] and 'no GPU here' in table['note']
+
+
+def test_remd_model_takes_the_systems_vcuda_fit(tmp_path):
+    fit = remd_case('RemdModelFit', BH_GBps=10.0, BD_GBps=10.0, LH_us=2.0, LD_us=3.0, LK_us=1.0, vcuda_fit=1)
+    cases = load(tmp_path, remd_cases() + [fit])
+    comm, source = figures._remd_comm(cases, 'h100box')
+    assert source == 'vcuda fit' and comm['BH'] == 10.0e9 and abs(comm['LD'] - 3.0e-6) < 1e-15
+    p = figures._remd_fit(figures._remd_runs(cases, 2048), 'h100box', 2048, cases)
+    assert p.BH == 10.0e9 and p.tlocal1 == 5.0
+    assert figures._remd_comm(cases, 'elsewhere')[1] == 'P003 network'

@@ -10,6 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from umstudy import data  # noqa: E402
+from umstudy import nqsv  # noqa: E402,F401  (registers the `nqsv` scheduler for Cygnus)
 
 PREFIX = os.environ.get('UMSTUDY_OUTPUT', os.path.join(data.REPO, 'output'))
 os.makedirs(PREFIX, exist_ok=True)
@@ -51,6 +52,8 @@ def _system(name):
             'environs': [f'{e}' for e in p['environs']],
             'features': p.get('features', []),
             'max_jobs': p.get('max_jobs', 8),
+            # Apptainer images from containers/ (see containers/README.md)
+            'container_platforms': p.get('container_platforms', []),
             'extras': {'system': name, 'facts': desc.get('facts', {}),
                        'build': desc.get('build', {})},
         })

@@ -46,7 +46,7 @@ def cmake_cache_names(component):
     return names | cmake_options() | {'CMAKE_CUDA_ARCHITECTURES', 'BUILD_TESTING'}
 
 
-@pytest.mark.parametrize('name', ['himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'dlm'])
+@pytest.mark.parametrize('name', ['himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'vcuda', 'remd', 'dlm'])
 def test_component_variants_map_to_cmake_options(name):
     src, base = recipe(name), base_recipe()
     ast.parse(src)
@@ -56,7 +56,7 @@ def test_component_variants_map_to_cmake_options(name):
         # an f-string name (XMPC_{b.upper()}) must match at least one option
         pattern = re.sub(r'\{[^}]*\}', r'\\w+', opt)
         assert any(re.fullmatch(pattern, n) for n in names), f'{opt} is not a CMake option of src/{name}'
-    assert re.search(r'class \w+\((Umstudy(Gpu)?Component|XmpCoarray)\)', src)
+    assert re.search(r'class \w+\((Umstudy(Gpu|Cuda)?Component|XmpCoarray)\)', src)
     assert 'conflicts("cuda_arch=none", when="+cuda"' in base
     assert f'root_cmakelists_dir = "src/{name}"' in src
     assert os.path.isfile(os.path.join(ROOT, 'src', name, 'CMakeLists.txt'))
@@ -95,18 +95,20 @@ def scope(tmp_path_factory):
 
 @needs_spack
 def test_spack_audit_is_clean(scope):
-    rc, out = run_spack('audit', 'packages', 'himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'dlm', 'umstudy',
-                        scope=scope)
+    # every recipe of the repository, found, so a new component is audited too
+    names = sorted(d.replace('_', '-') for d in os.listdir(os.path.join(REPO_DIR, 'packages'))
+                   if not d.startswith('_'))
+    rc, out = run_spack('audit', 'packages', *names, scope=scope)
     assert rc == 0, out
 
 
 @needs_spack
 def test_spack_concretises_the_bundle_and_the_local_environment(scope):
     rc, out = run_spack('spec', 'umstudy+cuda cuda_arch=90', scope=scope)
-    assert rc == 0 and 'himeno@main+cuda' in out and 'umbench@main+cuda' in out, out
+    assert rc == 0 and 'himeno@main+cuda' in out and 'umbench@main+cuda' in out and 'vcuda@main+cuda' in out, out
     rc, out = run_spack('spec', 'umstudy~cuda', scope=scope)
     # umbench is GPU programs only: a CPU-only bundle leaves it out.
-    assert rc == 0 and 'himeno@main~cuda' in out and 'umbench' not in out, out
+    assert rc == 0 and 'himeno@main~cuda' in out and 'umbench' not in out and 'vcuda' not in out, out
     env = os.path.join(ROOT, 'systems', 'local')
     rc, out = run_spack('-e', env, 'concretize', '-f', timeout=900)
     assert rc == 0 and 'dev_path=' in out, out

@@ -14,10 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define fail(why, ...) vcuda_fail(why, -1, __VA_ARGS__)
+
 typedef struct {
     char host[256];
     uint16_t port;
-    char name[272]; /* "host:port" as given */
+    int ucx;        /* "ucx://host:port" */
+    char name[280]; /* as given */
 } endpoint;
 
 typedef struct {
@@ -39,14 +42,6 @@ static pthread_t ka_thread;
 static int ka_running;
 static atomic_int ka_stop;
 
-static int fail(char *why, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vcuda_vwhy(why, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 const char *vcuda_client_status_name(vcuda_client_status s)
 {
@@ -88,15 +83,17 @@ static int parse_list(const char *var, const char *s, endpoint *eps, int max, ch
     while (s) {
         const char *c = strchr(s, ',');
         size_t len = c ? (size_t)(c - s) : strlen(s);
-        char entry[272];
+        char entry[280];
         if (n == max) return fail(why, "%s has more than %d entries", var, max);
         if (len == 0) return fail(why, "%s entry %d is empty", var, n + 1);
         if (len >= sizeof entry)
             return fail(why, "%s entry %d '%.40s...' is too long", var, n + 1, s);
         memcpy(entry, s, len), entry[len] = 0;
         endpoint *e = &eps[n];
-        if (vcuda_parse_hostport(entry, e->host, &e->port) || !e->host[0] || e->port == 0)
-            return fail(why, "%s entry %d '%s' is not host:port (port 1-65535)", var, n + 1, entry);
+        if (vcuda_parse_endpoint(entry, &e->ucx, e->host, &e->port) || !e->host[0] || e->port == 0)
+            return fail(why, "%s entry %d '%s' is not [tcp://|ucx://]host:port (port 1-65535)", var, n + 1, entry);
+        if (e->ucx && !vcuda_have_ucx())
+            return fail(why, "%s entry %d '%s': this vcuda was built without UCX", var, n + 1, entry);
         memcpy(e->name, entry, len + 1);
         ++n;
         s = c ? c + 1 : NULL;
@@ -104,37 +101,60 @@ static int parse_list(const char *var, const char *s, endpoint *eps, int max, ch
     return n;
 }
 
+/* Sends req as request `id` with `flags` (mutex held).  OK, BAD_REQUEST (did not encode:
+ * nothing was sent) or UNAVAILABLE. */
+static vcuda_client_status send_req(device *d, const vcuda_msg *req, uint64_t id, uint32_t flags,
+                                    vcuda_buf *b, int tmo, char *why)
+{
+    vcuda_msg m = *req;
+    m.hdr.flags = flags;
+    m.hdr.request_id = id;
+    vcuda_net_status s = vcuda_send_frame(d->fd, &m, b, tmo, why);
+    d->last_use = vcuda_now_ms();
+    return s == VCUDA_NET_PROTO ? VCUDA_CLIENT_BAD_REQUEST : s ? VCUDA_CLIENT_UNAVAILABLE : VCUDA_CLIENT_OK;
+}
+
+/* Receives the reply to request `id` of opcode `op`; *more says whether another chunk
+ * follows (only D2H replies may say so).  OK, REMOTE_ERROR or UNAVAILABLE. */
+static vcuda_client_status recv_reply(device *d, uint64_t id, unsigned op, vcuda_msg *rep,
+                                      int *more, vcuda_buf *b, uint8_t *dst, size_t cap, int tmo, char *why)
+{
+    vcuda_net_status s = vcuda_recv_frame_to(d->fd, rep, b, dst, cap, tmo, why);
+    d->last_use = vcuda_now_ms();
+    if (s) return VCUDA_CLIENT_UNAVAILABLE;
+    *more = (rep->hdr.flags & VCUDA_FLAG_MORE) != 0;
+    if (!(rep->hdr.flags & VCUDA_FLAG_REPLY) || rep->hdr.request_id != id || rep->hdr.opcode != op ||
+        (*more && (!VCUDA_CHUNKED_REPLY(op) || (rep->hdr.flags & VCUDA_FLAG_ERROR)))) {
+        fail(why, "reply does not match request %llu (%s)", (unsigned long long)id, vcuda_opcode_name(op));
+        return VCUDA_CLIENT_UNAVAILABLE;
+    }
+    return rep->hdr.flags & VCUDA_FLAG_ERROR ? VCUDA_CLIENT_REMOTE_ERROR : VCUDA_CLIENT_OK;
+}
+
 /* One request/reply on d (mutex held).  OK, REMOTE_ERROR, BAD_REQUEST or UNAVAILABLE
  * (the connection is then unusable; the caller marks the device lost). */
 static vcuda_client_status exchange(device *d, const vcuda_msg *req, vcuda_msg *rep,
                                     vcuda_buf *b, int tmo, char *why)
 {
-    vcuda_msg m = *req;
-    m.hdr.flags = 0;
-    m.hdr.request_id = ++d->next_id;
+    uint64_t id = ++d->next_id;
     int64_t dl = vcuda_now_ms() + tmo;
-    vcuda_net_status s = vcuda_send_frame(d->fd, &m, b, tmo, why);
-    if (s == VCUDA_NET_PROTO) return VCUDA_CLIENT_BAD_REQUEST; /* encode failed: nothing sent */
-    if (!s) {
-        int left = (int)(dl - vcuda_now_ms());
-        s = vcuda_recv_frame(d->fd, rep, b, left > 0 ? left : 0, why);
-    }
-    d->last_use = vcuda_now_ms();
-    if (s) return VCUDA_CLIENT_UNAVAILABLE;
-    if (!(rep->hdr.flags & VCUDA_FLAG_REPLY) || rep->hdr.request_id != m.hdr.request_id ||
-        rep->hdr.opcode != m.hdr.opcode) {
-        fail(why, "reply does not match request %llu (%s)",
-             (unsigned long long)m.hdr.request_id, vcuda_opcode_name(m.hdr.opcode));
+    int more;
+    vcuda_client_status s = send_req(d, req, id, 0, b, tmo, why);
+    if (s) return s;
+    int left = (int)(dl - vcuda_now_ms());
+    s = recv_reply(d, id, req->hdr.opcode, rep, &more, b, NULL, 0, left > 0 ? left : 0, why);
+    if (s == VCUDA_CLIENT_OK && more) {
+        fail(why, "multi-frame reply to %s", vcuda_opcode_name(req->hdr.opcode));
         return VCUDA_CLIENT_UNAVAILABLE;
     }
-    return rep->hdr.flags & VCUDA_FLAG_ERROR ? VCUDA_CLIENT_REMOTE_ERROR : VCUDA_CLIENT_OK;
+    return s;
 }
 
 static void mark_lost(device *d, int ordinal, const char *why)
 {
     if (d->lost) return;
     d->lost = 1;
-    close(d->fd);
+    vcuda_close(d->fd);
     d->fd = -1;
     fprintf(stderr, "vcuda: server %s (device %d) lost: %s; its calls now fail with "
             "cudaErrorDevicesUnavailable\n", d->ep.name, ordinal, why);
@@ -144,7 +164,7 @@ static void mark_lost(device *d, int ordinal, const char *why)
 static int health_check(device *d, char *why)
 {
     vcuda_msg m, r;
-    d->fd = vcuda_connect(d->ep.host, d->ep.port, timeout_ms, why);
+    d->fd = vcuda_connect_ep(d->ep.ucx, d->ep.host, d->ep.port, timeout_ms, why);
     if (d->fd < 0) return -1;
     memset(&m, 0, sizeof m);
     m.hdr.opcode = VCUDA_OP_HELLO;
@@ -161,7 +181,7 @@ static int health_check(device *d, char *why)
         s = exchange(d, &m, &r, &d->buf, timeout_ms, why);
     }
     if (!s) return 0;
-    close(d->fd);
+    vcuda_close(d->fd);
     d->fd = -1;
     return -1;
 }
@@ -176,12 +196,14 @@ static void *keepalive_main(void *arg)
             device *d = &devs[i];
             if (pthread_mutex_trylock(&d->mu)) continue; /* a call is using it: not idle */
             if (!d->lost && vcuda_now_ms() - d->last_use >= keepalive_ms) {
+                /* P003's dummy transfer: a tiny D2H copy keeps the whole path warm (a
+                 * PING would skip the GPU); an error reply still proves the server alive */
                 vcuda_msg m, r;
                 char why[VCUDA_WHY_LEN];
                 memset(&m, 0, sizeof m);
-                m.hdr.opcode = VCUDA_OP_PING;
-                if (exchange(d, &m, &r, &d->ka_buf, timeout_ms, why) != VCUDA_CLIENT_OK)
-                    mark_lost(d, i, why);
+                m.hdr.opcode = VCUDA_OP_TOUCH;
+                vcuda_client_status s = exchange(d, &m, &r, &d->ka_buf, timeout_ms, why);
+                if (s != VCUDA_CLIENT_OK && s != VCUDA_CLIENT_REMOTE_ERROR) mark_lost(d, i, why);
             }
             pthread_mutex_unlock(&d->mu);
         }
@@ -198,7 +220,7 @@ void vcuda_client_close(void)
         ka_running = 0;
     }
     for (int i = 0; i < ndev; ++i) {
-        if (devs[i].fd >= 0) close(devs[i].fd);
+        if (devs[i].fd >= 0) vcuda_close(devs[i].fd);
         vcuda_buf_free(&devs[i].buf);
         vcuda_buf_free(&devs[i].ka_buf);
         pthread_mutex_destroy(&devs[i].mu);
@@ -209,6 +231,7 @@ void vcuda_client_close(void)
 int vcuda_client_open(char *why)
 {
     static endpoint prim[VCUDA_MAX_DEVICES], spare[VCUDA_MAX_DEVICES];
+    int spin;
     vcuda_client_close();
     const char *sv = getenv("VCUDA_SERVERS"), *sp = getenv("VCUDA_SPARES");
     if (!sv || !*sv) return fail(why, "VCUDA_SERVERS is not set (host:port,host:port,...)");
@@ -216,8 +239,10 @@ int vcuda_client_open(char *why)
     int ns = sp && *sp ? parse_list("VCUDA_SPARES", sp, spare, VCUDA_MAX_DEVICES, why) : 0;
     if (np < 0 || ns < 0) return -1;
     if (env_int("VCUDA_TIMEOUT_MS", VCUDA_DEFAULT_TIMEOUT_MS, 10, 600000, &timeout_ms, why) ||
-        env_int("VCUDA_KEEPALIVE_MS", 0, 0, 60000, &keepalive_ms, why))
+        env_int("VCUDA_KEEPALIVE_MS", 0, 0, 60000, &keepalive_ms, why) ||
+        env_int("VCUDA_SPIN_US", 200, 0, 100000, &spin, why))
         return -1;
+    vcuda_net_set_spin_us(spin);
     if (vcuda_token_load(token, &token_len, why)) return -1;
 
     int next_spare = 0;
@@ -259,22 +284,108 @@ const char *vcuda_client_device_server(int dev)
     return dev >= 0 && dev < ndev ? devs[dev].ep.name : NULL;
 }
 
+/* Locks device dev for a call; NULL (status in *st, why set) if it cannot be used. */
+static device *acquire(int dev, vcuda_client_status *st, char *why)
+{
+    if (dev < 0 || dev >= ndev) {
+        fail(why, "no vcuda device %d (%d present)", dev, ndev);
+        *st = VCUDA_CLIENT_BAD_DEVICE;
+        return NULL;
+    }
+    device *d = &devs[dev];
+    pthread_mutex_lock(&d->mu);
+    if (d->lost) {
+        fail(why, "server %s (device %d) was lost earlier", d->ep.name, dev);
+        pthread_mutex_unlock(&d->mu);
+        *st = VCUDA_CLIENT_UNAVAILABLE;
+        return NULL;
+    }
+    return d;
+}
+
+static vcuda_client_status release(device *d, int dev, vcuda_client_status s, const char *why)
+{
+    if (s == VCUDA_CLIENT_UNAVAILABLE) mark_lost(d, dev, why);
+    pthread_mutex_unlock(&d->mu);
+    return s;
+}
+
 vcuda_client_status vcuda_client_call(int dev, const vcuda_msg *req, vcuda_msg *reply,
                                       int tmo, char *why)
 {
     char local[VCUDA_WHY_LEN];
-    if (!why) why = local;
-    if (dev < 0 || dev >= ndev) return fail(why, "no vcuda device %d (%d present)", dev, ndev), VCUDA_CLIENT_BAD_DEVICE;
-    device *d = &devs[dev];
-    pthread_mutex_lock(&d->mu);
     vcuda_client_status s;
-    if (d->lost) {
-        fail(why, "server %s (device %d) was lost earlier", d->ep.name, dev);
-        s = VCUDA_CLIENT_UNAVAILABLE;
-    } else {
-        s = exchange(d, req, reply, &d->buf, tmo > 0 ? tmo : timeout_ms, why);
-        if (s == VCUDA_CLIENT_UNAVAILABLE) mark_lost(d, dev, why);
+    if (!why) why = local;
+    device *d = acquire(dev, &s, why);
+    if (!d) return s;
+    s = exchange(d, req, reply, &d->buf, tmo > 0 ? tmo : timeout_ms, why);
+    return release(d, dev, s, why);
+}
+
+vcuda_client_status vcuda_client_post(int dev, const vcuda_msg *req, char *why)
+{
+    char local[VCUDA_WHY_LEN];
+    vcuda_client_status s;
+    if (!why) why = local;
+    if (!VCUDA_NOREPLY_REQUEST(req->hdr.opcode))
+        return fail(why, "%s needs a reply", vcuda_opcode_name(req->hdr.opcode)), VCUDA_CLIENT_BAD_REQUEST;
+    device *d = acquire(dev, &s, why);
+    if (!d) return s;
+    s = send_req(d, req, ++d->next_id, VCUDA_FLAG_NOREPLY, &d->buf, timeout_ms, why);
+    return release(d, dev, s, why);
+}
+
+vcuda_client_status vcuda_client_send_chunks(int dev, const vcuda_msg *req, unsigned addr_field,
+                                             const uint8_t *data, uint64_t size, size_t chunk,
+                                             vcuda_msg *reply, char *why)
+{
+    char local[VCUDA_WHY_LEN];
+    vcuda_client_status s;
+    if (!why) why = local;
+    if (chunk == 0 || chunk > VCUDA_MAX_CHUNK || addr_field >= VCUDA_MAX_SCALARS)
+        return fail(why, "chunk of %zu bytes outside [1, %u]", chunk, VCUDA_MAX_CHUNK), VCUDA_CLIENT_BAD_REQUEST;
+    device *d = acquire(dev, &s, why);
+    if (!d) return s;
+    uint64_t id = ++d->next_id, off = 0;
+    vcuda_msg m = *req;
+    /* every chunk is a complete request at its own address; the server replies once */
+    do {
+        uint64_t n = size - off < chunk ? size - off : chunk;
+        m.v[addr_field] = req->v[addr_field] + off;
+        m.blob = data + off, m.blob_len = (uint32_t)n;
+        off += n;
+        s = send_req(d, &m, id, off < size ? VCUDA_FLAG_MORE : 0, &d->buf, timeout_ms, why);
+    } while (!s && off < size);
+    if (!s) {
+        int more;
+        s = recv_reply(d, id, req->hdr.opcode, reply, &more, &d->buf, NULL, 0, timeout_ms, why);
+        if (s == VCUDA_CLIENT_OK && more) s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "chunked reply to a chunked request");
     }
-    pthread_mutex_unlock(&d->mu);
-    return s;
+    return release(d, dev, s, why);
+}
+
+vcuda_client_status vcuda_client_recv_chunks(int dev, const vcuda_msg *req, uint8_t *out,
+                                             uint64_t size, vcuda_msg *reply, char *why)
+{
+    char local[VCUDA_WHY_LEN];
+    vcuda_client_status s;
+    if (!why) why = local;
+    device *d = acquire(dev, &s, why);
+    if (!d) return s;
+    uint64_t id = ++d->next_id, got = 0;
+    int more = 1;
+    s = send_req(d, req, id, 0, &d->buf, timeout_ms, why);
+    /* the server must send exactly `size` bytes: more or fewer is a broken server;
+     * chunks land in `out` directly, never past its end */
+    while (!s && more) {
+        s = recv_reply(d, id, req->hdr.opcode, reply, &more, &d->buf, out + got, size - got, timeout_ms, why);
+        if (s == VCUDA_CLIENT_UNAVAILABLE && strstr(why, "expected at most"))
+            fail(why, "server sent more than the %llu bytes asked", (unsigned long long)size);
+        if (s) break;
+        got += reply->blob_len;
+    }
+    if (!s && got != size)
+        s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "server sent %llu of %llu bytes", (unsigned long long)got,
+                                           (unsigned long long)size);
+    return release(d, dev, s, why);
 }

@@ -3,6 +3,8 @@
 #define _DEFAULT_SOURCE /* MSG_NOSIGNAL, getaddrinfo's helpers on older glibc */
 #include "vcuda/net.h"
 
+#include "ucx.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,16 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define nfail(why, s, ...) ((vcuda_net_status)vcuda_fail(why, s, __VA_ARGS__))
 #define FRAME_MAX ((size_t)VCUDA_HEADER_SIZE + VCUDA_MAX_PAYLOAD)
 
-static vcuda_net_status nfail(char *why, vcuda_net_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vcuda_vwhy(why, fmt, ap);
-    va_end(ap);
-    return s;
-}
 
 const char *vcuda_net_status_name(vcuda_net_status s)
 {
@@ -41,6 +36,16 @@ int64_t vcuda_now_ms(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+int64_t vcuda_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int spin_us;
+void vcuda_net_set_spin_us(int us) { spin_us = us < 0 ? 0 : us; }
 
 int vcuda_buf_reserve(vcuda_buf *b, size_t n)
 {
@@ -67,14 +72,18 @@ void vcuda_buf_free(vcuda_buf *b)
 /* Waits for `ev` until the deadline (-1: none). */
 static vcuda_net_status wait_fd(int fd, short ev, int64_t deadline, char *why)
 {
+    int ucx = vcuda_ucx_is(fd);
     for (;;) {
+#ifdef VCUDA_HAVE_UCX
+        if (ucx && vcuda_ucx_pending(fd)) return VCUDA_NET_OK;
+#endif
         int ms = -1;
         if (deadline >= 0) {
             int64_t left = deadline - vcuda_now_ms();
             if (left <= 0) return nfail(why, VCUDA_NET_TIMEOUT, "peer stalled: timed out");
             ms = left > 1000000 ? 1000000 : (int)left;
         }
-        struct pollfd p = {.fd = fd, .events = ev};
+        struct pollfd p = {.fd = fd, .events = ucx ? POLLIN : ev}; /* a UCX event fd only reads */
         int r = poll(&p, 1, ms);
         if (r > 0) return VCUDA_NET_OK; /* POLLERR/POLLHUP: the next call reports it */
         if (r < 0 && errno != EINTR) return nfail(why, VCUDA_NET_IO, "poll: %s", strerror(errno));
@@ -83,10 +92,13 @@ static vcuda_net_status wait_fd(int fd, short ev, int64_t deadline, char *why)
 
 static int64_t deadline_of(int timeout_ms) { return timeout_ms < 0 ? -1 : vcuda_now_ms() + timeout_ms; }
 
-static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t dl, char *why)
+static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t dl, int more, char *why)
 {
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(fd)) return vcuda_ucx_send(fd, p, n, dl, why);
+#endif
     while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
         if (w > 0) {
             p += w, n -= (size_t)w;
             continue;
@@ -103,8 +115,9 @@ static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t 
 /* `got` counts bytes already part of the frame, to tell clean EOF from truncation. */
 static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, size_t got, char *why)
 {
+    int64_t spin_end = spin_us ? vcuda_now_ns() + (int64_t)spin_us * 1000 : 0;
     while (n) {
-        ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+        ssize_t r = vcuda_recv_some(fd, p, n);
         if (r > 0) {
             p += r, n -= (size_t)r, got += (size_t)r;
             continue;
@@ -115,6 +128,7 @@ static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, siz
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return nfail(why, VCUDA_NET_IO, "recv: %s", strerror(errno));
+        if (spin_end && vcuda_now_ns() < spin_end) continue; /* see vcuda_net_set_spin_us */
         vcuda_net_status s = wait_fd(fd, POLLIN, dl, why);
         if (s == VCUDA_NET_TIMEOUT && got)
             return nfail(why, s, "peer stalled mid-frame after %zu bytes: timed out", got);
@@ -125,7 +139,7 @@ static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, siz
 
 vcuda_net_status vcuda_write_all(int fd, const void *p, size_t n, int timeout_ms, char *why)
 {
-    return write_until(fd, p, n, deadline_of(timeout_ms), why);
+    return write_until(fd, p, n, deadline_of(timeout_ms), 0, why);
 }
 
 vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char *why)
@@ -136,17 +150,27 @@ vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char 
 vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
                                   char *why)
 {
-    size_t len = 0;
-    vcuda_status s = vcuda_encode(m, b->data, b->cap, &len, why);
+    size_t len = 0, head = 0;
+    /* bulk bytes at the end of a frame go out from the caller's memory, not via b */
+    vcuda_status s = vcuda_encode_split(m, b->data, b->cap, &len, &head, why);
     if (s == VCUDA_E_NO_SPACE) {
-        if (vcuda_buf_reserve(b, len)) return nfail(why, VCUDA_NET_IO, "no memory for a %zu-byte frame", len);
-        s = vcuda_encode(m, b->data, b->cap, &len, why);
+        if (vcuda_buf_reserve(b, head)) return nfail(why, VCUDA_NET_IO, "no memory for a %zu-byte frame", head);
+        s = vcuda_encode_split(m, b->data, b->cap, &len, &head, why);
     }
     if (s) return VCUDA_NET_PROTO; /* why already says which field */
-    return write_until(fd, b->data, len, deadline_of(timeout_ms), why);
+    int64_t dl = deadline_of(timeout_ms);
+    vcuda_net_status ns = write_until(fd, b->data, head, dl, head < len, why);
+    if (!ns && head < len) ns = write_until(fd, m->blob, len - head, dl, 0, why);
+    return ns;
 }
 
 vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeout_ms, char *why)
+{
+    return vcuda_recv_frame_to(fd, m, b, NULL, 0, timeout_ms, why);
+}
+
+vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_msg *m, vcuda_buf *b, uint8_t *dst, size_t cap,
+                                     int timeout_ms, char *why)
 {
     int64_t dl = deadline_of(timeout_ms);
     uint8_t hb[VCUDA_HEADER_SIZE];
@@ -155,12 +179,63 @@ vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeou
     if (ns) return ns;
     /* the declared length is trusted only after the header passed every check */
     if (vcuda_decode_header(hb, sizeof hb, &h, why)) return VCUDA_NET_PROTO;
+    if (dst && vcuda_layout_is_bytes_only(vcuda_layout(h.opcode, h.flags)) && h.payload_len >= 4) {
+        uint8_t lb[4];
+        if ((ns = read_until(fd, lb, 4, dl, sizeof hb, why))) return ns;
+        uint32_t n = (uint32_t)lb[0] | (uint32_t)lb[1] << 8 | (uint32_t)lb[2] << 16 | (uint32_t)lb[3] << 24;
+        /* the same checks the decoder applies, before a byte lands in dst */
+        if (n != h.payload_len - 4 || n > VCUDA_MAX_CHUNK)
+            return nfail(why, VCUDA_NET_PROTO, "bytes field of %u in a %u-byte payload", n, h.payload_len);
+        if (n > cap) return nfail(why, VCUDA_NET_PROTO, "%u bytes sent, %zu expected at most", n, cap);
+        if ((ns = read_until(fd, dst, n, dl, sizeof hb + 4, why))) return ns;
+        memset(m, 0, offsetof(vcuda_msg, sizes));
+        m->hdr = h;
+        m->blob = dst, m->blob_len = n;
+        return VCUDA_NET_OK;
+    }
     if (vcuda_buf_reserve(b, h.payload_len ? h.payload_len : 1))
         return nfail(why, VCUDA_NET_IO, "no memory for a %u-byte payload", h.payload_len);
     ns = read_until(fd, b->data, h.payload_len, dl, sizeof hb, why);
     if (ns) return ns;
     if (vcuda_decode_payload(&h, b->data, h.payload_len, m, why)) return VCUDA_NET_PROTO;
     return VCUDA_NET_OK;
+}
+
+ssize_t vcuda_recv_some(int fd, void *p, size_t n)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(fd)) return vcuda_ucx_recv(fd, p, n);
+#endif
+    return recv(fd, p, n, MSG_DONTWAIT);
+}
+
+int vcuda_fd_pending(int fd)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(fd)) return vcuda_ucx_pending(fd);
+#endif
+    (void)fd;
+    return 0;
+}
+
+void vcuda_close(int fd)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(fd)) {
+        vcuda_ucx_close(fd);
+        return;
+    }
+#endif
+    close(fd);
+}
+
+int vcuda_have_ucx(void)
+{
+#ifdef VCUDA_HAVE_UCX
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 static void set_nodelay(int fd)
@@ -237,6 +312,62 @@ int vcuda_listen(const char *addr, uint16_t port, uint16_t *bound_port, char *wh
         *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                      : ((struct sockaddr_in *)&ss)->sin_port);
     }
+    return fd;
+}
+
+int vcuda_parse_endpoint(const char *s, int *ucx, char *addr, uint16_t *port)
+{
+    *ucx = 0;
+    if (!strncmp(s, "tcp://", 6)) s += 6;
+    else if (!strncmp(s, "ucx://", 6)) s += 6, *ucx = 1;
+    return vcuda_parse_hostport(s, addr, port);
+}
+
+int vcuda_connect_ep(int ucx, const char *host, uint16_t port, int timeout_ms, char *why)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (ucx) return vcuda_ucx_connect(host, port, timeout_ms, why);
+#else
+    if (ucx) return nfail(why, VCUDA_NET_IO, "ucx://%s:%u: this vcuda was built without UCX", host, (unsigned)port), -1;
+#endif
+    return vcuda_connect(host, port, timeout_ms, why);
+}
+
+int vcuda_listen_ep(int ucx, const char *addr, uint16_t port, uint16_t *bound_port, char *why)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (ucx) return vcuda_ucx_listen(addr, port, bound_port, why);
+#else
+    if (ucx) return nfail(why, VCUDA_NET_IO, "ucx:// listen: this vcuda was built without UCX"), -1;
+#endif
+    return vcuda_listen(addr, port, bound_port, why);
+}
+
+static void peer_name(const struct sockaddr_storage *ss, char *out, size_t n)
+{
+    char a[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a), port = ntohs(s4->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a), port = ntohs(s6->sin6_port);
+    }
+    snprintf(out, n, "%s:%u", a, port);
+}
+
+int vcuda_accept(int listen_fd, char *peer, size_t n)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(listen_fd)) return vcuda_ucx_accept(listen_fd, peer, n);
+#endif
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int fd = accept(listen_fd, (struct sockaddr *)&ss, &sl);
+    if (fd < 0) return -1; /* EAGAIN, ECONNABORTED, EMFILE: the caller tries again later */
+    set_nodelay(fd);
+    peer_name(&ss, peer, n);
     return fd;
 }
 

@@ -50,14 +50,17 @@ void vcuda_vwhy(char *why, const char *fmt, va_list ap)
         vsnprintf(why, VCUDA_WHY_LEN, fmt, ap);
 }
 
-static vcuda_status fail(char *why, vcuda_status s, const char *fmt, ...)
+int vcuda_fail(char *why, int ret, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vcuda_vwhy(why, fmt, ap);
     va_end(ap);
-    return s;
+    return ret;
 }
+
+#define fail(why, s, ...) ((vcuda_status)vcuda_fail(why, s, __VA_ARGS__))
+
 
 /* ---- little-endian primitives ---------------------------------------------------- */
 
@@ -268,7 +271,7 @@ vcuda_status vcuda_decode(const uint8_t *buf, size_t len, vcuda_msg *m, char *wh
 /* Two passes over the layout: the first (out == NULL) validates and sizes, the second
  * writes, so nothing is written for a message that would not decode. */
 static vcuda_status encode_fields(const vcuda_msg *m, const char *l, uint8_t *out,
-                                  size_t *size, char *why)
+                                  size_t *size, int omit_tail_blob, char *why)
 {
     size_t at = 0;
     unsigned idx = 0, vi = 0;
@@ -309,7 +312,8 @@ static vcuda_status encode_fields(const vcuda_msg *m, const char *l, uint8_t *ou
             if (n && !p) return fail(why, VCUDA_E_BAD_LENGTH, "field %u: %u bytes from NULL", idx, n);
             if (out) {
                 put_le(out + at, n, 4);
-                if (n) memcpy(out + at + 4, p, n);
+                /* the tail blob of a split encoding is sent from the caller's memory */
+                if (n && !(omit_tail_blob && t == 'b' && !next_field(l, &t))) memcpy(out + at + 4, p, n);
             }
             at += 4 + (size_t)n;
         }
@@ -320,8 +324,22 @@ static vcuda_status encode_fields(const vcuda_msg *m, const char *l, uint8_t *ou
     return VCUDA_OK;
 }
 
-vcuda_status vcuda_encode(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *out_len,
-                          char *why)
+/* Whether a layout ends in a bytes field (its bytes are then the frame's last). */
+static int ends_in_bytes(const char *l)
+{
+    char t = 0, u;
+    while ((l = next_field(l, &u))) t = u;
+    return t == 'b';
+}
+
+int vcuda_layout_is_bytes_only(const char *l)
+{
+    char t;
+    return l && (l = next_field(l, &t)) && t == 'b' && !next_field(l, &t);
+}
+
+static vcuda_status encode(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *out_len,
+                           size_t *head_len, char *why)
 {
     const vcuda_header *h = &m->hdr;
     const char *l = vcuda_layout(h->opcode, h->flags);
@@ -333,20 +351,35 @@ vcuda_status vcuda_encode(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *
         ((h->flags & VCUDA_FLAG_ERROR) && !(h->flags & VCUDA_FLAG_REPLY)))
         return fail(why, VCUDA_E_BAD_FLAGS, "flags 0x%x: unknown bits or error without reply",
                     h->flags);
-    if ((s = encode_fields(m, l, NULL, &body, why))) return s;
+    if ((s = encode_fields(m, l, NULL, &body, 0, why))) return s;
     if (body > VCUDA_MAX_PAYLOAD)
         return fail(why, VCUDA_E_OVERSIZE, "payload of %zu bytes > limit %u", body,
                     VCUDA_MAX_PAYLOAD);
     *out_len = VCUDA_HEADER_SIZE + body;
-    if (cap < *out_len)
-        return fail(why, VCUDA_E_NO_SPACE, "frame needs %zu bytes, buffer has %zu", *out_len, cap);
+    int split = head_len && ends_in_bytes(l);
+    size_t need = *out_len - (split ? m->blob_len : 0);
+    if (head_len) *head_len = need;
+    if (cap < need)
+        return fail(why, VCUDA_E_NO_SPACE, "frame needs %zu bytes, buffer has %zu", need, cap);
     put_le(buf, VCUDA_MAGIC, 4);
     put_le(buf + 4, VCUDA_PROTO_VERSION, 2);
     put_le(buf + 6, h->opcode, 2);
     put_le(buf + 8, h->flags, 4);
     put_le(buf + 12, h->request_id, 8);
     put_le(buf + 20, body, 4);
-    return encode_fields(m, l, buf + VCUDA_HEADER_SIZE, &body, why);
+    return encode_fields(m, l, buf + VCUDA_HEADER_SIZE, &body, split, why);
+}
+
+vcuda_status vcuda_encode(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *out_len,
+                          char *why)
+{
+    return encode(m, buf, cap, out_len, NULL, why);
+}
+
+vcuda_status vcuda_encode_split(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *out_len,
+                                size_t *head_len, char *why)
+{
+    return encode(m, buf, cap, out_len, head_len, why);
 }
 
 uint64_t vcuda_chunk_count(uint64_t size)

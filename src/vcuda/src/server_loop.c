@@ -17,12 +17,14 @@
 #define HELLO_MAX (4u + 4u + VCUDA_MAX_TOKEN)
 
 typedef struct {
-    vcuda_conn pub;
+    vcuda_conn pub; /* first: handlers' vcuda_conn* converts back to conn* */
+    const vcuda_server_config *cfg;
     int authed;
     uint8_t hdr[VCUDA_HEADER_SIZE];
     size_t got;           /* bytes of the current frame so far (header + payload) */
     vcuda_header h;       /* valid once got >= VCUDA_HEADER_SIZE */
     int64_t deadline;     /* -1: idle and authenticated, may wait forever */
+    int64_t spin_until;   /* ns: keep reading without poll() until then */
     vcuda_buf in, out;
     vcuda_msg req, rep; /* per connection, not static: loops in several threads are fine */
 } conn;
@@ -41,7 +43,7 @@ static void drop(const vcuda_server_config *cfg, conn *c, const char *reason)
 {
     fprintf(stderr, "%s: peer %s: closed: %s\n", cfg->log_prefix, c->pub.peer, reason);
     if (c->authed && cfg->handler->disconnect) cfg->handler->disconnect(cfg->handler->ctx, &c->pub);
-    close(c->pub.fd);
+    vcuda_close(c->pub.fd);
     vcuda_buf_free(&c->in);
     vcuda_buf_free(&c->out);
     free(c);
@@ -65,6 +67,13 @@ static int send_reply(const vcuda_server_config *cfg, conn *c, const vcuda_msg *
         return send_reply(cfg, c, req, r, why);
     }
     return s ? -1 : 0;
+}
+
+int vcuda_send_more(vcuda_conn *pub, const vcuda_msg *req, vcuda_msg *r, char *why)
+{
+    conn *c = (conn *)pub;
+    r->hdr.flags |= VCUDA_FLAG_MORE;
+    return send_reply(c->cfg, c, req, r, why);
 }
 
 /* A complete, validated frame.  0 to keep the connection, -1 to close it (why set). */
@@ -99,11 +108,26 @@ static int dispatch(const vcuda_server_config *cfg, conn *c, const vcuda_msg *m,
         snprintf(why, VCUDA_WHY_LEN, "second HELLO on an authenticated connection");
         return -1;
     }
-    if (m->hdr.opcode == VCUDA_OP_PING && cfg->pings) ++*cfg->pings;
-    if (m->hdr.opcode != VCUDA_OP_PING &&
+    int more = (m->hdr.flags & VCUDA_FLAG_MORE) != 0, noreply = (m->hdr.flags & VCUDA_FLAG_NOREPLY) != 0;
+    if (more && !VCUDA_CHUNKED_REQUEST(m->hdr.opcode)) {
+        snprintf(why, VCUDA_WHY_LEN, "MORE flag on %s, which is not a chunked request",
+                 vcuda_opcode_name(m->hdr.opcode));
+        return -1;
+    }
+    if (noreply && !VCUDA_NOREPLY_REQUEST(m->hdr.opcode)) {
+        snprintf(why, VCUDA_WHY_LEN, "NOREPLY flag on %s, which must be answered",
+                 vcuda_opcode_name(m->hdr.opcode));
+        return -1;
+    }
+    if ((m->hdr.opcode == VCUDA_OP_PING || m->hdr.opcode == VCUDA_OP_TOUCH) && cfg->pings) ++*cfg->pings;
+    /* PING and SINK need no GPU: answered here, so the transport can be measured and
+     * tested on its own */
+    if (m->hdr.opcode != VCUDA_OP_PING && m->hdr.opcode != VCUDA_OP_SINK &&
         cfg->handler->handle(cfg->handler->ctx, &c->pub, m, r, why) != 0)
         return -1;
-    return send_reply(cfg, c, m, r, why);
+    /* chunks before the last get no reply: the client streams them back to back, and
+     * the handler reports any chunk's failure in the reply to the last one */
+    return more || noreply ? 0 : send_reply(cfg, c, m, r, why);
 }
 
 /* Reads what is available without blocking.  0 to keep, -1 to close (why set). */
@@ -118,7 +142,7 @@ static int on_readable(const vcuda_server_config *cfg, conn *c, char *why)
             dst = c->in.data + (c->got - VCUDA_HEADER_SIZE);
             want = VCUDA_HEADER_SIZE + c->h.payload_len - c->got;
         }
-        ssize_t n = want ? recv(c->pub.fd, dst, want, MSG_DONTWAIT) : 0;
+        ssize_t n = want ? vcuda_recv_some(c->pub.fd, dst, want) : 0;
         if (want && n == 0) {
             if (c->got) snprintf(why, VCUDA_WHY_LEN, "truncated frame: EOF after %zu bytes", c->got);
             else snprintf(why, VCUDA_WHY_LEN, "client disconnected");
@@ -126,6 +150,9 @@ static int on_readable(const vcuda_server_config *cfg, conn *c, char *why)
         }
         if (n < 0) {
             if (errno == EINTR) continue;
+            /* a client that just got a reply usually sends its next request within
+             * microseconds: wait for it here rather than through poll() */
+            if ((errno == EAGAIN || errno == EWOULDBLOCK) && vcuda_now_ns() < c->spin_until) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
             snprintf(why, VCUDA_WHY_LEN, "recv: %s", strerror(errno));
             return -1;
@@ -152,23 +179,10 @@ static int on_readable(const vcuda_server_config *cfg, conn *c, char *why)
             if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) return -1;
             c->got = 0;
             if (dispatch(cfg, c, &c->req, why)) return -1;
+            c->spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000;
             c->deadline = -1; /* authenticated and idle: keep-alive is the client's choice */
         }
     }
-}
-
-static void peer_name(const struct sockaddr_storage *ss, char *out, size_t n)
-{
-    char a[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a), port = ntohs(s4->sin_port);
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a), port = ntohs(s6->sin6_port);
-    }
-    snprintf(out, n, "%s:%u", a, port);
 }
 
 int vcuda_server_run(const vcuda_server_config *cfg)
@@ -176,22 +190,29 @@ int vcuda_server_run(const vcuda_server_config *cfg)
     int max = cfg->max_conns > 0 ? cfg->max_conns : 256, nc = 0;
     conn **cs = calloc((size_t)max, sizeof *cs);
     struct pollfd *pf = calloc((size_t)max + 1, sizeof *pf);
+    char *pending = calloc((size_t)max + 1, 1); /* UCX: ready without poll() saying so */
     uint64_t next_id = 1;
     char why[VCUDA_WHY_LEN];
-    if (!cs || !pf) {
+    if (!cs || !pf || !pending) {
         fprintf(stderr, "%s: out of memory\n", cfg->log_prefix);
-        free(cs), free(pf);
+        free(cs), free(pf), free(pending);
         return -1;
     }
     while (!*cfg->stop) {
         int64_t now = vcuda_now_ms(), wait = 200; /* re-check *stop at least 5x a second */
         pf[0] = (struct pollfd){.fd = cfg->listen_fd, .events = POLLIN};
+        pending[0] = (char)vcuda_fd_pending(cfg->listen_fd);
         for (int i = 0; i < nc; ++i) {
             pf[i + 1] = (struct pollfd){.fd = cs[i]->pub.fd, .events = POLLIN};
+            pending[i + 1] = (char)vcuda_fd_pending(cs[i]->pub.fd);
             if (cs[i]->deadline >= 0 && cs[i]->deadline - now < wait)
                 wait = cs[i]->deadline - now < 0 ? 0 : cs[i]->deadline - now;
         }
+        for (int i = 0; i <= nc; ++i)
+            if (pending[i]) wait = 0;
         int r = poll(pf, (nfds_t)nc + 1, (int)wait);
+        for (int i = 0; i <= nc; ++i)
+            if (pending[i]) pf[i].revents |= POLLIN, r = r > 0 ? r : 1;
         if (r < 0 && errno != EINTR) {
             fprintf(stderr, "%s: poll: %s\n", cfg->log_prefix, strerror(errno));
             break;
@@ -218,21 +239,17 @@ int vcuda_server_run(const vcuda_server_config *cfg)
         }
         nc = kept;
         if (r > 0 && (pf[0].revents & POLLIN)) {
-            struct sockaddr_storage ss;
-            socklen_t sl = sizeof ss;
-            int fd = accept(cfg->listen_fd, (struct sockaddr *)&ss, &sl);
-            if (fd < 0) continue; /* EAGAIN, ECONNABORTED, EMFILE: try again next round */
-            conn *c = nc < max ? calloc(1, sizeof *c) : NULL;
             char peer[64];
-            peer_name(&ss, peer, sizeof peer);
+            int fd = vcuda_accept(cfg->listen_fd, peer, sizeof peer);
+            if (fd < 0) continue; /* nothing to accept after all: try again next round */
+            conn *c = nc < max ? calloc(1, sizeof *c) : NULL;
             if (!c) {
                 fprintf(stderr, "%s: peer %s: closed: connection limit %d reached\n", cfg->log_prefix, peer, max);
-                close(fd);
+                vcuda_close(fd);
                 continue;
             }
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             c->pub.fd = fd;
+            c->cfg = cfg;
             c->pub.id = next_id++;
             memcpy(c->pub.peer, peer, sizeof peer);
             c->deadline = now + cfg->frame_timeout_ms; /* HELLO must come promptly */
@@ -240,6 +257,6 @@ int vcuda_server_run(const vcuda_server_config *cfg)
         }
     }
     for (int i = 0; i < nc; ++i) drop(cfg, cs[i], "server shutting down");
-    free(cs), free(pf);
+    free(cs), free(pf), free(pending);
     return 0;
 }

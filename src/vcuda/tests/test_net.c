@@ -92,6 +92,25 @@ static const char *finish(server *s)
     return text;
 }
 
+/* The test server in the foreground, for test_cudart.py and test_ucx.py: prints its
+ * port, then serves until SIGTERM (a CPU-only peer for the stand-in's plumbing and the
+ * UCX transport; "serve ucx" listens on ucx://127.0.0.1:0). */
+static int serve(int ucx)
+{
+    uint16_t port;
+    int lfd = vcuda_listen_ep(ucx, "127.0.0.1", 0, &port, why);
+    if (lfd < 0) return fprintf(stderr, "listen: %s\n", why), 1;
+    printf("%u\n", (unsigned)port);
+    fflush(stdout);
+    signal(SIGTERM, on_term);
+    struct vcuda_handler h = {NULL, t_handle, t_disconnect};
+    vcuda_server_config cfg = {.listen_fd = lfd, .token = (const uint8_t *)TOKEN,
+                               .token_len = strlen(TOKEN), .device = 0,
+                               .frame_timeout_ms = 5000, .max_conns = 16,
+                               .handler = &h, .stop = &stop_flag, .log_prefix = "srv"};
+    return vcuda_server_run(&cfg) ? 1 : 0;
+}
+
 /* ---- client helpers -------------------------------------------------------------- */
 
 static int request(int fd, unsigned op, vcuda_msg *m)
@@ -165,6 +184,42 @@ static void good_client(void)
     CHECK(strstr(log, "closed: test handler closes on DEVICE_RESET"));
     /* disconnect ran for both authenticated connections */
     CHECK(strstr(log, "test-handler: disconnect") && strstr(strstr(log, "test-handler: disconnect") + 1, "test-handler: disconnect"));
+}
+
+/* SINK chunks (the transport benchmark) get one reply, after the last; MORE on a
+ * request that is not a chunked copy closes the connection with the reason. */
+static void chunked_requests(void)
+{
+    server s;
+    vcuda_msg m, r;
+    static uint8_t data[1u << 16];
+    start(&s);
+    int fd = connect_hello(s.port);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_SINK;
+    m.hdr.request_id = 7;
+    m.blob = data, m.blob_len = sizeof data;
+    for (int i = 0; i < 5; ++i) {
+        m.hdr.flags = i < 4 ? VCUDA_FLAG_MORE : 0;
+        CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    }
+    CHECK(vcuda_recv_frame(fd, &r, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK && r.hdr.request_id == 7 &&
+          r.hdr.opcode == VCUDA_OP_SINK && !(r.hdr.flags & (VCUDA_FLAG_ERROR | VCUDA_FLAG_MORE)));
+    CHECK(request(fd, VCUDA_OP_PING, &r) == 0); /* exactly one reply: the next one is the PING's */
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_GET_DEVICE_COUNT;
+    m.hdr.flags = VCUDA_FLAG_MORE;
+    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    expect_closed(fd);
+    close(fd);
+    fd = connect_hello(s.port); /* only a launch may go unanswered */
+    m.hdr.flags = VCUDA_FLAG_NOREPLY;
+    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    expect_closed(fd);
+    close(fd);
+    const char *log = finish(&s);
+    CHECK(strstr(log, "closed: MORE flag on GET_DEVICE_COUNT, which is not a chunked request"));
+    CHECK(strstr(log, "closed: NOREPLY flag on GET_DEVICE_COUNT, which must be answered"));
 }
 
 static void wrong_token(void)
@@ -365,8 +420,10 @@ int main(int argc, char **argv)
     if (argc < 2) return fprintf(stderr, "usage: %s CASE [vcuda-server]\n", argv[0]), 2;
     const char *c = argv[1];
     if (!strcmp(c, "server_exe")) return argc > 2 ? server_exe(argv[2]) : 2;
+    if (!strcmp(c, "serve")) return serve(argc > 2 && !strcmp(argv[2], "ucx"));
     if (!strcmp(c, "good_client")) good_client();
     else if (!strcmp(c, "wrong_token")) wrong_token();
+    else if (!strcmp(c, "chunked_requests")) chunked_requests();
     else if (!strcmp(c, "not_hello_first")) not_hello_first();
     else if (!strcmp(c, "oversize")) oversize();
     else if (!strcmp(c, "truncated")) truncated();

@@ -2,6 +2,7 @@
  * (`vcuda_proto_test CASE`), plus `write_corpus DIR` for the fuzzer's seed corpus. */
 #define _POSIX_C_SOURCE 200809L
 #include "vcuda/proto.h"
+#include "vcuda/sha256.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -164,7 +165,7 @@ static void reject_header(void)
     frame[4] = 2;
     expect(frame, n, VCUDA_E_BAD_VERSION);
     frame[4] = 1;
-    uint16_t bad_ops[] = {0, 28, 1000, 0xFFFF};
+    uint16_t bad_ops[] = {0, 33, 1000, 0xFFFF}; /* 33: one past the last opcode */
     for (int i = 0; i < 4; ++i) {
         frame[6] = (uint8_t)bad_ops[i], frame[7] = (uint8_t)(bad_ops[i] >> 8);
         expect(frame, n, VCUDA_E_BAD_OPCODE);
@@ -314,6 +315,33 @@ static void token_equal(void)
     CHECK(!vcuda_token_equal(big, sizeof big, big, sizeof big));
 }
 
+/* FIPS 180-4 / NIST CAVP vectors, including the padding edge (55/56/64 bytes) and a
+ * long message. */
+static void sha256(void)
+{
+    static const struct { const char *msg; size_t repeat; const char *hex; } v[] = {
+        {"", 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 1,
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"a", 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+        {"a", 55, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318"},
+        {"a", 56, "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a"},
+        {"a", 64, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; ++i) {
+        size_t len = strlen(v[i].msg), n = len * v[i].repeat;
+        uint8_t *buf = malloc(n ? n : 1), h[32];
+        char hex[65];
+        for (size_t k = 0; k < v[i].repeat; ++k) memcpy(buf + k * len, v[i].msg, len);
+        vcuda_sha256(buf, n, h);
+        for (int k = 0; k < 32; ++k) snprintf(hex + 2 * k, 3, "%02x", h[k]);
+        if (strcmp(hex, v[i].hex)) fprintf(stderr, "vector %zu: got %s\n", i, hex);
+        CHECK(strcmp(hex, v[i].hex) == 0);
+        free(buf);
+    }
+}
+
 static void token_file(void)
 {
     char path[] = "/tmp/vcuda-token-XXXXXX";
@@ -367,7 +395,7 @@ int main(int argc, char **argv)
         {"header_bytes", header_bytes}, {"reject_header", reject_header},
         {"reject_payload_length", reject_payload_length}, {"reject_counts", reject_counts},
         {"reject_strings", reject_strings}, {"reject_values", reject_values},
-        {"chunking", chunking}, {"token_equal", token_equal}, {"token_file", token_file}};
+        {"chunking", chunking}, {"token_equal", token_equal}, {"token_file", token_file}, {"sha256", sha256}};
     if (argc == 3 && !strcmp(argv[1], "write_corpus")) return write_corpus(argv[2]);
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; ++i)
         if (!strcmp(argv[1], cases[i].name)) {

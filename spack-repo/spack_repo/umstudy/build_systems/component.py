@@ -31,7 +31,20 @@ class UmstudyComponent(CMakePackage):
         return [self.define("BUILD_TESTING", self.run_tests)] + self.component_args()
 
 
-class UmstudyGpuComponent(UmstudyComponent, CudaPackage):
+class UmstudyCudaComponent(UmstudyComponent, CudaPackage):
+    """A component with CUDA programs (+cuda) and nothing else GPU-specific."""
+
+    conflicts("cuda_arch=none", when="+cuda", msg="name the GPU architecture: cuda_arch=90 ...")
+
+    def cmake_args(self):
+        spec = self.spec
+        args = [self.define("UMSTUDY_CUDA", "ON" if spec.satisfies("+cuda") else "OFF")]
+        if spec.satisfies("+cuda"):
+            args.append(self.define("CMAKE_CUDA_ARCHITECTURES", spec.variants["cuda_arch"].value))
+        return args + super().cmake_args()
+
+
+class UmstudyGpuComponent(UmstudyCudaComponent):
     """A component with GPU variants: CUDA, OpenACC, and OpenMP host code."""
 
     variant("openmp", default=True, description="OpenMP in CPU code")
@@ -41,16 +54,9 @@ class UmstudyGpuComponent(UmstudyComponent, CudaPackage):
         description="OpenACC variants: NVHPC (all compile modes), or GCC with nvptx offloading",
     )
 
-    conflicts("cuda_arch=none", when="+cuda", msg="name the GPU architecture: cuda_arch=90 ...")
-
     def cmake_args(self):
-        spec = self.spec
-        on = lambda v: "ON" if spec.satisfies(v) else "OFF"  # noqa: E731
-        args = [
-            self.define("UMSTUDY_CUDA", on("+cuda")),
+        on = lambda v: "ON" if self.spec.satisfies(v) else "OFF"  # noqa: E731
+        return [
             self.define("UMSTUDY_OPENMP", on("+openmp")),
             self.define("UMSTUDY_OPENACC", on("+openacc")),
-        ]
-        if spec.satisfies("+cuda"):
-            args.append(self.define("CMAKE_CUDA_ARCHITECTURES", spec.variants["cuda_arch"].value))
-        return args + super().cmake_args()
+        ] + super().cmake_args()

@@ -6,8 +6,11 @@
  *   VCUDA_SPARES=host:port,...   fill in, in order, for servers that fail the start check
  *   VCUDA_TOKEN / VCUDA_TOKEN_FILE (vcuda_token_load)
  *   VCUDA_TIMEOUT_MS             per-call deadline, default 5000, in [10, 600000]
- *   VCUDA_KEEPALIVE_MS           optional, in [1, 60000]: a background thread PINGs each
- *                                device whose connection was idle that long (P003's fix)
+ *   VCUDA_KEEPALIVE_MS           optional, in [1, 60000]: a background thread sends each
+ *                                device whose connection was idle that long a TOUCH, a
+ *                                4-byte D2H copy (P003's fix: a dummy transfer every 2 ms)
+ *   VCUDA_SPIN_US                default 200, in [0, 100000]: busy-wait for a reply this long
+ *                                before sleeping in poll() (vcuda_net_set_spin_us)
  * and health-checks every server (connect + HELLO + PING within the timeout).  Each one
  * that fails is reported with one stderr line and replaced by the next healthy spare or
  * dropped; the remaining devices are numbered densely in VCUDA_SERVERS order.
@@ -54,6 +57,22 @@ const char *vcuda_client_device_server(int dev);
  * on one device are serialized. */
 vcuda_client_status vcuda_client_call(int dev, const vcuda_msg *req, vcuda_msg *reply,
                                       int timeout_ms, char *why);
+
+/* Sends req without waiting for a reply (VCUDA_FLAG_NOREPLY; asynchronous kernel
+ * launches only).  A failure on the server comes back as the error of the next call. */
+vcuda_client_status vcuda_client_post(int dev, const vcuda_msg *req, char *why);
+
+/* A copy to the server: req is sent once per chunk of `data` (at most `chunk` bytes,
+ * back to back, VCUDA_FLAG_MORE on all but the last) with v[addr_field] advanced by the
+ * chunk's offset; the one reply comes after the last.  Each frame has its own
+ * deadline, so a large copy is bounded per chunk, not as a whole. */
+vcuda_client_status vcuda_client_send_chunks(int dev, const vcuda_msg *req, unsigned addr_field,
+                                             const uint8_t *data, uint64_t size, size_t chunk,
+                                             vcuda_msg *reply, char *why);
+/* A copy from the server: one request, replies in chunks until one without MORE; they
+ * must add up to exactly `size` bytes, written to out. */
+vcuda_client_status vcuda_client_recv_chunks(int dev, const vcuda_msg *req, uint8_t *out,
+                                             uint64_t size, vcuda_msg *reply, char *why);
 
 #ifdef __cplusplus
 }

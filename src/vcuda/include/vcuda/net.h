@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +50,12 @@ vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int 
 vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeout_ms,
                                   char *why);
 
+/* vcuda_recv_frame, except that a frame whose payload is a single bytes field (a D2H
+ * reply chunk) has those bytes read straight into dst (no more than cap, else a
+ * protocol error); m->blob then points at dst. */
+vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_msg *m, vcuda_buf *b, uint8_t *dst, size_t cap,
+                                     int timeout_ms, char *why);
+
 /* TCP connect (host name or address) with a timeout; TCP_NODELAY.  fd or -1. */
 int vcuda_connect(const char *host, uint16_t port, int timeout_ms, char *why);
 /* Listening socket on addr (NULL or "": 127.0.0.1 -- exposing the server is an
@@ -57,8 +64,31 @@ int vcuda_connect(const char *host, uint16_t port, int timeout_ms, char *why);
 int vcuda_listen(const char *addr, uint16_t port, uint16_t *bound_port, char *why);
 /* "ADDR:PORT", ":PORT" or "PORT" (ADDR then NULL); 0 or -1.  addr holds 256 bytes. */
 int vcuda_parse_hostport(const char *s, char *addr, uint16_t *port);
-/* Milliseconds on the monotonic clock. */
+
+/* ---- transports ------------------------------------------------------------------
+ * An endpoint is "[tcp://]ADDR:PORT" or "ucx://ADDR:PORT".  A UCX connection is an fd
+ * too (its worker's event fd), so everything above works on either; only these calls
+ * differ, and the frame I/O above routes by fd.  UCX chooses RDMA where the network has
+ * it: the path to P003's InfiniBand numbers on a real cluster. */
+int vcuda_parse_endpoint(const char *s, int *ucx, char *addr, uint16_t *port);
+int vcuda_have_ucx(void); /* 1 if built with UCX */
+int vcuda_connect_ep(int ucx, const char *host, uint16_t port, int timeout_ms, char *why);
+int vcuda_listen_ep(int ucx, const char *addr, uint16_t port, uint16_t *bound_port, char *why);
+/* A new connection on a listening fd, or -1 (none waiting); peer gets "addr:port". */
+int vcuda_accept(int listen_fd, char *peer, size_t n);
+/* recv(MSG_DONTWAIT) on either transport. */
+ssize_t vcuda_recv_some(int fd, void *p, size_t n);
+/* 1 if fd has work that poll() would not announce (UCX progress): poll with timeout 0. */
+int vcuda_fd_pending(int fd);
+void vcuda_close(int fd);
+/* Milliseconds / nanoseconds on the monotonic clock. */
 int64_t vcuda_now_ms(void);
+int64_t vcuda_now_ns(void);
+/* Reads first retry for up to `us` microseconds before sleeping in poll() (default 0).
+ * A reply on loopback or a fast network arrives within tens of microseconds, and a
+ * thread woken from poll() pays the scheduler's and the idle CPU's wake-up latency on
+ * top: spinning trades a core for the latency P003 identifies as what limits scaling. */
+void vcuda_net_set_spin_us(int us);
 
 #ifdef __cplusplus
 }

@@ -68,12 +68,19 @@ extern "C" {
 #define VCUDA_WHY_LEN 160
 /* Writes a reason into a caller's why[VCUDA_WHY_LEN] buffer (nothing if why is NULL). */
 void vcuda_vwhy(char *why, const char *fmt, va_list ap);
+/* The same with a format, returning `ret`: every failure path of vcuda in one line. */
+int vcuda_fail(char *why, int ret, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 enum {
     VCUDA_FLAG_REPLY = 1u << 0, /* server -> client */
     VCUDA_FLAG_ERROR = 1u << 1, /* reply carrying "e(cuda_error) s(message)" instead */
     VCUDA_FLAG_MORE = 1u << 2,  /* another chunk of the same copy follows */
-    VCUDA_FLAG_KNOWN = 7u
+    VCUDA_FLAG_NOREPLY = 1u << 3, /* asynchronous kernel launch: no reply (errors: see server_gpu.h) */
+    VCUDA_FLAG_KNOWN = 15u
 };
 
 /* X(name, code, request layout, success reply layout).  Codes are wire values: never
@@ -111,13 +118,25 @@ enum {
     X(LAUNCH, 27,                                                                           \
       "h(function) g(grid_x) g(grid_y) g(grid_z) g(block_x) g(block_y) g(block_z) "         \
       "u(shared_mem) h(stream) p(params)",                                                  \
-      "")
+      "")                                                                                   \
+    X(DEVICE_GET_ATTRIBUTE, 28, "i(attribute)", "i(value)")                                 \
+    X(MEM_GET_INFO, 29, "", "z(free) z(total)")                                             \
+    X(DRIVER_GET_VERSION, 30, "", "i(version)")                                             \
+    X(SINK, 31, "b(data)", "") /* transport benchmark: bytes received and dropped */        \
+    X(TOUCH, 32, "", "") /* keep-alive: a 4-byte D2H copy, P003's "dummy transfer" */
 
 typedef enum {
 #define VCUDA_X_ENUM(name, code, req, rep) VCUDA_OP_##name = code,
     VCUDA_OPCODES(VCUDA_X_ENUM)
 #undef VCUDA_X_ENUM
 } vcuda_opcode;
+
+/* The only frames that may carry VCUDA_FLAG_MORE: chunks of a copy to the server (no
+ * reply until the last one) and the chunks of a D2H reply. */
+#define VCUDA_CHUNKED_REQUEST(op) ((op) == VCUDA_OP_MEMCPY_H2D || (op) == VCUDA_OP_SINK)
+#define VCUDA_CHUNKED_REPLY(op) ((op) == VCUDA_OP_MEMCPY_D2H)
+/* The only request that may go without a reply (VCUDA_FLAG_NOREPLY). */
+#define VCUDA_NOREPLY_REQUEST(op) ((op) == VCUDA_OP_LAUNCH)
 
 /* Layout of error replies, whatever the opcode. */
 #define VCUDA_ERROR_LAYOUT "e(cuda_error) s(message)"
@@ -190,6 +209,14 @@ vcuda_status vcuda_decode(const uint8_t *buf, size_t len, vcuda_msg *m, char *wh
  * encodes also decodes.  *out_len gets the frame size, also on VCUDA_E_NO_SPACE. */
 vcuda_status vcuda_encode(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *out_len,
                           char *why);
+
+/* The same frame in two parts, so that bulk data is sent from where it lies: buf gets
+ * the first *head_len bytes, and when the layout ends in a bytes field ('b') those bytes
+ * (m->blob) are the rest, not copied (*head_len == *out_len otherwise). */
+vcuda_status vcuda_encode_split(const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *out_len,
+                                size_t *head_len, char *why);
+/* Whether a payload layout is a single bytes field (e.g. a D2H reply chunk). */
+int vcuda_layout_is_bytes_only(const char *layout);
 
 /* Number of chunk frames a copy of `size` bytes takes (at least 1). */
 uint64_t vcuda_chunk_count(uint64_t size);

@@ -5,8 +5,9 @@
  * The first frame must be HELLO with the right token (constant-time compare); before
  * that nothing but a HELLO-sized payload is ever read or allocated.  Any failed check
  * closes that connection with one stderr line naming the peer and the reason; the
- * others keep being served.  PING is answered here (keep-alive); every other request
- * of an authenticated connection goes to the handler. */
+ * others keep being served.  PING (keep-alive) and SINK (transport benchmark) are
+ * answered here; every other request of an authenticated connection goes to the
+ * handler.  Requests flagged VCUDA_FLAG_MORE (chunked copies only) get no reply. */
 #ifndef VCUDA_SERVER_LOOP_H
 #define VCUDA_SERVER_LOOP_H
 
@@ -49,11 +50,17 @@ typedef struct {
     const struct vcuda_handler *handler;
     volatile sig_atomic_t *stop; /* loop returns (after disconnecting all) when set */
     const char *log_prefix;      /* e.g. "vcuda-server" */
-    volatile uint64_t *pings;    /* optional (may be NULL): incremented per PING answered */
+    volatile uint64_t *pings;    /* optional (may be NULL): incremented per PING or TOUCH (keep-alive) */
+    int spin_us;                 /* after a request, wait this long for the next without poll() */
 } vcuda_server_config;
 
 /* Runs until *stop; 0, or -1 if the loop itself failed (message on stderr). */
 int vcuda_server_run(const vcuda_server_config *cfg);
+
+/* For a handler answering with several frames (the chunks of a D2H copy): sends r now
+ * with VCUDA_FLAG_MORE; the handler's own reply is the last frame.  0 or -1 (why set;
+ * the handler then returns -1). */
+int vcuda_send_more(vcuda_conn *c, const vcuda_msg *req, vcuda_msg *r, char *why);
 
 /* Helper for handlers: turns reply into an error reply carrying `code` and `msg`
  * (msg must outlive the send: a static string or the conn's own storage). */

@@ -12,6 +12,9 @@ COMPONENTS = {
     "umbench": {"gpu": True, "mpi": True, "needs": ["+cuda", "~cuda +openacc"]},
     "xmp-coarray": {"needs": ["+mpi"]},
     "coarray-bench": {"needs": ["+mpi"]},
+    # cuda: takes the bundle's cuda_arch only (no OpenMP/OpenACC variants)
+    "vcuda": {"cuda": True, "needs": ["+cuda"]},
+    "remd": {"gpu": True},
     "dlm": {"needs": ["+mpi"]},
 }
 
@@ -45,7 +48,7 @@ class Umstudy(BundlePackage, CudaPackage):
                     continue  # the condition already fixes it
                 depends_on(f"{_name}+{_v}", when=f"{_need} +{_v}".strip())
                 depends_on(f"{_name}~{_v}", when=f"{_need} ~{_v}".strip())
-            if _c.get("gpu") and "~cuda" not in _need:
+            if (_c.get("gpu") or _c.get("cuda")) and "~cuda" not in _need:
                 _rest = " ".join(t for t in _need.split() if t != "+cuda")
                 if "+cuda" not in _need:
                     depends_on(f"{_name}~cuda", when=f"{_rest} ~cuda".strip())

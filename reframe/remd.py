@@ -1,0 +1,172 @@
+"""remd checks (P003: replica-exchange MD of argon over many GPUs through DS-CUDA).
+
+- RemdLocal: src/remd on n local GPUs (one host thread, P003's list 1), 256 or 2,048
+  atoms, 14,336 replicas, the faithful (P003's) or the fast kernel.  The 256-atom runs
+  also check the GPU against the CPU reference over the first interval.
+- RemdVcuda: the same binary, unmodified, through vcuda (`vcuda-run`: one `vcuda-server`
+  per GPU on 127.0.0.1, started before the run and stopped after it, the libcudart
+  stand-in preloaded), with and without P003's 2 ms keep-alive.
+- RemdModelFit: P003's efficiency model (analysis/remd_model.py) with the paper's
+  inputs, or with this system's vcuda-bench fit (UMSTUDY_VCUDA_FIT=<fit JSON lines>).
+
+R(n) = T(1) / (n T(n)) combines two runs (claims.yaml `over` selectors on gpu_seconds =
+n T(n)); analysis/remd_model.py fits and draws the model next to the measured points.
+"""
+import os
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, run_after, run_before, variable
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
+from umstudy import data  # noqa: E402
+from umstudy.checks import (UmstudyMetricTest, UmstudyRunBase, metric,  # noqa: E402
+                            skip_without_gpu)
+
+NREP = 14336  # P003: 14 SMX x 1,024; a multiple of every GPU count checked
+# Exchange intervals (Miter) per atom count: P003 ran 1,800 (256) and 100 (2,048).
+ITERATIONS = {'quick': {256: 5, 2048: 1}, 'paper': {256: 1800, 2048: 100}}
+CELLS = {256: 4, 2048: 8}
+GPU_COUNTS = [1, 2, 4, 8]
+
+
+class RemdBase(UmstudyMetricTest):
+    component = 'remd'
+    bench = 'remd'
+    keep_records = True  # per-interval split and per-temperature energies for the report
+    atoms = parameter([256, 2048])
+    perf_metrics = [('interval_time', 's'), ('t_gpu', 's'), ('t_com', 's'), ('t_clt', 's'),
+                    ('t_gpu0', 's'), ('gpu_seconds', 's'), ('pair_evals_per_s', 'pairs/s'),
+                    ('kernel_pair_evals_per_s', 'pairs/s'), ('gflops', 'GFLOPS'), ('acceptance_mean', '1')]
+
+    def gpu_count(self):
+        return self.current_partition.extras.get('facts', {}).get('gpu', {}).get('count', 0)
+
+    def fp32_peak(self):
+        return self.current_partition.extras.get('facts', {}).get('gpu', {}).get('fp32_tflops')
+
+    def remd_args(self, ngpus, kernel):
+        args = ['--cells', str(CELLS[self.atoms]), '--replicas', str(NREP),
+                '--iterations', str(ITERATIONS[self.size][self.atoms]), '--kernel', kernel, '--gpus', str(ngpus)]
+        if self.fp32_peak():
+            args += ['--fp32-peak-tflops', str(self.fp32_peak())]
+        return args
+
+    def skip_unless_gpus(self, n):
+        skip_without_gpu(self)
+        have = self.gpu_count()
+        self.skip_unless(have >= n, f'this case needs {n} GPUs; the partition has {have}')
+
+    def named_metrics(self):
+        out = super().named_metrics()
+        if self.fp32_peak():
+            out['fp32_peak_fraction'] = ('fp32_peak_fraction', '1', {})
+        return out
+
+    @run_before('performance')
+    def add_millisecond_variables(self):
+        # P003 states tGPU0 and tCLT in ms (claim P003-C2).
+        for name in ('t_gpu0', 't_clt'):
+            self.perf_variables[f'{name}_ms'] = sn.make_performance_function(
+                metric(self.records(), name) * 1e3, 'ms')
+
+
+@rfm.simple_test
+class RemdLocal(RemdBase):
+    descr = 'P003 REMD on n local GPUs (one host thread looping over cudaSetDevice)'
+    valid_systems = ['+cuda']
+    gpus = parameter(GPU_COUNTS)
+    kernel = parameter(['faithful', 'fast'])
+
+    @run_after('setup')
+    def set_command(self):
+        self.executable = self.program('remd')
+        self.executable_opts = self.remd_args(self.gpus, self.kernel)
+        if self.atoms == 256:  # the CPU reference of 2 replicas costs < 1 s at 256 atoms
+            self.executable_opts += ['--verify-replicas', '2']
+        self.num_tasks = 1
+        self.num_gpus_per_node = self.gpus
+        self.num_cpus_per_task = self.current_partition.processor.num_cpus or 1
+        self.env_vars = {'OMP_NUM_THREADS': str(self.num_cpus_per_task)}
+
+    @run_before('run')
+    def skip_without_hardware(self):
+        self.skip_unless_gpus(self.gpus)
+
+    def verification(self):
+        return next((r for r in self.records().evaluate() if r.get('status') in ('verified', 'mismatch')), None)
+
+    @run_before('performance')
+    def add_verification_variables(self):
+        if self.atoms == 256:
+            self.perf_variables['max_dx_nm'] = sn.make_performance_function(_verified(self, 'max_dx_nm'), 'nm')
+
+
+@sn.deferrable
+def _verified(test, field):
+    rec = test.verification()
+    if rec is None:
+        raise sn.SanityError('no GPU-vs-CPU verification line')
+    return rec[field]
+
+
+@rfm.simple_test
+class RemdVcuda(RemdBase):
+    """The unmodified remd binary through vcuda-run (src/vcuda): one vcuda-server per GPU
+    on loopback with a fresh token, the libcudart stand-in preloaded, the servers
+    stopped after the run (their logs stay in the stage directory).  keepalive_ms = 2 is
+    P003's "modified" DS-CUDA (a dummy transfer every 2 ms), 0 its "not modified"."""
+    descr = 'P003 REMD through vcuda: one vcuda-server per GPU of this node, the unmodified binary as client'
+    valid_systems = ['+cuda']
+    servers = parameter(GPU_COUNTS)
+    keepalive_ms = parameter([2, 0])
+    kernel = variable(str, value='fast')
+
+    @run_after('setup')
+    def set_command(self):
+        self.vcuda_run = os.path.join(self.build.bindir('vcuda'), 'vcuda-run')
+        self.executable = self.vcuda_run
+        self.executable_opts = ['--gpus', str(self.servers), '--log-dir', '.', '--', self.program('remd'),
+                                *self.remd_args(self.servers, self.kernel)]
+        self.num_tasks = 1
+        self.num_gpus_per_node = self.servers
+        self.env_vars = {'OMP_NUM_THREADS': str(self.current_partition.processor.num_cpus or 1)}
+        if self.keepalive_ms:
+            self.env_vars['VCUDA_KEEPALIVE_MS'] = str(self.keepalive_ms)
+
+    @run_before('run')
+    def skip_without_hardware(self):
+        self.skip_unless_gpus(self.servers)
+        if self.is_dry_run():
+            return  # nothing is built in a dry run; its job script still shows the command
+        lib = os.path.join(os.path.dirname(self.vcuda_run), 'lib')
+        self.skip_unless(os.path.exists(self.vcuda_run), f'no vcuda-run at {self.vcuda_run}: src/vcuda was not built')
+        self.skip_unless(os.path.isdir(lib) and any(f.startswith('libcudart.so.') for f in os.listdir(lib)),
+                         'the vcuda libcudart stand-in was not built (it needs the CUDA toolkit)')
+
+
+@rfm.simple_test
+class RemdModelFit(UmstudyRunBase):
+    descr = "P003's efficiency model (eq. 3-6): R(n), latency share, table 2 error"
+    valid_systems = ['*']
+    bench = 'remd-model'
+    component = 'analysis'
+
+    @run_after('setup')
+    def set_command(self):
+        self.executable = sys.executable
+        self.executable_opts = [os.path.join(data.REPO, 'analysis', 'remd_model.py'), '--summary']
+        fit = os.environ.get('UMSTUDY_VCUDA_FIT')
+        if fit:
+            self.executable_opts += ['--vcuda', os.path.abspath(fit)]
+        self.num_tasks = 1
+        self.local = True
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        names = [('R_256_64', '1'), ('R_256_1024', '1'), ('R_2048_64', '1'), ('R_2048_1024', '1'),
+                 ('T0_256_1024_ms', 'ms'), ('T0_2048_1024_ms', 'ms'), ('latency_share_1024', '%'),
+                 ('p003_max_r_err_pts', '%'), ('BH_GBps', 'GB/s'), ('BD_GBps', 'GB/s'), ('LH_us', 'us'),
+                 ('LD_us', 'us'), ('LK_us', 'us'), ('vcuda_fit', '1')]
+        self.perf_variables = {n: sn.make_performance_function(metric(self.records(), n), u) for n, u in names}

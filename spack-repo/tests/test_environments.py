@@ -1,0 +1,110 @@
+"""The per-system Spack environments (systems/<name>/spack.yaml): generated from
+system.yaml, complete, and valid for a real Spack (validation and, for `local`,
+concretisation; skipped without $SPACK_ROOT)."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
+sys.path.insert(0, os.path.join(ROOT, 'reframe', 'lib'))
+from umstudy import data, spackenv  # noqa: E402
+
+SYSTEMS = spackenv.with_spack()
+
+
+def env(name):
+    with open(spackenv.path(name)) as f:
+        return yaml.safe_load(f)['spack']
+
+
+def test_every_system_has_an_environment():
+    assert set(SYSTEMS) == set(data.system_names())
+
+
+def test_generated_files_are_current():
+    assert spackenv.main(['--check']) == 0, 'run: PYTHONPATH=reframe/lib python3 -m umstudy.spackenv'
+
+
+@pytest.mark.parametrize('name', SYSTEMS)
+def test_environment_builds_every_component_from_this_checkout(name):
+    e = env(name)
+    assert set(e['develop']) == set(spackenv.components())
+    assert all(os.path.samefile(os.path.join(data.SYSTEMS_DIR, name, d['path']), ROOT)
+               for d in e['develop'].values())
+    assert os.path.isfile(os.path.join(data.SYSTEMS_DIR, name, e['repos']['umstudy'], 'repo.yaml'))
+
+
+@pytest.mark.parametrize('name', [n for n in SYSTEMS if n != 'local'])
+def test_site_environment_pins_cuda_mpi_and_the_gpu_architecture(name):
+    e, build = env(name), data.system(name)['build']
+    pkgs = e['packages']
+    for virtual_or_pkg in ('cuda', 'mpi'):
+        assert pkgs[virtual_or_pkg]['buildable'] is False
+    assert pkgs['cuda']['externals'], 'the site CUDA must be an external'
+    mpi = data.facts(name)['mpi']
+    assert pkgs[mpi]['externals'] and pkgs[mpi]['buildable'] is False
+    assert any(f"cuda_arch={build['cuda_archs']}" in s for s in e['specs'])
+    assert any(s.startswith('umstudy') for s in e['specs']), 'sites install the bundle'
+    # CUDA version: the facts' major.minor
+    assert pkgs['cuda']['externals'][0]['spec'].startswith(f"cuda@{data.facts(name)['cuda']}")
+    assert 'gcc' in pkgs and pkgs['gcc']['externals'][0]['extra_attributes']['compilers']['c']
+
+
+spack_root = os.environ.get('SPACK_ROOT')
+spack = spack_root and os.path.join(spack_root, 'bin', 'spack')
+needs_spack = pytest.mark.skipif(
+    not (spack and os.path.exists(spack)),
+    reason='SPACK_ROOT is not set to a Spack installation: Spack checks skipped')
+
+
+@needs_spack
+@pytest.mark.parametrize('name', SYSTEMS)
+def test_spack_accepts_the_environment(name):
+    # `config get` validates every section against Spack's schema
+    r = subprocess.run([spack, '-e', os.path.join(data.SYSTEMS_DIR, name), 'config', 'get', 'packages'],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@needs_spack
+@pytest.mark.skipif(os.environ.get('UMSTUDY_SPACK_INSTALL') != '1',
+                    reason='builds every component (minutes): set UMSTUDY_SPACK_INSTALL=1 to run')
+def test_local_environment_installs_every_component_offline():
+    """`spack -e systems/local install` from this checkout, no network needed beyond the
+    mirror named in the Spack configuration; each component then has its programs or library."""
+    env_dir = os.path.join(data.SYSTEMS_DIR, 'local')
+    r = subprocess.run([spack, '-e', env_dir, 'concretize', '-f'], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([spack, '-e', env_dir, 'install', '--fail-fast'],
+                       capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    r = subprocess.run([spack, '-e', env_dir, 'find', '--paths'] + spackenv.components(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for component in spackenv.components():
+        prefix = re.search(rf'^{re.escape(component)}@main\S*\s+(/\S+)', r.stdout, re.M)
+        assert prefix, f'{component} not installed:\n{r.stdout}'
+        made = [d for d in ('bin', 'lib', 'lib64', 'include') if os.path.isdir(os.path.join(prefix.group(1), d))
+                and os.listdir(os.path.join(prefix.group(1), d))]
+        assert made, f'{component} installed nothing (no programs, libraries or headers)'
+
+
+@needs_spack
+def test_make_mirror_sources_collects_what_the_local_environment_downloads(tmp_path):
+    """`make mirror-sources` (the half of `make mirror` that needs no network when every
+    download is already in a configured mirror, as here) fills a source mirror and leaves
+    the artifact's own packages out."""
+    r = subprocess.run(['make', '-s', 'mirror-sources', 'SYSTEM=local', f'MIRROR={tmp_path}',
+                        f'SPACK={spack}', f'PYTHON={sys.executable}'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert 'compiler-wrapper' in out and '0    failed to fetch' in out, out
+    for component in spackenv.components():
+        assert f'Adding package {component}@' not in out
+    assert any(files for _, _, files in os.walk(tmp_path / 'source'))

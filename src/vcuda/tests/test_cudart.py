@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""CPU tests of the libcudart stand-in with the unmodified vector-add sample.
+
+    test_cudart.py CASE --lib DIR --sample EXE [--net-test EXE] [--programs EXE...]
+
+symbols      every libcudart symbol the programs import is exported by the stand-in,
+             under the same version node (else the loader would refuse them)
+no_servers   VCUDA_SERVERS unset: the CUDA call fails with the reason, exit 1
+unreachable  only a dead server: "no CUDA-capable device", fast
+wrong_token  the server refuses the token: said so, no device
+remote_error a CPU-only test server answers every GPU request with "not implemented":
+             the error comes back through the CUDA API (the whole client path runs)
+"""
+import argparse, os, re, shutil, signal, socket, subprocess, sys, time
+
+TOKEN = "s3cret-test-token"  # test_net.c's
+
+
+def run(sample, lib, env_extra, preload=False):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VCUDA_")}
+    env.update(env_extra)
+    if preload:
+        env["LD_PRELOAD"] = os.path.join(lib, "libcudart.so." + stand_in_major(lib))
+    else:
+        env["LD_LIBRARY_PATH"] = lib + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+    t0 = time.monotonic()
+    p = subprocess.run([sample, "4096"], env=env, capture_output=True, text=True, timeout=60)
+    print(f"rc={p.returncode} in {time.monotonic() - t0:.2f} s\nstdout: {p.stdout}stderr: {p.stderr}")
+    return p, time.monotonic() - t0
+
+
+def stand_in_major(lib):
+    names = [f for f in os.listdir(lib) if re.fullmatch(r"libcudart\.so\.\d+", f)]
+    assert len(names) == 1, f"expected one libcudart.so.N in {lib}: {names}"
+    return names[0].rsplit(".", 1)[1]
+
+
+def dynamic_symbols(path):
+    out = subprocess.run(["objdump", "-T", path], capture_output=True, text=True, check=True).stdout
+    return [line.split() for line in out.splitlines() if "libcudart.so" in line]
+
+
+def case_symbols(a):
+    if not shutil.which("objdump"):
+        print("skipped: objdump (binutils) not found")
+        return 77
+    node = "libcudart.so." + stand_in_major(a.lib)
+    exported = {f[-1] for f in dynamic_symbols(os.path.join(a.lib, node)) if f[-2] == node and "UND" not in f}
+    bad = 0
+    for prog in [a.sample] + (a.programs or []):
+        needed = {f[-1] for f in dynamic_symbols(prog) if "*UND*" in f and f[-2] == f"({node})"}
+        missing = sorted(needed - exported)
+        print(f"{os.path.basename(prog)}: {len(needed)} runtime symbols, missing {missing or 'none'}")
+        bad += bool(missing) or not needed
+    return 1 if bad else 0
+
+
+def expect(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    return 0 if cond else 1
+
+
+def case_no_servers(a):
+    p, _ = run(a.sample, a.lib, {})
+    return expect(p.returncode == 1 and "VCUDA_SERVERS is not set" in p.stderr
+                  and "initialization error" in p.stderr, "unset VCUDA_SERVERS is reported through the CUDA call")
+
+
+def dead_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def case_unreachable(a):
+    fails = 0
+    for preload in (False, True):
+        p, dt = run(a.sample, a.lib, {"VCUDA_SERVERS": f"127.0.0.1:{dead_port()}", "VCUDA_TOKEN": TOKEN}, preload)
+        fails += expect(p.returncode == 1 and "device dropped" in p.stderr
+                        and "no CUDA-capable device is detected" in p.stderr and dt < 10,
+                        f"dead server -> no device ({'LD_PRELOAD' if preload else 'LD_LIBRARY_PATH'})")
+    return fails
+
+
+class TestServer:
+    def __init__(self, net_test):
+        self.p = subprocess.Popen([net_test, "serve"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.port = int(self.p.stdout.readline())
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        _, err = self.p.communicate(timeout=10)
+        print("--- server log ---\n" + err)
+        return err
+
+
+def case_wrong_token(a):
+    srv = TestServer(a.net_test)
+    p, _ = run(a.sample, a.lib, {"VCUDA_SERVERS": f"127.0.0.1:{srv.port}", "VCUDA_TOKEN": "not-the-token"})
+    log = srv.stop()
+    return expect(p.returncode == 1 and "HELLO refused: vcuda: authentication failed" in p.stderr
+                  and "closed: authentication failed" in log, "wrong token refused on both sides")
+
+
+def case_remote_error(a):
+    srv = TestServer(a.net_test)
+    p, _ = run(a.sample, a.lib, {"VCUDA_SERVERS": f"127.0.0.1:{srv.port}", "VCUDA_TOKEN": TOKEN})
+    log = srv.stop()
+    # count is local (1 server = 1 device); properties go to the server, which says 801
+    return expect(p.returncode == 1 and "cudaGetDeviceProperties(&prop, 0) failed: operation not supported" in p.stderr
+                  and "authenticated" in log and "test-handler: disconnect" in log,
+                  "the server's error comes back through cudaGetDeviceProperties")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--sample", required=True)
+    ap.add_argument("--net-test")
+    ap.add_argument("--programs", nargs="*")
+    a = ap.parse_args()
+    return globals()["case_" + a.case](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
