@@ -60,6 +60,7 @@ static struct {
     double t_req;
     int used;
 } g_out[MAXOUT];
+static _Atomic uint32_t g_nout; /* requests in flight: the receive thread sleeps at 0 */
 static char *g_bufs; /* R3: one buffer; R58: the pool */
 static int g_buf_free[NBUF], g_nbuf_free;
 
@@ -212,6 +213,9 @@ static int send_request(size_t p)
     dlm_unlock();
     if (slot < 0)
         return 0;
+    /* Counted before the request leaves, so no reply can come while the count is 0. */
+    if (atomic_fetch_add(&g_nout, 1) == 0)
+        dlm_futex_wake(&g_nout);
     dlm_msg m = {OP_GET_PAGE, slot, dlm_slot(p), 0, page_bytes()};
     dlm_send_msg(dlm_owner(p), &m, "a page request");
     return 1;
@@ -222,6 +226,9 @@ static int send_request(size_t p)
 static int probe_page(MPI_Message *msg, MPI_Status *st)
 {
     for (unsigned spin = 0;; ++spin) {
+        /* Nothing asked for: sleep instead of polling MPI (the cores are the program's). */
+        while (atomic_load(&g_nout) == 0 && atomic_load(&g_running))
+            dlm_futex_wait(&g_nout, 0);
         int flag = 0;
         int rc = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, dlm_g.comm_page, &flag, msg, st);
         if (rc != MPI_SUCCESS)
@@ -258,6 +265,7 @@ static size_t finish_request(int slot)
     double t_req = g_out[slot].t_req;
     g_out[slot].used = 0;
     dlm_unlock();
+    atomic_fetch_sub(&g_nout, 1);
     dlm_stat_time(&dlm_st.b_ns, &dlm_st.b_n, dlm_now() - t_req);
     atomic_fetch_add(&dlm_st.bytes_in, page_bytes());
     return p;
@@ -451,6 +459,7 @@ static void stop(void)
 {
     atomic_store(&g_running, 0);
     ring_bell();
+    dlm_futex_wake(&g_nout);
     pthread_join(g_comm, NULL);
     if (g_have_recv)
         pthread_join(g_recv, NULL);
