@@ -11,7 +11,8 @@
 #                capacity 0.5, 1, 2, 4 (capacity 512 MiB: 256 MiB .. 2 GiB)
 #   stream       STREAM, 12 threads, 8 MiB pages, 4 memory ranks, arrays / capacity
 #                0.5, 1, 2, 4 (capacity 512 MiB), with the MPI p2p bandwidth of the run
-# Every program writes JSON lines: $OUT/<experiment>.jsonl (stderr: .log).
+# Every program writes JSON lines: $OUT/<experiment>.jsonl (stderr: .log); summary.txt
+# (summarize.py) tabulates what issue 7's closing note needs.
 #
 #   src/dlm/bench/device-run.sh [BUILD_DIR]     (default: build-dlm; configured if new)
 # Environment: OUT (default ./dlm-out), DLM_DEVICE_BUDGET seconds (default 460),
@@ -93,4 +94,5 @@ for e in r77 uffd r3 r58; do
   run stream 45 5 "$bin/dlm-stream" --engine $e "${stream[@]}"
 done
 
-echo "device-run: done in $(( $(date +%s) - start )) s; results in $OUT" >&2
+python3 "$here/summarize.py" "$OUT" >"$OUT/summary.txt" 2>&1 && cat "$OUT/summary.txt" >&2
+echo "device-run: done in $(( $(date +%s) - start )) s; results in $OUT (summary.txt: the closing note's numbers)" >&2
