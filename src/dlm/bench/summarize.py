@@ -63,7 +63,7 @@ def stencil(recs):
             by.setdefault(engine_key(r), []).append((r['ratio'], r['value'], r.get('retention')))
     for e, pts in sorted(by.items()):
         pts.sort()
-        lines.append(e.ljust(8) + '  '.join(f'{x:g}x: {v:8.0f} ({100 * k:5.1f}%)' for x, v, k in pts))
+        lines.append(e.ljust(18) + '  '.join(f'{x:g}x: {v:8.0f} ({100 * k:5.1f}%)' for x, v, k in pts))
     lines.append('paper at 4x: R77 78%, R3 57%, R58 54% (P004-C4); DLM-T4/T6: >= 78%')
     return lines
 

@@ -11,9 +11,8 @@
  *   write-protect  the first write to a clean page: mark it dirty, lift the
  *                  protection (which wakes the writer).
  *   victim         clean: dropped (MADV_DONTNEED), its memory rank has it already;
- *                  dirty: write-protected first (writers now wait), copied out,
- *                  dropped, writers woken (they fault it back in after the
- *                  write-back), written back.
+ *                  dirty: write-protected (writers now wait), sent from where it
+ *                  is, dropped, writers woken (they fault it back in).
  * Timing point A (segv -> dequeued) cannot be seen from a fault message; B is the
  * fetch, C the swap-out + UFFDIO_COPY, D is not separate (the copy wakes the thread). */
 #define _GNU_SOURCE
@@ -63,8 +62,10 @@ static void wake_range(size_t p)
     uffd_ioctl(UFFDIO_WAKE, &r, "wake");
 }
 
-/* Victim p is PG_EVICTING (dlm_pick_victim): after this it is remote. */
-static void evict(size_t p, char *wbbuf)
+/* Victim p is PG_EVICTING (dlm_pick_victim): after this it is remote.  A dirty page
+ * is write-protected and sent from where it is (no copy); writers wait on the
+ * protection until it is dropped, then retry and fault it back in. */
+static void evict(size_t p)
 {
     dlm_state *g = &dlm_g;
     dlm_lock();
@@ -72,12 +73,10 @@ static void evict(size_t p, char *wbbuf)
     dlm_unlock();
     if (dirty) {
         write_protect(p, 1);
-        memcpy(wbbuf, dlm_page_addr(p), ps());
+        dlm_write_back(p, dlm_page_addr(p));
     }
     madvise(dlm_page_addr(p), ps(), MADV_DONTNEED);
-    wake_range(p); /* writers blocked on the protection retry and fault it back in */
-    if (dirty)
-        dlm_write_back(p, wbbuf);
+    wake_range(p);
     dlm_lock();
     g->pages[p].state = PG_REMOTE;
     g->pages[p].dirty = 0;
@@ -87,7 +86,7 @@ static void evict(size_t p, char *wbbuf)
     atomic_fetch_add(&dlm_st.evictions, 1);
 }
 
-static void missing(size_t p, char *buf, char *wbbuf, int worker)
+static void missing(size_t p, char *buf, int worker)
 {
     dlm_state *g = &dlm_g;
     dlm_page *pg = &g->pages[p];
@@ -119,7 +118,7 @@ static void missing(size_t p, char *buf, char *wbbuf, int worker)
         dlm_unlock();
         double t0 = dlm_now();
         if (have_victim)
-            evict(victim, wbbuf);
+            evict(victim);
         double t1 = dlm_now();
         int rank = dlm_owner(p), tag = 1 + worker; /* comm_page tags: one per worker */
         MPI_Request req;
@@ -157,9 +156,12 @@ static void wp_fault(size_t p)
          * the protection is being lifted here, and lose the write it lets through. */
         g->pages[p].pins++;
     }
+    int evicting = g->pages[p].state == PG_EVICTING;
     dlm_unlock();
+    if (evicting)
+        return; /* evict() wakes the writer once the page is gone */
     if (!resident) {
-        wake_range(p); /* being evicted: the writer retries and faults it back in */
+        wake_range(p); /* gone already: the writer retries and faults it back in */
         return;
     }
     write_protect(p, 0); /* also wakes the writer */
@@ -171,11 +173,10 @@ static void wp_fault(size_t p)
 static void *worker(void *arg)
 {
     int id = (int)(intptr_t)arg;
-    char *buf = malloc(ps()), *wbbuf = malloc(ps());
-    if (!buf || !wbbuf)
-        dlm_fatal("uffd worker: out of memory for page buffers");
-    memset(buf, 0, ps());
-    memset(wbbuf, 0, ps());
+    char *buf = malloc(ps());
+    if (!buf)
+        dlm_fatal("uffd worker: out of memory for a page buffer");
+    memset(buf, 0, ps()); /* no first-touch faults in the timings */
     struct pollfd pfd = {g_uffd, POLLIN, 0};
     while (atomic_load(&g_running)) {
         if (poll(&pfd, 1, 20) <= 0)
@@ -190,10 +191,9 @@ static void *worker(void *arg)
         if (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)
             wp_fault(p);
         else
-            missing(p, buf, wbbuf, id);
+            missing(p, buf, id);
     }
     free(buf);
-    free(wbbuf);
     return NULL;
 }
 
