@@ -285,10 +285,20 @@ void dlm_stop_world(void)
         if (g_tids[i] == self || is_runtime(g_tids[i]))
             continue;
         if (syscall(SYS_tgkill, pid, g_tids[i], g_stop_signal) == 0)
-            ++sent; /* ESRCH: the thread has exited */
+            g_tids[sent++] = g_tids[i]; /* ESRCH: the thread has exited */
     }
-    while (atomic_load(&g_acks) < sent)
+    for (unsigned spin = 1; atomic_load(&g_acks) < sent; ++spin) {
         sched_yield();
+        if (spin % 1024 == 0) {
+            /* A thread that exits with the signal pending never acknowledges: count
+             * only those still alive (an acknowledged one cannot exit: it waits). */
+            uint32_t alive = 0;
+            for (uint32_t i = 0; i < sent; ++i)
+                if (syscall(SYS_tgkill, pid, g_tids[i], 0) == 0)
+                    g_tids[alive++] = g_tids[i];
+            sent = alive;
+        }
+    }
     atomic_fetch_add(&dlm_st.stops, 1);
 }
 

@@ -2,7 +2,8 @@
  * an array several times the compute capacity, small pages, threads that share every
  * page (element i belongs to thread i % T, so concurrent faults hit the same pages
  * while each element has one writer and the shadow stays exact).
- *   phase 1  random writes and read-checks of own elements (direct access: faults)
+ *   phase 1  random writes and read-checks of own elements (direct access: faults),
+ *            now and then by a short-lived thread (created, faulting, gone)
  *   phase 2  dlm_put of random sub-ranges of each thread's own block, then
  *   phase 3  dlm_get of random ranges anywhere + direct reads, against the shadow
  *   phase 4  every element, directly and by one whole-array dlm_get
@@ -11,11 +12,35 @@
 #include "dlm/dlm.h"
 #include "umstudy/support.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
+
+/* Short-lived threads that fault and exit while other faults are installed: a thread
+ * that exits with the SIGSEGV engines' stop signal pending must not hang them. */
+typedef struct {
+    uint64_t *a, *shadow, rs;
+    size_t first, step, count;
+    long long bad;
+} helper_arg;
+
+static uint64_t xorshift(uint64_t *s);
+
+static void *helper(void *p)
+{
+    helper_arg *h = p;
+    for (int k = 0; k < 20; ++k) {
+        size_t i = h->first + h->step * (xorshift(&h->rs) % h->count);
+        if (xorshift(&h->rs) & 1)
+            h->a[i] = h->shadow[i] = xorshift(&h->rs);
+        else
+            h->bad += h->a[i] != h->shadow[i];
+    }
+    return NULL;
+}
 
 static uint64_t xorshift(uint64_t *s)
 {
@@ -68,6 +93,14 @@ int main(int argc, char **argv)
                 shadow[i] = v;
             } else if (a[i] != shadow[i]) {
                 ++bad;
+            }
+            if (k % 500 == 499) {
+                helper_arg h = {a, shadow, rs ^ (uint64_t)k, (size_t)t, (size_t)T, mine, 0};
+                pthread_t th;
+                if (pthread_create(&th, NULL, helper, &h) == 0) {
+                    pthread_join(th, NULL);
+                    bad += h.bad;
+                }
             }
         }
 #pragma omp barrier
