@@ -122,6 +122,7 @@ class RemdVcuda(RemdBase):
     servers = parameter(GPU_COUNTS)
     keepalive_ms = parameter([2, 0])
     kernel = variable(str, value='fast')
+    also_needs = ('vcuda',)  # vcuda-run and the stand-in
 
     @run_after('setup')
     def set_command(self):
