@@ -1,6 +1,10 @@
 #define _GNU_SOURCE
 #include "dlm_bench.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
@@ -46,18 +50,34 @@ void dlm_bench_parse(int argc, char **argv, const char *summary, const ums_arg *
 
 int dlm_bench_threads(const char *list, int *out, int n)
 {
-    int count = 0;
-    const char *p = list;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > 1024 || count == n || (*end && *end != ','))
-            ums_usage_fail("--threads %s: want a comma-separated list of counts in 1..1024", list);
-        out[count++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    if (!count)
-        ums_usage_fail("--threads: empty list");
+    double v[1024];
+    int count = ums_parse_numbers(list, v, n < 1024 ? n : 1024, 1, 1024);
+    for (int i = 0; i < count; ++i)
+        if (v[i] != (int)v[i]) count = -1;
+    if (count < 0)
+        ums_usage_fail("--threads %s: want a comma-separated list of counts in 1..1024", list);
+    for (int i = 0; i < count; ++i) out[i] = (int)v[i];
+    return count;
+}
+
+int dlm_bench_thread_count(const dlm_bench_args *a)
+{
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    if (a->threads)
+        dlm_bench_threads(a->threads, &threads, 1);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    return threads;
+}
+
+int dlm_bench_ratios(const char *list, double *out, int n)
+{
+    int count = ums_parse_numbers(list, out, n, 1e-9, 1000);
+    if (count < 0) ums_usage_fail("--ratios %s: want comma-separated positive numbers", list);
     return count;
 }
 

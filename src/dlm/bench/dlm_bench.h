@@ -38,6 +38,12 @@ typedef struct dlm_bench_args {
 void dlm_bench_parse(int argc, char **argv, const char *summary, const ums_arg *args, size_t nargs);
 /* Parses the --threads list into out (max n); exits 2 on bad input. */
 int dlm_bench_threads(const char *list, int *out, int n);
+/* The one thread count of a benchmark that runs at a single count: --threads (one
+ * value) or OpenMP's default; sets it for OpenMP. */
+int dlm_bench_thread_count(const dlm_bench_args *a);
+/* Parses a --ratios list (problem / capacity, positive) into out (max n); exits 2 on
+ * bad input. */
+int dlm_bench_ratios(const char *list, double *out, int n);
 /* Starts DLM (memory ranks stay inside), sets the JSON context. */
 void dlm_bench_start(const char *bench, int *argc, char ***argv, const dlm_bench_args *a,
                      size_t default_page_size);

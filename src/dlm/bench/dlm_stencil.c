@@ -119,26 +119,8 @@ int main(int argc, char **argv)
     if (steps % tblock)
         ums_usage_fail("--steps %lld is not a multiple of --tblock %lld", steps, tblock);
     double ratio[32];
-    int nratio = 0;
-    for (const char *p = ratios; *p;) {
-        char *end;
-        double v = strtod(p, &end);
-        if (end == p || !(v > 0) || v > 1000 || nratio == 32 || (*end && *end != ','))
-            ums_usage_fail("--ratios %s: want comma-separated positive numbers", ratios);
-        ratio[nratio++] = v;
-        p = *end ? end + 1 : end;
-    }
-    if (!nratio)
-        ums_usage_fail("--ratios: empty list");
-    int threads[1] = {1};
-#ifdef _OPENMP
-    threads[0] = omp_get_max_threads();
-#endif
-    if (a.threads)
-        dlm_bench_threads(a.threads, threads, 1);
-#ifdef _OPENMP
-    omp_set_num_threads(threads[0]);
-#endif
+    int nratio = dlm_bench_ratios(ratios, ratio, 32);
+    int threads[1] = {dlm_bench_thread_count(&a)};
     dlm_bench_start("dlm-stencil", &argc, &argv, &a, 1 << 20);
     const dlm_config *c = dlm_get_config();
     NX = (size_t)nx;

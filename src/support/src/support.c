@@ -257,6 +257,20 @@ int ums_parse_size(const char *text, size_t *out)
     return 0;
 }
 
+int ums_parse_numbers(const char *text, double *out, int max_n, double lo, double hi)
+{
+    int n = 0;
+    for (const char *p = text; *p;) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v >= lo && v <= hi) || n == max_n || (*end && *end != ',')) return -1;
+        out[n++] = v;
+        p = *end ? end + 1 : end;
+        if (end[0] == ',' && !*p) return -1; /* a trailing comma is a missing number */
+    }
+    return n ? n : -1;
+}
+
 int ums_parse_dims(const char *text, long long *out, int max_n)
 {
     int n = 0;

@@ -107,15 +107,10 @@ int main(int argc, char **argv)
     if ((min_bytes & (min_bytes - 1)) || (max_bytes & (max_bytes - 1)) || min_bytes > max_bytes)
         ums_usage_fail("--min-bytes %zu and --max-bytes %zu must be powers of two, min <= max", min_bytes, max_bytes);
     if (max_bytes == min_bytes) ums_usage_fail("the fit needs at least two sizes (--min-bytes < --max-bytes)");
-    std::vector<double> gaps;
-    for (const char *p = intervals; *p;) {
-        char *end;
-        double v = strtod(p, &end);
-        if (end == p || v < 0 || v > 10000 || (*end && *end != ','))
-            ums_usage_fail("--intervals '%s': expected comma-separated milliseconds in [0, 10000]", intervals);
-        gaps.push_back(v);
-        p = *end ? end + 1 : end;
-    }
+    std::vector<double> gaps(64);
+    int ngaps = ums_parse_numbers(intervals, gaps.data(), 64, 0, 10000);
+    if (ngaps < 0) ums_usage_fail("--intervals '%s': expected comma-separated milliseconds in [0, 10000]", intervals);
+    gaps.resize(ngaps);
 
     // The stand-in has no cudaGetExportTable (only NVIDIA's runtime does): that is how
     // this run knows whether its calls cross the network.

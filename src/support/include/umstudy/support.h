@@ -112,6 +112,9 @@ void ums_args_parse(int argc, char **argv, const char *summary, const ums_arg *a
                     size_t nargs);
 /* Parses "AxBxC" (any count up to max_n) of positive integers; returns the count or -1. */
 int ums_parse_dims(const char *text, long long *out, int max_n);
+/* Parses "a,b,c" (at most max_n numbers, each in [lo, hi]) into out; the count, or -1
+ * for an empty, malformed or out-of-range list. */
+int ums_parse_numbers(const char *text, double *out, int max_n, double lo, double hi);
 /* Parses a byte count with an optional K/M/G/T binary suffix; returns 0 on success. */
 int ums_parse_size(const char *text, size_t *out);
 
