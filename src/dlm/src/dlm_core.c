@@ -84,6 +84,30 @@ void dlm_futex_wake(_Atomic uint32_t *addr)
 void dlm_page_changed(size_t page) { atomic_fetch_add(&dlm_g.pages[page].seq, 1); }
 void dlm_wake_page(size_t page) { dlm_futex_wake(&dlm_g.pages[page].seq); }
 
+void dlm_lock_settled(size_t page)
+{
+    for (;;) {
+        dlm_lock();
+        dlm_page *pg = &dlm_g.pages[page];
+        uint32_t seq = atomic_load(&pg->seq);
+        if (pg->state != PG_QUEUED && pg->state != PG_EVICTING && !pg->pins && !pg->remote_ops) return;
+        dlm_unlock(); /* a fault or copy racing with dlm_free: let it finish */
+        dlm_wait_page(page, seq);
+    }
+}
+
+void dlm_ring_drop_range(size_t first, size_t n)
+{
+    dlm_state *g = &dlm_g;
+    size_t kept = 0;
+    for (size_t i = 0; i < g->ring_len; ++i) {
+        size_t p = g->ring[(g->ring_head + i) % g->ring_cap];
+        if (p < first || p >= first + n)
+            g->ring[(g->ring_head + kept++) % g->ring_cap] = p;
+    }
+    g->ring_len = kept;
+}
+
 void dlm_wait_page(size_t page, uint32_t seq)
 {
     while (atomic_load(&dlm_g.pages[page].seq) == seq)

@@ -84,8 +84,14 @@ void dlm_wait_page(size_t page, uint32_t seq);
 void dlm_futex_wait(_Atomic uint32_t *addr, uint32_t val);
 void dlm_futex_wake(_Atomic uint32_t *addr);
 
+/* Takes the lock once page is settled: no fault, eviction, pin or bulk copy in flight
+ * on it (what dlm_free needs before dropping a page; it waits for those to finish). */
+void dlm_lock_settled(size_t page);
+
 /* Resident-set bookkeeping (lock held). */
 void dlm_ring_push(size_t page);
+/* Forgets the resident pages in [first, first + n) (a freed range). */
+void dlm_ring_drop_range(size_t first, size_t n);
 /* Pops the oldest unpinned resident page as the victim and marks it PG_EVICTING;
  * returns 0 when there is none. */
 int dlm_pick_victim(size_t *victim);

@@ -273,16 +273,23 @@ static size_t finish_request(int slot)
 
 /* ---- R3 ---------------------------------------------------------------------------------------- */
 
+/* The next faulting page from the internal queue, sleeping on the bell while it is
+ * empty; 0 once the engine stops. */
+static int next_fault(size_t *p)
+{
+    while (atomic_load(&g_running)) {
+        uint32_t seen = atomic_load(&g_bell);
+        if (iq_pop(p)) return 1;
+        wait_bell(seen);
+    }
+    return 0;
+}
+
 static void *r3_comm(void *arg)
 {
     (void)arg;
-    while (atomic_load(&g_running)) {
-        uint32_t seen = atomic_load(&g_bell);
-        size_t p;
-        if (!iq_pop(&p)) {
-            wait_bell(seen);
-            continue;
-        }
+    size_t p;
+    while (next_fault(&p)) {
         int rank = dlm_owner(p);
         double t1 = dlm_now();
         MPI_Request req;
@@ -373,13 +380,8 @@ static void *r58_recv(void *arg)
 static void *r77_comm(void *arg)
 {
     (void)arg;
-    while (atomic_load(&g_running)) {
-        uint32_t seen = atomic_load(&g_bell);
-        size_t p;
-        if (!iq_pop(&p)) {
-            wait_bell(seen);
-            continue;
-        }
+    size_t p;
+    while (next_fault(&p)) {
         while (!send_request(p))
             sched_yield();
     }
@@ -466,45 +468,24 @@ static void stop(void)
     sigaction(SIGSEGV, &g_prev_segv, NULL);
 }
 
-static void ring_drop_range(size_t first, size_t n)
-{
-    dlm_state *g = &dlm_g;
-    size_t kept = 0;
-    for (size_t i = 0; i < g->ring_len; ++i) {
-        size_t p = g->ring[(g->ring_head + i) % g->ring_cap];
-        if (p < first || p >= first + n)
-            g->ring[(g->ring_head + kept++) % g->ring_cap] = p;
-    }
-    g->ring_len = kept;
-}
-
 static void discard(size_t first, size_t n)
 {
     dlm_state *g = &dlm_g;
     for (size_t p = first; p < first + n; ++p) {
-        for (;;) {
-            dlm_lock();
-            dlm_page *pg = &g->pages[p];
-            uint32_t seq = atomic_load(&pg->seq);
-            if (pg->state == PG_QUEUED || pg->state == PG_EVICTING || pg->pins || pg->remote_ops) {
-                dlm_unlock(); /* a fault or copy racing with dlm_free: let it finish */
-                dlm_wait_page(p, seq);
-                continue;
-            }
-            if (pg->state == PG_RESIDENT) {
-                xprotect(p, PROT_NONE);
-                fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p * page_bytes()),
-                          (off_t)page_bytes());
-                pg->state = PG_REMOTE;
-                g->frames_used--;
-                dlm_page_changed(p);
-            }
-            dlm_unlock();
-            break;
+        dlm_lock_settled(p);
+        dlm_page *pg = &g->pages[p];
+        if (pg->state == PG_RESIDENT) {
+            xprotect(p, PROT_NONE);
+            fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p * page_bytes()),
+                      (off_t)page_bytes());
+            pg->state = PG_REMOTE;
+            g->frames_used--;
+            dlm_page_changed(p);
         }
+        dlm_unlock();
     }
     dlm_lock();
-    ring_drop_range(first, n);
+    dlm_ring_drop_range(first, n);
     dlm_unlock();
 }
 

@@ -282,34 +282,19 @@ static void discard(size_t first, size_t n)
 {
     dlm_state *g = &dlm_g;
     for (size_t p = first; p < first + n; ++p) {
-        for (;;) {
-            dlm_lock();
-            dlm_page *pg = &g->pages[p];
-            uint32_t seq = atomic_load(&pg->seq);
-            if (pg->state == PG_QUEUED || pg->state == PG_EVICTING || pg->pins || pg->remote_ops) {
-                dlm_unlock();
-                dlm_wait_page(p, seq);
-                continue;
-            }
-            if (pg->state == PG_RESIDENT) {
-                pg->state = PG_REMOTE;
-                pg->dirty = 0;
-                g->frames_used--;
-                dlm_page_changed(p);
-            }
-            dlm_unlock();
-            break;
+        dlm_lock_settled(p);
+        dlm_page *pg = &g->pages[p];
+        if (pg->state == PG_RESIDENT) {
+            pg->state = PG_REMOTE;
+            pg->dirty = 0;
+            g->frames_used--;
+            dlm_page_changed(p);
         }
+        dlm_unlock();
     }
     madvise(dlm_page_addr(first), n * ps(), MADV_DONTNEED);
     dlm_lock();
-    size_t kept = 0;
-    for (size_t i = 0; i < g->ring_len; ++i) {
-        size_t p = g->ring[(g->ring_head + i) % g->ring_cap];
-        if (p < first || p >= first + n)
-            g->ring[(g->ring_head + kept++) % g->ring_cap] = p;
-    }
-    g->ring_len = kept;
+    dlm_ring_drop_range(first, n);
     dlm_unlock();
 }
 
