@@ -96,9 +96,22 @@ void dlm_lock_settled(size_t page)
     }
 }
 
-void dlm_ring_drop_range(size_t first, size_t n)
+void dlm_discard_range(size_t first, size_t n, void (*drop_resident)(size_t page))
 {
     dlm_state *g = &dlm_g;
+    for (size_t p = first; p < first + n; ++p) {
+        dlm_lock_settled(p);
+        dlm_page *pg = &g->pages[p];
+        if (pg->state == PG_RESIDENT) {
+            if (drop_resident) drop_resident(p);
+            pg->state = PG_REMOTE;
+            pg->dirty = 0;
+            g->frames_used--;
+            dlm_page_changed(p);
+        }
+        dlm_unlock();
+    }
+    dlm_lock();
     size_t kept = 0;
     for (size_t i = 0; i < g->ring_len; ++i) {
         size_t p = g->ring[(g->ring_head + i) % g->ring_cap];
@@ -106,6 +119,7 @@ void dlm_ring_drop_range(size_t first, size_t n)
             g->ring[(g->ring_head + kept++) % g->ring_cap] = p;
     }
     g->ring_len = kept;
+    dlm_unlock();
 }
 
 void dlm_wait_page(size_t page, uint32_t seq)

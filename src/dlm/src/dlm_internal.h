@@ -90,8 +90,10 @@ void dlm_lock_settled(size_t page);
 
 /* Resident-set bookkeeping (lock held). */
 void dlm_ring_push(size_t page);
-/* Forgets the resident pages in [first, first + n) (a freed range). */
-void dlm_ring_drop_range(size_t first, size_t n);
+/* dlm_free's part common to the engines: every page of [first, first + n) settled
+ * (dlm_lock_settled), a resident one handed to drop_resident (lock held; may be NULL)
+ * and marked remote and clean, and the range forgotten by the resident ring. */
+void dlm_discard_range(size_t first, size_t n, void (*drop_resident)(size_t page));
 /* Pops the oldest unpinned resident page as the victim and marks it PG_EVICTING;
  * returns 0 when there is none. */
 int dlm_pick_victim(size_t *victim);

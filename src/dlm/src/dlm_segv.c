@@ -468,26 +468,14 @@ static void stop(void)
     sigaction(SIGSEGV, &g_prev_segv, NULL);
 }
 
-static void discard(size_t first, size_t n)
+/* A freed resident page: no access, and its frame's memory given back. */
+static void drop_resident(size_t p)
 {
-    dlm_state *g = &dlm_g;
-    for (size_t p = first; p < first + n; ++p) {
-        dlm_lock_settled(p);
-        dlm_page *pg = &g->pages[p];
-        if (pg->state == PG_RESIDENT) {
-            xprotect(p, PROT_NONE);
-            fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p * page_bytes()),
-                      (off_t)page_bytes());
-            pg->state = PG_REMOTE;
-            g->frames_used--;
-            dlm_page_changed(p);
-        }
-        dlm_unlock();
-    }
-    dlm_lock();
-    dlm_ring_drop_range(first, n);
-    dlm_unlock();
+    xprotect(p, PROT_NONE);
+    fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p * page_bytes()), (off_t)page_bytes());
 }
+
+static void discard(size_t first, size_t n) { dlm_discard_range(first, n, drop_resident); }
 
 static char *local_page(size_t p) { return alias_of(p); }
 

@@ -280,22 +280,8 @@ static void stop(void)
 
 static void discard(size_t first, size_t n)
 {
-    dlm_state *g = &dlm_g;
-    for (size_t p = first; p < first + n; ++p) {
-        dlm_lock_settled(p);
-        dlm_page *pg = &g->pages[p];
-        if (pg->state == PG_RESIDENT) {
-            pg->state = PG_REMOTE;
-            pg->dirty = 0;
-            g->frames_used--;
-            dlm_page_changed(p);
-        }
-        dlm_unlock();
-    }
-    madvise(dlm_page_addr(first), n * ps(), MADV_DONTNEED);
-    dlm_lock();
-    dlm_ring_drop_range(first, n);
-    dlm_unlock();
+    dlm_discard_range(first, n, NULL);
+    madvise(dlm_page_addr(first), n * ps(), MADV_DONTNEED); /* the next touch faults again */
 }
 
 static char *for_get(size_t p) { return dlm_page_addr(p); }
