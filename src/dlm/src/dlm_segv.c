@@ -257,6 +257,16 @@ static int probe_page(MPI_Message *msg, MPI_Status *st)
     }
 }
 
+/* Receives a probed page within the deadline: a memory rank that dies after its reply
+ * was matched but before all of it arrived would leave a blocking receive waiting
+ * forever (seen with Open MPI's shared-memory transport under load). */
+static void recv_page(void *dst, MPI_Message *msg, const MPI_Status *st)
+{
+    MPI_Request req;
+    MPI_Imrecv(dst, (int)page_bytes(), MPI_BYTE, msg, &req);
+    dlm_wait_req(&req, st->MPI_SOURCE, "a page transfer");
+}
+
 /* Takes the reply's slot: the page it carries, timing point B. */
 static size_t finish_request(int slot)
 {
@@ -364,7 +374,7 @@ static void *r58_recv(void *arg)
             if (buf < 0)
                 wait_bell(seen);
         }
-        MPI_Mrecv(g_bufs + (size_t)buf * page_bytes(), (int)page_bytes(), MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+        recv_page(g_bufs + (size_t)buf * page_bytes(), &msg, &st);
         size_t p = finish_request(st.MPI_TAG);
         dlm_lock();
         g_xq[(g_xq_head + g_xq_len++) % NBUF].page = p;
@@ -398,7 +408,7 @@ static void *r77_recv(void *arg)
         size_t p = g_out[st.MPI_TAG].page;
         dlm_unlock();
         /* Straight into the page: the program's view stays PROT_NONE until install. */
-        MPI_Mrecv(alias_of(p), (int)page_bytes(), MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+        recv_page(alias_of(p), &msg, &st);
         finish_request(st.MPI_TAG);
         install(p, NULL);
     }
