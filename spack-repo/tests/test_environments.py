@@ -103,6 +103,11 @@ def test_make_mirror_sources_collects_what_the_local_environment_downloads(tmp_p
                         f'SPACK={spack}', f'PYTHON={sys.executable}'],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
     out = r.stdout + r.stderr
+    # Whether every download is already in a configured mirror is this machine's state,
+    # not the repository's: without network, what is missing is a reason to skip.
+    missing = sorted(set(re.findall(r'Error while fetching (\S+)', out)))
+    if r.returncode != 0 and missing and re.search(r'Name or service not known|Network is unreachable', out):
+        pytest.skip(f"no network and not in a configured mirror: {', '.join(missing)}")
     assert r.returncode == 0, out
     assert 'compiler-wrapper' in out and '0    failed to fetch' in out, out
     for component in spackenv.components():
