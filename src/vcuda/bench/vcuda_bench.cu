@@ -214,9 +214,8 @@ int main(int argc, char **argv)
                 vcuda_msg m, rep;
                 memset(&m, 0, sizeof m);
                 m.hdr.opcode = VCUDA_OP_SINK;
-                const char *c = getenv("VCUDA_CHUNK_KIB");
-                size_t chunk = c && *c ? (size_t)atoll(c) * 1024 : (size_t)1 << 20;
-                if (vcuda_client_send_chunks(0, &m, 0, (const uint8_t *)host, large, chunk, &rep, why))
+                // the chunks the stand-in's copies use, from the same setting
+                if (vcuda_client_send_chunks(0, &m, 0, (const uint8_t *)host, large, vcuda_client_chunk(), &rep, why))
                     ums_fail("transport measurement: %s", why);
             }
             t[k] = ums_now() - t0;

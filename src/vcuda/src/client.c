@@ -35,7 +35,7 @@ typedef struct {
 } device;
 
 static device devs[VCUDA_MAX_DEVICES];
-static int ndev, timeout_ms = VCUDA_DEFAULT_TIMEOUT_MS, keepalive_ms;
+static int ndev, timeout_ms = VCUDA_DEFAULT_TIMEOUT_MS, keepalive_ms, chunk_kib = 1024;
 static uint8_t token[VCUDA_MAX_TOKEN];
 static size_t token_len;
 static pthread_t ka_thread;
@@ -240,7 +240,8 @@ int vcuda_client_open(char *why)
     if (np < 0 || ns < 0) return -1;
     if (env_int("VCUDA_TIMEOUT_MS", VCUDA_DEFAULT_TIMEOUT_MS, 10, 600000, &timeout_ms, why) ||
         env_int("VCUDA_KEEPALIVE_MS", 0, 0, 60000, &keepalive_ms, why) ||
-        env_int("VCUDA_SPIN_US", 200, 0, 100000, &spin, why))
+        env_int("VCUDA_SPIN_US", 200, 0, 100000, &spin, why) ||
+        env_int("VCUDA_CHUNK_KIB", 1024, 4, (int)(VCUDA_MAX_CHUNK / 1024), &chunk_kib, why))
         return -1;
     vcuda_net_set_spin_us(spin);
     if (vcuda_token_load(token, &token_len, why)) return -1;
@@ -278,6 +279,8 @@ int vcuda_client_open(char *why)
 }
 
 int vcuda_client_device_count(void) { return ndev; }
+
+size_t vcuda_client_chunk(void) { return (size_t)chunk_kib * 1024; }
 
 const char *vcuda_client_device_server(int dev)
 {

@@ -17,7 +17,6 @@
 #include "vcuda/client.h"
 #include "vcuda/sha256.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -44,24 +43,11 @@ static cudaError_t record(cudaError_t e)
 
 static pthread_once_t open_once = PTHREAD_ONCE_INIT;
 static cudaError_t open_error;
-static size_t h2d_chunk = 1u << 20;
 static int async_launch = 1;
 
 static void open_servers(void)
 {
     char why[VCUDA_WHY_LEN];
-    const char *c = getenv("VCUDA_CHUNK_KIB");
-    if (c && *c) {
-        char *end;
-        errno = 0;
-        long v = strtol(c, &end, 10);
-        if (*end || errno || v < 4 || v > (long)(VCUDA_MAX_CHUNK / 1024)) {
-            fprintf(stderr, "vcuda: VCUDA_CHUNK_KIB='%s' is not an integer in [4, %u]\n", c, VCUDA_MAX_CHUNK / 1024);
-            open_error = cudaErrorInitializationError;
-            return;
-        }
-        h2d_chunk = (size_t)v * 1024;
-    }
     const char *l = getenv("VCUDA_LAUNCH");
     if (l && *l) {
         if (strcmp(l, "async") && strcmp(l, "sync")) {
@@ -787,7 +773,7 @@ static cudaError_t memcpy_remote(void *dst, const void *src, size_t n, enum cuda
     case cudaMemcpyHostToDevice:
         m.hdr.opcode = VCUDA_OP_MEMCPY_H2D;
         m.v[0] = (uint64_t)(uintptr_t)dst, m.v[1] = sh, m.nv = 2;
-        return result(vcuda_client_send_chunks(current_device, &m, 0, src, n, h2d_chunk, &r, why), &r, api, why);
+        return result(vcuda_client_send_chunks(current_device, &m, 0, src, n, vcuda_client_chunk(), &r, why), &r, api, why);
     case cudaMemcpyDeviceToHost:
         m.hdr.opcode = VCUDA_OP_MEMCPY_D2H;
         m.v[0] = (uint64_t)(uintptr_t)src, m.v[1] = n, m.v[2] = sh, m.nv = 3;

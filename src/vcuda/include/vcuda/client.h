@@ -9,6 +9,8 @@
  *   VCUDA_KEEPALIVE_MS           optional, in [1, 60000]: a background thread sends each
  *                                device whose connection was idle that long a TOUCH, a
  *                                4-byte D2H copy (P003's fix: a dummy transfer every 2 ms)
+ *   VCUDA_CHUNK_KIB              default 1024, in [4, VCUDA_MAX_CHUNK/1024]: bytes per frame
+ *                                of a copy to a server (vcuda_client_chunk)
  *   VCUDA_SPIN_US                default 200, in [0, 100000]: busy-wait for a reply this long
  *                                before sleeping in poll() (vcuda_net_set_spin_us)
  * and health-checks every server (connect + HELLO + PING within the timeout).  Each one
@@ -48,6 +50,8 @@ int vcuda_client_cuda_error(vcuda_client_status s);
 int vcuda_client_open(char *why);
 void vcuda_client_close(void);
 int vcuda_client_device_count(void);
+/* Chunk size of copies to a server (VCUDA_CHUNK_KIB), as read by the last open. */
+size_t vcuda_client_chunk(void);
 /* "host:port" of a device (NULL if out of range). */
 const char *vcuda_client_device_server(int dev);
 
