@@ -10,6 +10,7 @@ import textwrap
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'reframe', 'lib'))
 from umstudy import data  # noqa: E402
+from umstudy.verdicts import case_is  # noqa: E402,F401  (report.py and the figures share it)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import remd_model  # noqa: E402
@@ -81,12 +82,6 @@ def _describe(case):
 def _size_label(cases):
     sizes = sorted({c['size'] for c in cases if not _why_empty(c)})
     return ' + '.join(sizes) + ' size' if sizes else ''
-
-
-def case_is(case, check, params):
-    """The case is a run of `check` with these parameter values (compared as text: the
-    run report names parameters as strings, claims and sources write numbers)."""
-    return case['check'] == check and all(str(case['params'].get(k)) == str(v) for k, v in params.items())
 
 
 def _matching(cases, sources):

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from umstudy import data, detect
+from umstudy import data, detect, verdicts
 
 REPO = data.REPO
 RFM_MAIN = 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()'
@@ -57,13 +57,13 @@ def test_evaluate_bounds_safely():
 
 def test_references_come_from_claims():
     miyabi = data.system('miyabi')['partitions'][0]
-    refs = data.references('HimenoCudaPerf', {'alloc': 'explicit'}, 'miyabi', miyabi)
+    refs = verdicts.references('HimenoCudaPerf', {'alloc': 'explicit'}, 'miyabi', miyabi)
     assert refs['pct_roofline'] == (75.0, 0.0, None, '%')
     lo = refs['gflops_loop'][0]
     assert lo == pytest.approx(0.75 * 34 * 4000 * 0.85 / 56)
     # Managed has no bound target; a partition without a GPU gets no GPU reference.
-    assert data.references('HimenoCudaPerf', {'alloc': 'managed'}, 'miyabi', miyabi) == {}
-    assert data.references('HimenoCudaPerf', {'alloc': 'explicit'}, 'miyabi', {'features': ['cpu']}) == {}
+    assert verdicts.references('HimenoCudaPerf', {'alloc': 'managed'}, 'miyabi', miyabi) == {}
+    assert verdicts.references('HimenoCudaPerf', {'alloc': 'explicit'}, 'miyabi', {'features': ['cpu']}) == {}
 
 
 def test_gpu_catalog_matches_driver_names():
@@ -114,19 +114,19 @@ def test_generated_configuration_validates_for_every_system():
 
 def test_paper_values_become_references_on_their_system_only():
     gh200 = {'features': ['gpu', 'cuda', 'sam', 'um']}
-    refs = data.references('UmbBaseline', {'array': '4G'}, 'miyabi', gh200)
+    refs = verdicts.references('UmbBaseline', {'array': '4G'}, 'miyabi', gh200)
     assert refs['gpu_copy'][0] == 3200 and abs(refs['gpu_copy'][1] + 0.1) < 1e-9  # paper, not UMB-T3
     assert refs['h2d'][0] == 410
     lo, hi = refs['cpu_copy'][1:3]
     assert abs(335 * (1 + lo) - 279) < 1e-6 and abs(335 * (1 + hi) - 396) < 1e-6
-    pegasus = data.references('UmbBaseline', {'array': '4G'}, 'pegasus', {'features': ['gpu', 'cuda']})
+    pegasus = verdicts.references('UmbBaseline', {'array': '4G'}, 'pegasus', {'features': ['gpu', 'cuda']})
     assert pegasus['h2d'][0] == 64  # P001-C9 on its own system
     # Paper-size values are not references at quick size; bounds still are.
     cyg = {'features': ['gpu', 'cuda', 'um', 'mpi']}
-    assert 'flat_managed_ms' not in data.references('UmbStride', {}, 'cygnus', cyg, 'quick')
-    assert data.references('UmbStride', {}, 'cygnus', cyg, 'paper')['flat_managed_ms'][0] == 2600
+    assert 'flat_managed_ms' not in verdicts.references('UmbStride', {}, 'cygnus', cyg, 'quick')
+    assert verdicts.references('UmbStride', {}, 'cygnus', cyg, 'paper')['flat_managed_ms'][0] == 2600
     # Derived quantities (over/minus, P001-C4/C6) are never ReFrame references.
-    sam4 = data.references('UmbPatterns', {'alloc': 'system', 'array': '4G'}, 'miyabi', gh200, 'paper')
+    sam4 = verdicts.references('UmbPatterns', {'alloc': 'system', 'array': '4G'}, 'miyabi', gh200, 'paper')
     assert set(sam4) == {'p5_settled', 'p6_settled', 'p7_settled'} and sam4['p5_settled'][0] == 3000
-    sam8 = data.references('UmbPatterns', {'alloc': 'system', 'array': '8G'}, 'miyabi', gh200, 'paper')
+    sam8 = verdicts.references('UmbPatterns', {'alloc': 'system', 'array': '8G'}, 'miyabi', gh200, 'paper')
     assert sam8['p6_settled'][0] == 2400

@@ -16,7 +16,7 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import (fixture, run_after, run_before, sanity_function,
                                    variable)
 
-from . import data
+from . import data, verdicts
 
 EXIT_UNSUPPORTED = 77  # umstudy/support.h: UMS_EXIT_UNSUPPORTED
 
@@ -112,6 +112,9 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
     keep_records = variable(bool, value=False)
     records_kept = variable(list, value=[])
     record_params = variable(dict, value={})
+    # Ranks x threads against the cores of one node: a run that oversubscribes the
+    # machine is shown as indicative, never judged (umstudy.verdicts).
+    placement = variable(dict, value={})
 
     @run_after('setup')
     def record_partition(self):
@@ -119,6 +122,18 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
         self.partition_info = {'features': list(part.features),
                                'facts': part.extras.get('facts', {}),
                                'system': part.extras.get('system', self.current_system.name)}
+
+    @run_before('run')
+    def record_placement(self):
+        part = self.current_partition
+        cores = (part.processor.num_cpus or
+                 part.extras.get('facts', {}).get('cpu', {}).get('cores') or
+                 (os.cpu_count() if part.scheduler.registered_name == 'local' else None))
+        per_node = self.num_tasks_per_node or self.num_tasks or 1
+        if self.env_vars.get('GASNET_PSHM_NODES'):  # GASNet's smp conduit forks its images
+            per_node = int(self.env_vars['GASNET_PSHM_NODES'])
+        threads = int(self.env_vars.get('OMP_NUM_THREADS') or self.num_cpus_per_task or 1)
+        self.placement = {'ranks': per_node, 'threads': threads, 'cores': cores}
 
     def skip_with(self, reason):
         self.skip_reason = reason
@@ -166,7 +181,7 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
     @run_before('performance')
     def set_references(self):
         part = self.current_partition
-        refs = data.references(type(self).__name__, self.check_params(),
+        refs = verdicts.references(type(self).__name__, self.check_params(),
                                part.extras.get('system', self.current_system.name),
                                {'features': part.features}, self.size)
         if refs:

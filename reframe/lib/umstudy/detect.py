@@ -135,6 +135,10 @@ def complete(desc):
             feats.append('um')
         if g['pageable_memory_access']:
             feats.append('sam')
+            # ATS: the GPU walks the host's page tables over a coherent link (GH200's
+            # NVLink-C2C); HMM on PCIe migrates through the driver instead.
+            if g.get('pageable_uses_host_page_tables'):
+                feats.append('ats')
         cat = data.gpu_by_name(g['name']) or {}
         facts['gpu'] = {**cat, 'model': cat.get('model', g['name']), 'name': g['name'],
                         'count': len(p['gpus']), 'arch': g['arch'],
