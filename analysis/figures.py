@@ -405,7 +405,7 @@ def _draw_migration(ax, case):
     paper, label = _paper('P001-C7')
     if ramp is not None:
         ax.set_xlabel(ax.get_xlabel() + f'\nphase 3 settled/first = {ramp:.3g}× '
-                      f'({label}, SAM: ≈ {paper}×, no ramp)')
+                      f"({label}, SAM: ≈ {paper['phase3_ramp']}×, no ramp)")
     return True
 
 

@@ -334,8 +334,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('reports', nargs='+', help='ReFrame run report JSON files, oldest first')
     ap.add_argument('--out', help='output directory')
-    ap.add_argument('--reference', nargs='*', default=None,
-                    help='run reports of the reference machine (default: analysis/reference/*.json)')
+    ap.add_argument('--reference', action='append', metavar='REPORT', default=None,
+                    help='a run report of the reference machine, shown beside this run (repeatable; '
+                         'default: analysis/reference/*.json)')
     ap.add_argument('--failures-are-verdicts', action='store_true',
                     help='only check one run report: exit 0 if its failures are all missed '
                          'performance references, 1 otherwise (make run uses this)')

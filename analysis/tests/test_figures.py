@@ -7,8 +7,10 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..'))
+sys.path.insert(0, HERE)
 import figures  # noqa: E402
 import report  # noqa: E402
+from synth import V  # noqa: E402
 
 pytest.importorskip('matplotlib')
 
@@ -69,7 +71,7 @@ def umbench_cases(system='miyabi'):
 def load(tmp_path, testcases):
     path = tmp_path / 'run.json'
     path.write_text(json.dumps({'session_info': {}, 'runs': [{'testcases': testcases}]}))
-    return report.load_cases([str(path)])
+    return V.load_cases([str(path)])
 
 
 def test_load_cases_keeps_records(tmp_path):
