@@ -4,6 +4,7 @@
 #   make test   set up, build, unit + integration tests, ReFrame CPU checks for real, listings
 # Variables: SIZE=quick|paper  SYSTEM=local  PYTHON=<python with reframe>  JOBS=N
 #            CHECKS=<regex of check names>  UMSTUDY_COMPONENTS="himeno;umbench" (a subset of src/)  RFMFLAGS=<more ReFrame options, e.g. -S UmbPatterns.trials=1>
+#            REPEAT=N (make run: each case N times; a performance verdict needs >= 3)
 SHELL := /bin/bash
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 VENV := $(ROOT)/.venv
@@ -14,6 +15,7 @@ SYSTEM ?= local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 OUTPUT := $(ROOT)/output
 RFMFLAGS ?=
+REPEAT ?= 3
 CHECKS ?= .
 SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/system.yaml)))
 # ReFrame through $(PYTHON), wherever its `reframe` script was installed.
@@ -73,7 +75,7 @@ test: setup build ctest pytest reframe-list reframe-cpu spack-test
 run: setup build
 	mkdir -p $(OUTPUT)/reports
 	@rf=$(OUTPUT)/reports/$(SYSTEM)-$(SIZE)-$$(date +%Y%m%dT%H%M%S).json; rc=0; \
-	$(RFM) -c reframe/ --system $(SYSTEM) -r -n '$(CHECKS)' $(RFMFLAGS) --report-file=$$rf || rc=$$?; \
+	$(RFM) -c reframe/ --system $(SYSTEM) -r -n '$(CHECKS)' --repeat $(REPEAT) $(RFMFLAGS) --report-file=$$rf || rc=$$?; \
 	if [ $$rc -ne 0 ] && [ -f $$rf ] && (cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py --failures-are-verdicts $$rf); then rc=0; fi; \
 	[ ! -f $$rf ] || $(PYTHON) $(ROOT)/analysis/provenance.py --report $$rf --system $(SYSTEM) --python $(PYTHON) >/dev/null || rc=1; \
 	$(MAKE) --no-print-directory report || rc=1; \

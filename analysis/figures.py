@@ -1127,7 +1127,9 @@ def _draw_dlm_stream(ax, panel):
     if mpi:
         bw = sorted(mpi)[len(mpi) // 2]
         ax.axhline(bw, label=f'MPI p2p, same ranks (median {bw:.0f} MB/s)', **MEASURED_STYLE)
-        ax.axhline(bw / 2, label='50% of it (issue 7 target)', **dict(MEASURED_STYLE, linewidth=1.0))
+        for target in ('DLM-T1', 'DLM-T7'):  # R77's and uffd's floors, from the claims
+            frac = data.claim(target)['bound']['lower']
+            ax.axhline(bw * frac, label=f'{frac:.0%} of it ({target})', **dict(MEASURED_STYLE, linewidth=1.0))
     _not_run_engines(ax, panel['members'])
     ax.axvline(1, color='#888888', linewidth=0.8, linestyle=':')
     ax.set_xscale('log', base=2)

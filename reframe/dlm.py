@@ -112,7 +112,7 @@ class DlmMicro(DlmBase):
     @run_before('performance')
     def fault_rates(self):
         # Faults per second (a field of the faults lines), and its growth from 1 to 12
-        # threads (issue 7: uffd keeps growing, R77 is bounded by its receive thread).
+        # threads (DLM-T5: uffd keeps growing, R77 is bounded by its receive thread).
         recs = self.records()
         rates = {t: field(recs, 'faults', 'fault_rate', threads=t) for t in self.thread_counts}
         for t, rate in rates.items():

@@ -12,7 +12,7 @@
 #   stream       STREAM, 12 threads, 8 MiB pages, 4 memory ranks, arrays / capacity
 #                0.5, 1, 2, 4 (capacity 512 MiB), with the MPI p2p bandwidth of the run
 # Every program writes JSON lines: $OUT/<experiment>.jsonl (stderr: .log); summary.txt
-# (summarize.py) tabulates what issue 7's closing note needs.
+# (summarize.py) tabulates the numbers ARTIFACT.md C.6 quotes.
 #
 #   src/dlm/bench/device-run.sh [BUILD_DIR]     (default: build-dlm; configured if new)
 # Environment: OUT (default ./dlm-out), DLM_DEVICE_BUDGET seconds (default 460),
@@ -74,7 +74,7 @@ for e in r3 r58 r77 uffd; do
     run integrity 60 3 "$bin/tests/dlm_test_integrity" --elements 262144 --ops 4000 --threads 4
 done
 
-# In order of what the closing note needs, so a spent budget cuts the least of it;
+# In order of importance, so a run cut short loses the least;
 # a run cut by its limit keeps the records of the thread counts / sizes it finished.
 # micro: R58 is the slow one (P004: 2.75x R3), so it gets the fewest thread counts;
 # uffd with 12 workers shows whether fault throughput keeps growing with threads.
@@ -95,4 +95,4 @@ for e in r77 uffd r3 r58; do
 done
 
 python3 "$here/summarize.py" "$OUT" >"$OUT/summary.txt" 2>&1 && cat "$OUT/summary.txt" >&2
-echo "device-run: done in $(( $(date +%s) - start )) s; results in $OUT (summary.txt: the closing note's numbers)" >&2
+echo "device-run: done in $(( $(date +%s) - start )) s; results in $OUT (summary.txt: the numbers ARTIFACT.md C.6 quotes)" >&2

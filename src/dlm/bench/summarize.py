@@ -1,4 +1,4 @@
-"""The numbers issue 7's closing note asks for, from device-run.sh's JSON lines:
+"""The numbers ARTIFACT.md C.6 quotes, from device-run.sh's JSON lines:
 microbenchmark time per engine and thread count (with the P004 ratios), stencil
 retention at 4x, STREAM vs the MPI bandwidth of the same run, and the targets.
 
