@@ -121,7 +121,7 @@ def group_not_judged(rows):
 
 # ---- the page -----------------------------------------------------------------------
 
-HEADERS = ['claim', 'paper', 'system', 'paper (on)', 'measured (median, min..max, n)', 'expected',
+HEADERS = ['id', 'claim', 'system', 'paper (on)', 'measured (median, min..max, n)', 'expected',
            'verdict', 'reason']
 
 

@@ -92,6 +92,12 @@ class DlmBase(UmstudyMetricTest):
         self.skip_unless('mpi' in self.current_partition.features, 'no MPI on this partition')
         mpirun_on_local(self)
 
+    def busy_cpus(self, ranks, threads):
+        # The memory ranks, the compute rank's most OpenMP threads and DLM's own
+        # communication thread, all polling.
+        most = max(getattr(self, 'thread_counts', None) or [self.compute_threads()])
+        return (ranks - 1) + most + 1
+
 
 @rfm.simple_test
 class DlmMicro(DlmBase):

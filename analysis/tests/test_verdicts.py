@@ -277,7 +277,7 @@ def test_oversubscribed_run_is_indicative(tmp_path):
     tcs = repeated('CabPingPong %backend=mpi3', {'put_lat8_over_raw': 1.1},
                    placement={'ranks': 4, 'threads': 1, 'cores': 2})
     row = judge(tmp_path, tcs)['CAB-T1']
-    assert row['verdict'] == V.INDICATIVE and 'oversubscribed (4 ranks x threads on 2 cores)' in row['reason']
+    assert row['verdict'] == V.INDICATIVE and 'oversubscribed (4 busy ranks x threads on 2 cores)' in row['reason']
 
 
 def test_aborted_case_is_not_run_and_never_replaces_a_measurement(tmp_path):

@@ -133,7 +133,12 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
         if self.env_vars.get('GASNET_PSHM_NODES'):  # GASNet's smp conduit forks its images
             per_node = int(self.env_vars['GASNET_PSHM_NODES'])
         threads = int(self.env_vars.get('OMP_NUM_THREADS') or self.num_cpus_per_task or 1)
-        self.placement = {'ranks': per_node, 'threads': threads, 'cores': cores}
+        self.placement = {'ranks': per_node, 'threads': threads, 'cores': cores,
+                          'cpus': self.busy_cpus(per_node, threads)}
+
+    def busy_cpus(self, ranks, threads):
+        """CPUs of one node the run keeps busy (checks whose ranks differ override it)."""
+        return ranks * threads
 
     def skip_with(self, reason):
         self.skip_reason = reason

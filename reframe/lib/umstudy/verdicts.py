@@ -110,7 +110,14 @@ def applies(c, system_name, partition_features):
     missing = [f for f in rule.get('features', []) if f not in partition_features]
     if not missing:
         return True, ''
-    return False, c.get('needs') or 'the partition lacks feature(s) ' + ', '.join(missing)
+    return False, c.get('needs') or 'needs ' + ' and '.join(FEATURE_NEEDS.get(f, f) for f in missing)
+
+
+# What a missing partition feature means in hardware (how "not applicable" rows group).
+FEATURE_NEEDS = {'gpu': 'an NVIDIA GPU', 'cuda': 'the CUDA toolkit', 'multigpu': 'several GPUs in one node',
+                 'um': 'CUDA managed memory', 'sam': 'pageable memory access (HMM or ATS)',
+                 'ats': 'ATS (a coherent CPU-GPU link)', 'openacc': 'an OpenACC compiler',
+                 'mpi': 'MPI'}
 
 
 def _params_match(want, have):
@@ -272,7 +279,7 @@ def find(cases, system, selector, size=None):
 def oversubscribed(case):
     """Ranks x threads beyond the machine's cores (recorded by the check when it ran)."""
     p = case.get('placement') or {}
-    need = (p.get('ranks') or 1) * (p.get('threads') or 1)
+    need = p.get('cpus') or (p.get('ranks') or 1) * (p.get('threads') or 1)
     return bool(p.get('cores')) and need > p['cores'], need, p.get('cores')
 
 
@@ -281,9 +288,9 @@ def oversubscribed(case):
 class Problem(Exception):
     """A part that cannot be judged: (verdict, reason)."""
 
-    def __init__(self, verdict, reason):
+    def __init__(self, verdict, reason, cause=None):
         super().__init__(reason)
-        self.verdict, self.reason = verdict, reason
+        self.verdict, self.reason, self.cause = verdict, reason, cause or reason
 
 
 def _describe(selector):
@@ -325,7 +332,7 @@ def _case(cases, system, selector):
     if case['result'] == 'skip':
         reason = case['reason'] or 'no reason recorded'
         built = re.search(r'not in this build|was not built|not built', reason)
-        raise Problem(NOT_RUN if built else NOT_APPLICABLE, f'{desc} skipped: {reason}')
+        raise Problem(NOT_RUN if built else NOT_APPLICABLE, f'{desc} skipped: {reason}', reason)
     if selector['var'] not in case['samples']:
         if case['result'] == 'fail':
             raise Problem(NOT_REPRODUCED, f'{desc} failed: {case["reason"]}')
@@ -368,7 +375,7 @@ def _qualify(m, claim, size_needed):
     for c in cases:
         over, need, cores = oversubscribed(c)
         if over:
-            return f'oversubscribed ({need} ranks x threads on {cores} cores)'
+            return f'oversubscribed ({need} busy ranks x threads on {cores} cores)'
     if is_performance(claim) and len(m.samples) < MIN_REPEATS:
         return (f'{len(m.samples)} repeat(s); a performance verdict needs >= {MIN_REPEATS} '
                 '(make run REPEAT=3)')
@@ -547,8 +554,7 @@ def judge(claim, system, cases):
     failed = [k for k, p in parts.items() if p['verdict'] == NOT_REPRODUCED]
     if failed:
         return dict(row, verdict=NOT_REPRODUCED,
-                    reason='outside the expected interval: ' + ', '.join(str(k) for k in failed)
-                    + _tol_reason(claim))
+                    reason='outside the expected interval' + _which(failed) + _tol_reason(claim))
     if problems:
         # A part that cannot be measured decides the verdict (worst first).
         order = [NOT_REPRODUCED, NOT_RUN, NOT_APPLICABLE]
@@ -559,14 +565,21 @@ def judge(claim, system, cases):
             cons = _consistency(claim, system, cases, row, reason)
             if cons:
                 return cons
+        if verdict == NOT_APPLICABLE and not row['needs']:
+            row['needs'] = '; '.join(dict.fromkeys(p.cause for _, p in problems if p.verdict == NOT_APPLICABLE))
         return dict(row, verdict=verdict, reason=reason)
     if indicative:
         return dict(row, verdict=INDICATIVE, reason='; '.join(sorted(set(indicative))))
     if any(p['verdict'] == INCONCLUSIVE for p in parts.values()):
         keys = [str(k) for k, p in parts.items() if p['verdict'] == INCONCLUSIVE]
         return dict(row, verdict=INCONCLUSIVE,
-                    reason='the repeats straddle the bound: ' + ', '.join(keys) + _tol_reason(claim))
+                    reason='the repeats straddle the bound' + _which(keys) + _tol_reason(claim))
     return dict(row, verdict=REPRODUCED, reason='every repeat inside the expected interval' + _tol_reason(claim))
+
+
+def _which(keys):
+    named = [str(k) for k in keys if k not in (None, 'None')]
+    return ': ' + ', '.join(named) if named else ''
 
 
 def _tol_reason(claim):
