@@ -110,7 +110,7 @@ def applies(c, system_name, partition_features):
     missing = [f for f in rule.get('features', []) if f not in partition_features]
     if not missing:
         return True, ''
-    return False, c.get('needs') or 'needs ' + ' and '.join(FEATURE_NEEDS.get(f, f) for f in missing)
+    return False, c.get('needs') or ' and '.join(FEATURE_NEEDS.get(f, f) for f in missing)
 
 
 # What a missing partition feature means in hardware (how "not applicable" rows group).
