@@ -41,7 +41,7 @@ def needs(claim):
         return claim['needs']
     if rule == 'all' or (rule == 'paper' and claim.get('system') == 'any'):
         return 'any system with the component built'
-    return 'features: ' + ', '.join(rule.get('features', []))
+    return ' and '.join(V.FEATURE_NEEDS.get(f, f) for f in rule.get('features', []))
 
 
 def command(claim):
