@@ -28,6 +28,8 @@ from provenance import sidecar  # noqa: E402
 REFERENCE_DIR = os.path.join(HERE, 'reference')
 KLASS = {V.REPRODUCED: 'ok', V.NOT_REPRODUCED: 'bad', V.INCONCLUSIVE: 'inc', V.INDICATIVE: 'ind',
          V.CONSISTENCY: 'con', V.NOT_APPLICABLE: 'na', V.NOT_RUN: 'nr'}
+# The claims the Himeno figure (P001 fig. 5.8) shows.
+HIMENO_CLAIMS = ('P001-C8', 'HIM-T1', 'HIM-T2')
 # The report's tables, in reading order: what was judged comes first.
 JUDGED = (V.REPRODUCED, V.NOT_REPRODUCED, V.INCONCLUSIVE, V.INDICATIVE)
 
@@ -186,7 +188,8 @@ def write(rows, cases, out_dir, sources, reference=None):
         md += [f"- **{need}**: " + ', '.join(sorted({f"{r['id']} ({r['system']})" for r in members}))]
     md += ['- none'] if not na_groups else []
     md += ['', '## Summary', ''] + [f'- {s}' for s in summary]
-    md += ['', '## Himeno', '', f'![Himeno]({fig})' if fig else f'_{fig_note}_', '', '## Figures', '']
+    md += ['', '## Himeno', '', f'![Himeno]({fig})' if fig else f'_{fig_note}_', '',
+           f"P001 fig. 5.8. Claims: {', '.join(HIMENO_CLAIMS)}.", '', '## Figures', '']
     for f in figs:
         md += [f"### {f['name']}", '', f['caption'] + (f" Claims: {', '.join(f['claims'])}." if f['claims'] else ''), '']
         md += [f"![{f['name']}]({f['file']})", ''] if f['file'] else ['_Not drawn._', '']
@@ -286,6 +289,7 @@ figcaption {{ font-size: 0.95em; margin: 0.4em 0; }}
 <section id="summary"><h2>Summary</h2><ul>{''.join(f'<li>{esc(s)}</li>' for s in summary)}</ul></section>
 <section id="himeno"><h2>Himeno</h2>
 {f'<img src="{fig}" alt="Himeno GFLOPS per variant and system" style="max-width:100%">' if fig else f'<p><em>{esc(fig_note)}</em></p>'}
+<p>P001 fig. 5.8: GFLOPS per variant and system. <strong>Claims: {esc(', '.join(HIMENO_CLAIMS))}.</strong></p>
 </section>
 <section id="figures"><h2>Figures</h2>
 {figs_html}
