@@ -137,8 +137,8 @@ def references(check_name, params, system_name, partition, size='quick'):
         if c.get('size', size) != size or not applies(c, system_name, feats)[0]:
             continue
         for key, sel in selectors(c):
-            if sel.get('check') != check_name or any(k in sel for k in DERIVED) or 'derive' in sel:
-                continue
+            if sel.get('check') != check_name or any(k in sel for k in DERIVED + ('derive', 'only_if')):
+                continue  # derived or conditional quantities are judged by `judge` only
             if sel['var'] in refs and c.get('origin') == 'target':
                 continue  # the paper's own number is the sharper reference on its system
             if not _params_match(sel.get('params'), params):
