@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Integration run on a GPU machine (issue 8): the whole suite through `make run`, with its
+# Integration run on a GPU machine: the whole suite through `make run`, with its
 # provenance bundle and the full report, then each claim's verdict as a short table.
 #   OUT=/tmp/out .ci/device-integ.sh quick            # every component's quick checks (~5 min with the build)
 #   OUT=/tmp/out .ci/device-integ.sh paper 'REGEX'     # paper size for the checks REGEX names
@@ -45,7 +45,7 @@ cp -r output/report "$OUT/report" 2>/dev/null
 mkdir -p "$OUT/reports" && cp output/reports/*.json output/reports/*.provenance "$OUT/reports/" 2>/dev/null
 tar -C output -czf "$OUT/provenance.tar.gz" provenance 2>/dev/null
 
-# the closing note's table: claim x system, verdict, measured vs expected
+# a short table: claim x system, verdict, measured vs expected
 "$PYTHON" - "$OUT" <<'EOF' >> "$OUT/summary.txt"
 import json, os, sys
 v = json.load(open('output/report/verdicts.json'))
