@@ -75,7 +75,7 @@ def fmt_paper(r):
 
 def load_reference(paths=None):
     """Rows judged on the reference machine's shipped run reports, by claim id."""
-    paths = paths if paths is not None else sorted(glob.glob(os.path.join(REFERENCE_DIR, '*.json')))
+    paths = paths if paths is not None else sorted(glob.glob(os.path.join(REFERENCE_DIR, '*.json*')))
     if not paths:
         return {}, []
     cases = V.load_cases(paths)
@@ -132,7 +132,7 @@ def cells(r, ref=None):
          r['verdict'], r['reason']]
     if ref is not None:
         got = ref.get(r['id'])
-        c.append(f"{fmt_measured(got)}: {got['verdict']}" if got else '-')
+        c.append('-' if not got else f"{fmt_measured(got)}: {got['verdict']}" if got.get('parts') else got['verdict'])
     return c
 
 
@@ -153,11 +153,17 @@ def write(rows, cases, out_dir, sources, reference=None):
         json.dump({'sources': sources, 'reference_sources': ref_paths, 'provenance': prov,
                    'counts': counts, 'verdicts': rows}, f, indent=1, default=str)
 
-    paper = [r for r in rows if r['origin'] == 'paper' and r['verdict'] in JUDGED + (V.NOT_RUN,)]
-    targets = [r for r in rows if r['origin'] == 'target' and r['verdict'] in JUDGED + (V.NOT_RUN,)]
+    order = JUDGED + (V.NOT_RUN,)  # what was measured first, then what did not run
+
+    def table_rows(origin):
+        return sorted((r for r in rows if r['origin'] == origin and r['verdict'] in order),
+                      key=lambda r: order.index(r['verdict']))  # stable: claim order within a verdict
+    paper, targets = table_rows('paper'), table_rows('target')
     consistency = [r for r in rows if r['verdict'] == V.CONSISTENCY]
     na_groups = group_not_judged(rows)
-    headers = HEADERS + (['reference machine'] if ref_rows else [])
+    ref_machine = next((r['machine'] for r in ref_rows.values() if r.get('machine')), None)
+    headers = HEADERS + ([f"reference machine ({ref_machine})" if ref_machine else 'reference machine']
+                         if ref_rows else [])
     ref = ref_rows if ref_rows else None
     summary = [f'{k}: {v}' for k, v in counts.items() if v]
     counted = counts[V.REPRODUCED] + counts[V.NOT_REPRODUCED] + counts[V.INCONCLUSIVE]

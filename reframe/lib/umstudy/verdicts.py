@@ -18,6 +18,7 @@ Verdicts mean what they say:
 - not applicable: this hardware cannot do it (with what it would need);
 - not run: not built, skipped for another reason, aborted, or absent from the runs.
 """
+import gzip
 import json
 import math
 import os
@@ -172,6 +173,13 @@ def _repeat_no(name):
     return int(m.group(1)) if m else 0
 
 
+def read_report(path):
+    """A ReFrame run report, as written or gzip-compressed (the shipped reference runs)."""
+    opener = gzip.open if str(path).endswith('.gz') else open
+    with opener(path, 'rt') as f:
+        return json.load(f)
+
+
 def is_dry_run(report):
     return '--dry-run' in report.get('session_info', {}).get('cmdline', '').split()
 
@@ -225,8 +233,7 @@ def load_cases(paths):
     hold job scripts, not measurements, and are ignored (see `measurement_reports`)."""
     cases = {}
     for path in paths:
-        with open(path) as f:
-            report = json.load(f)
+        report = read_report(path)
         if is_dry_run(report):
             continue
         groups = {}
@@ -255,12 +262,7 @@ def load_cases(paths):
 
 def measurement_reports(paths):
     """The run reports that hold measurements (dry runs left out), in the given order."""
-    out = []
-    for p in paths:
-        with open(p) as f:
-            if not is_dry_run(json.load(f)):
-                out.append(p)
-    return out
+    return [p for p in paths if not is_dry_run(read_report(p))]
 
 
 def case_is(case, check, params):
