@@ -15,7 +15,9 @@ static void on_signal(int sig) { (void)sig; stop_flag = 1; }
 
 int main(int argc, char **argv)
 {
-    long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200;
+    long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200, max_clients = 256, max_preauth = 128,
+              max_frame_kib = VCUDA_MAX_PAYLOAD / 1024 + 1, client_mem_mib = 0, max_handles = 16384, max_modules = 256,
+              cache_mib = 256;
     const char *listen_at = "127.0.0.1:7470";
     const ums_arg args[] = {
         {"device", UMS_ARG_INT, &device, "GPU ordinal this server exports", 0, VCUDA_MAX_DEVICES - 1, NULL},
@@ -23,6 +25,13 @@ int main(int argc, char **argv)
         {"timeout-ms", UMS_ARG_INT, &timeout, "bound on a stalled frame or reply", 10, 600000, NULL},
         {"chunk-kib", UMS_ARG_INT, &chunk_kib, "D2H reply chunk (pipelined)", 4, VCUDA_MAX_CHUNK / 1024, NULL},
         {"spin-us", UMS_ARG_INT, &spin_us, "busy-wait this long for a client's next request (0: always poll)", 0, 100000, NULL},
+        {"max-clients", UMS_ARG_INT, &max_clients, "authenticated clients at once", 1, 4096, NULL},
+        {"max-preauth", UMS_ARG_INT, &max_preauth, "connections not yet authenticated (oldest idle dropped first)", 4, 65536, NULL},
+        {"max-frame-kib", UMS_ARG_INT, &max_frame_kib, "largest request a client may send (its receive buffer)", 4, VCUDA_MAX_PAYLOAD / 1024 + 1, NULL},
+        {"client-mem-mib", UMS_ARG_INT, &client_mem_mib, "device memory one client may hold (0: no quota)", 0, 1 << 30, NULL},
+        {"max-handles", UMS_ARG_INT, &max_handles, "streams+events+modules+functions of one client", 16, 1 << 20, NULL},
+        {"max-modules", UMS_ARG_INT, &max_modules, "modules one client may have loaded", 1, 65536, NULL},
+        {"cache-mib", UMS_ARG_INT, &cache_mib, "validated module images kept for later clients", 0, 1 << 20, NULL},
     };
     ums_args_parse(argc, argv, "vcuda-server: serves one GPU to vcuda clients (token: VCUDA_TOKEN or VCUDA_TOKEN_FILE)",
                    args, sizeof args / sizeof args[0]);
@@ -44,6 +53,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "vcuda-server: error: no usable token: %s; refusing to serve without one\n", why);
         return UMS_EXIT_USAGE;
     }
+    vcuda_gpu_limits lim = {(uint64_t)client_mem_mib << 20, (uint32_t)max_handles, (uint32_t)max_modules,
+                            (size_t)cache_mib << 20};
+    vcuda_gpu_set_limits(&lim);
     vcuda_gpu *gpu = vcuda_gpu_open((int)device, (size_t)chunk_kib * 1024, &stop_flag, why);
     if (!gpu) {
         fprintf(stderr, "vcuda-server: %s: nothing to serve\n", why);
@@ -66,7 +78,9 @@ int main(int argc, char **argv)
     struct vcuda_handler h = vcuda_gpu_handler(gpu);
     vcuda_server_config cfg = {.listen_fd = lfd, .token = token, .token_len = token_len,
                                .device = (int)device, .frame_timeout_ms = (int)timeout,
-                               .max_conns = 256, .handler = &h, .stop = &stop_flag,
+                               .max_conns = (int)max_clients, .max_preauth = (int)max_preauth,
+                               .max_frame = (uint32_t)(max_frame_kib * 1024 > VCUDA_MAX_PAYLOAD ? VCUDA_MAX_PAYLOAD : max_frame_kib * 1024),
+                               .handler = &h, .stop = &stop_flag,
                                .log_prefix = "vcuda-server", .spin_us = (int)spin_us};
     int rc = vcuda_server_run(&cfg);
     vcuda_gpu_close(gpu);

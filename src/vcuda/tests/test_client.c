@@ -75,7 +75,7 @@ static void start(server *s, int index)
     s->pid = fork();
     if (s->pid == 0) {
         signal(SIGTERM, on_term);
-        struct vcuda_handler h = {(void *)(intptr_t)index, t_handle, NULL};
+        struct vcuda_handler h = {(void *)(intptr_t)index, t_handle, NULL, NULL};
         vcuda_server_config cfg = {.listen_fd = lfd, .token = (const uint8_t *)TOKEN,
                                    .token_len = strlen(TOKEN), .device = 0,
                                    .frame_timeout_ms = TIMEOUT_MS, .max_conns = 16,
