@@ -300,8 +300,8 @@ static CUresult wait_for(vcuda_gpu *g, CUstream s) { return g->cu.cuStreamSynchr
  * same GPU is not waited for. */
 static CUresult sync_client(vcuda_gpu *g, client *cl)
 {
-    CUresult rc = g->cu.cuStreamSynchronize(cl->def), r2;
-    if (!rc && (r2 = g->cu.cuStreamSynchronize(cl->aux))) rc = r2;
+    /* (aux never holds work past the request that queued it) */
+    CUresult rc = g->cu.cuStreamSynchronize(cl->def);
     for (uint32_t i = 0; i < cl->nhandle && !rc; ++i)
         if (cl->handles[i].kind == H_STREAM) rc = g->cu.cuStreamSynchronize(cl->handles[i].obj);
     return rc;

@@ -730,6 +730,57 @@ static void images(void)
     finish(&s);
 }
 
+/* On a GPU (LIB_DIR empty: the real driver): a real cubin loads; the same cubin with
+ * one ELF header field patched -- each variant that crashed the driver -- is refused by
+ * name, and the server keeps serving after each.  argv[4]: the cubin. */
+static void real_cubin(const char *path)
+{
+    static uint8_t img[16 << 20], bad[16 << 20];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(img, 1, sizeof img, f) : 0;
+    if (f) fclose(f);
+    CHECK(n > 64);
+    uint64_t shoff = 0;
+    for (int i = 0; i < 8; ++i) shoff |= (uint64_t)img[40 + i] << (8 * i);
+    struct { const char *field; size_t off; int bytes; uint64_t v; const char *reason; } v[] = {
+        {"e_shoff", 40, 8, 0x7fffffff00ull, "section header table"},
+        {"e_shnum", 60, 2, 2000, "section header table"},
+        {"sh_offset of section 3", (size_t)shoff + 3 * 64 + 24, 8, 0x10000000, "runs past the image"},
+        {"e_phoff", 32, 8, 0xffffffffff00ull, "program header table"},
+        {"e_shstrndx", 62, 2, 999, "section name table index"}};
+    server s;
+    start(&s, NULL);
+    rc_t c;
+    CHECK(rc_open(&c, s.port, 5000) == 0);
+    vcuda_msg m = msg(VCUDA_OP_MODULE_LOAD);
+    vcuda_sha256(img, n, m.hash);
+    m.blob = img, m.blob_len = (uint32_t)n;
+    int ok = rc_call(&c, &m, 0, 10000);
+    printf("{\"test\":\"real_cubin\",\"variant\":\"original\",\"loaded\":%s}\n", ok == 0 ? "true" : "false");
+    CHECK(ok == 0);
+    for (size_t k = 0; k < sizeof v / sizeof *v; ++k) {
+        memcpy(bad, img, n);
+        fc_put(bad + v[k].off, v[k].v, v[k].bytes);
+        m = msg(VCUDA_OP_MODULE_LOAD);
+        vcuda_sha256(bad, n, m.hash);
+        m.blob = bad, m.blob_len = (uint32_t)n;
+        int rc = rc_call(&c, &m, 0, 10000);
+        int named = rc == 1 && memmem(c.r.str, c.r.str_len, v[k].reason, strlen(v[k].reason));
+        printf("{\"test\":\"real_cubin\",\"variant\":\"%s\",\"refused\":%s,\"reason\":\"%.*s\"}\n", v[k].field,
+               named ? "true" : "false", rc == 1 ? (int)c.r.str_len : 0, rc == 1 ? (const char *)c.r.str : "");
+        CHECK(named);
+        CHECK(rc_simple(&c, VCUDA_OP_PING, 0, 0, 0, 5000) == 0); /* still serving */
+    }
+    rc_close(&c);
+    CHECK(rc_open(&c, s.port, 5000) == 0); /* and a new client loads the original */
+    m = msg(VCUDA_OP_MODULE_LOOKUP);
+    vcuda_sha256(img, n, m.hash);
+    CHECK(rc_call(&c, &m, 0, 10000) == 0);
+    rc_close(&c);
+    char *log = finish(&s);
+    CHECK(!strstr(log, "Segmentation"));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) return fprintf(stderr, "usage: %s CASE SERVER FAKE_LIB_DIR\n", argv[0]), 2;
@@ -767,6 +818,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "sticky")) sticky();
     else if (!strcmp(c, "isolation")) isolation();
     else if (!strcmp(c, "images")) images();
+    else if (!strcmp(c, "real_cubin") && argc > 4) real_cubin(argv[4]);
     else return fprintf(stderr, "unknown case %s\n", c), 2;
     return failures ? 1 : 0;
 }
