@@ -29,9 +29,10 @@ note() { echo "$*"; }
 check() { # name, condition result (0 ok)
   if [ "$2" = 0 ]; then note "ok   $1"; else note "FAIL $1"; fails=$((fails + 1)); fi
 }
-start_server() { # build, log -> sets port, spid
+start_server() { # build, log, [server options] -> sets port, spid
   local b=$1 log=$2
-  "$b/vcuda-server" --device 0 --listen 127.0.0.1:0 2>"$log" &
+  # shellcheck disable=SC2086 # options are words
+  "$b/vcuda-server" --device 0 --listen 127.0.0.1:0 ${3:-} 2>"$log" &
   spid=$!
   port=""
   for _ in $(seq 200); do
@@ -80,12 +81,24 @@ for sig in KILL STOP; do
   kill -CONT $spid 2>/dev/null; kill -KILL $spid 2>/dev/null; wait $spid 2>/dev/null
 done
 
-# per-call latency: local, this build, baseline (alternating, 3 runs each)
+# --isolation context: the same checks with a context per client, and what it costs
+start_server "$build" "$out/server-ctx.log" "--isolation context" || { echo "server did not start"; exit 1; }
+remote "$build" "$app" device-state >"$out/ctx-device-state.log" 2>&1; r1=$?
+remote "$build" "$app" assert >"$out/ctx-assert.log" 2>&1; r2=$?
+remote "$build" "$app" device-state >"$out/ctx-after-710.log" 2>&1; r3=$?
+check "isolation context: device-state, 710, next client works" $((r1 + r2 + r3))
+t0=$(date +%s%N); remote "$build" "$app" device-state >/dev/null 2>&1; t1=$(date +%s%N)
+echo "{\"bench\":\"vcuda-tenancy\",\"mode\":\"client-run-ms\",\"isolation\":\"context\",\"ms\":$(( (t1 - t0) / 1000000 ))}" >>"$out/tenancy.jsonl"
+kill -TERM $spid; wait $spid 2>/dev/null
+
+# per-call latency: local, this build (shared, context), baseline (alternating, 3 runs each)
 for rep in 1 2 3; do
   "$app" latency 3000 | sed 's/}$/,"via":"local"}/' >>"$out/tenancy.jsonl"
-  for b in "$build" $base; do
-    start_server "$b" "$out/server-lat.log" || continue
-    via=$([ "$b" = "$build" ] && echo vcuda || echo vcuda-baseline)
+  for cfg in "$build|vcuda|" "$build|vcuda-isolation-context|--isolation context" ${base:+"$base|vcuda-baseline|"}; do
+    IFS='|' read -r b via opts <<<"$cfg"
+    start_server "$b" "$out/server-lat.log" "$opts" || continue
+    t0=$(date +%s%N); remote "$b" "$app" device-state >/dev/null 2>&1; t1=$(date +%s%N)
+    echo "{\"bench\":\"vcuda-tenancy\",\"mode\":\"client-run-ms\",\"via\":\"$via\",\"ms\":$(( (t1 - t0) / 1000000 ))}" >>"$out/tenancy.jsonl"
     remote "$b" "$app" latency 3000 | sed "s/}\$/,\"via\":\"$via\"}/" >>"$out/tenancy.jsonl"
     kill -TERM $spid; wait $spid 2>/dev/null
   done

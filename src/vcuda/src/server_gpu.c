@@ -65,7 +65,9 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
     X(cuMemcpyDtoDAsync_v2, CUresult, (CUdeviceptr, CUdeviceptr, size_t, CUstream))          \
     X(cuMemsetD8Async, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))             \
     X(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned))                            \
-    X(cuDevicePrimaryCtxReset_v2, CUresult, (int))
+    X(cuDevicePrimaryCtxReset_v2, CUresult, (int))                                          \
+    X(cuCtxCreate_v2, CUresult, (CUcontext *, unsigned, int))                                \
+    X(cuCtxDestroy_v2, CUresult, (CUcontext))
 
 typedef struct {
 #define DECLARE(name, ret, args) ret(*name) args;
@@ -127,6 +129,8 @@ typedef struct {
     int fatal;           /* a sticky error: the session ends after this reply */
     uint64_t mem_bytes;
     uint32_t nmodules;
+    CUcontext own;     /* --isolation context: the client's own context (else NULL) */
+    CUdeviceptr touch; /* the keep-alive's 4 bytes in that context */
 } client;
 
 /* A client's module: its own CUmodule, loaded from a cached image (so its __device__
@@ -189,7 +193,10 @@ static int reply_cu(vcuda_gpu *g, client *cl, vcuda_msg *r, const char *what, CU
 {
     snprintf(cl->msg, sizeof cl->msg, "%s: %s (CUresult %d)", what, cu_error_text(g, rc), rc);
     vcuda_reply_error(r, rc >= 1 && rc <= VCUDA_MAX_CUDA_ERROR ? rc : 999, cl->msg);
-    if (context_lost(rc) && !cl->fatal) {
+    if (context_lost(rc) && !cl->fatal && cl->own) {
+        cl->fatal = rc; /* its own context: destroyed with the session, nobody else's */
+        fprintf(stderr, "vcuda-server: device %d: %s: ending that client's session and its context\n", g->ordinal, cl->msg);
+    } else if (context_lost(rc) && !cl->fatal) {
         /* this client's session ends with the error; the context is rebuilt once every
          * client on it has gone (see context_died), so no later client inherits it */
         cl->fatal = rc;
@@ -618,7 +625,7 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     }
     case VCUDA_OP_TOUCH: {
         uint32_t word; /* on the client's side stream: never waits for its kernels */
-        if ((rc = g->cu.cuMemcpyDtoHAsync_v2(&word, g->touch, sizeof word, cl->aux)) ||
+        if ((rc = g->cu.cuMemcpyDtoHAsync_v2(&word, cl->own ? cl->touch : g->touch, sizeof word, cl->aux)) ||
             (rc = g->cu.cuStreamSynchronize(cl->aux)))
             return reply_cu(g, cl, r, "TOUCH", rc);
         return 0;
@@ -776,7 +783,9 @@ static void release_client(void *ctx, vcuda_conn *c)
     client *cl = c->user;
     if (!cl) return;
     pthread_mutex_lock(&g->mu);
-    int alive = cl->generation == g->generation;
+    /* on a dead or the client's own context nothing is freed one by one: the rebuild or
+     * the context's destruction frees it all */
+    int alive = cl->generation == g->generation && !cl->own;
     pthread_mutex_unlock(&g->mu);
     /* on a dead context nothing is freed one by one: the rebuild frees it all */
     if (alive) sync_client(g, cl); /* work the client queued may still use its memory */
@@ -801,6 +810,7 @@ static void release_client(void *ctx, vcuda_conn *c)
     if (cl->nalloc || cl->nhandle)
         fprintf(stderr, "vcuda-server: connection %llu: released %u allocations and %u handles\n",
                 (unsigned long long)c->id, cl->nalloc, cl->nhandle);
+    if (cl->own) g->cu.cuCtxDestroy_v2(cl->own);
     free(cl->allocs);
     free(cl->handles);
     free(cl);
@@ -826,6 +836,15 @@ static int attach_client(void *ctx, vcuda_conn *c, char *why)
     CUcontext cx = g->ctx;
     pthread_mutex_unlock(&g->mu);
     c->user = cl;
+    if (limits.isolation) { /* a context per client: nothing of the GPU state is shared */
+        if ((rc = g->cu.cuCtxCreate_v2(&cl->own, 0, g->dev)) || (rc = g->cu.cuMemAlloc_v2(&cl->touch, 4)) ||
+            (rc = g->cu.cuMemsetD8_v2(cl->touch, 0, 4))) {
+            vcuda_fail(why, -1, "client context: %s (CUresult %d)", cu_error_text(g, rc), rc);
+            release_client(g, c);
+            return -1;
+        }
+        cx = cl->own;
+    }
     if ((rc = g->cu.cuCtxSetCurrent(cx)) || (rc = g->cu.cuStreamCreate(&cl->def, 1)) ||
         (rc = g->cu.cuStreamCreate(&cl->aux, 1)) || (rc = g->cu.cuEventCreate(&cl->join, 2 /* no timing */))) {
         vcuda_fail(why, -1, "client set-up failed: %s (CUresult %d)", cu_error_text(g, rc), rc);

@@ -18,7 +18,7 @@ int main(int argc, char **argv)
     long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200, max_clients = 256, max_preauth = 128,
               max_frame_kib = VCUDA_MAX_PAYLOAD / 1024 + 1, client_mem_mib = 0, max_handles = 16384, max_modules = 256,
               cache_mib = 256;
-    const char *listen_at = "127.0.0.1:7470";
+    const char *listen_at = "127.0.0.1:7470", *isolation = "shared";
     const ums_arg args[] = {
         {"device", UMS_ARG_INT, &device, "GPU ordinal this server exports", 0, VCUDA_MAX_DEVICES - 1, NULL},
         {"listen", UMS_ARG_STRING, &listen_at, "[tcp://|ucx://]ADDR:PORT (ADDR defaults to 127.0.0.1)", 1, 0, NULL},
@@ -31,6 +31,7 @@ int main(int argc, char **argv)
         {"client-mem-mib", UMS_ARG_INT, &client_mem_mib, "device memory one client may hold (0: no quota)", 0, 1 << 30, NULL},
         {"max-handles", UMS_ARG_INT, &max_handles, "streams+events+modules+functions of one client", 16, 1 << 20, NULL},
         {"max-modules", UMS_ARG_INT, &max_modules, "modules one client may have loaded", 1, 65536, NULL},
+        {"isolation", UMS_ARG_STRING, &isolation, "shared (one context, per-client modules and streams) or context (one per client)", 0, 0, NULL},
         {"cache-mib", UMS_ARG_INT, &cache_mib, "validated module images kept for later clients", 0, 1 << 20, NULL},
     };
     ums_args_parse(argc, argv, "vcuda-server: serves one GPU to vcuda clients (token: VCUDA_TOKEN or VCUDA_TOKEN_FILE)",
@@ -53,8 +54,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "vcuda-server: error: no usable token: %s; refusing to serve without one\n", why);
         return UMS_EXIT_USAGE;
     }
+    if (strcmp(isolation, "shared") && strcmp(isolation, "context")) {
+        fprintf(stderr, "vcuda-server: error: --isolation %s: expected shared or context\n", isolation);
+        return UMS_EXIT_USAGE;
+    }
     vcuda_gpu_limits lim = {(uint64_t)client_mem_mib << 20, (uint32_t)max_handles, (uint32_t)max_modules,
-                            (size_t)cache_mib << 20};
+                            (size_t)cache_mib << 20, !strcmp(isolation, "context")};
     vcuda_gpu_set_limits(&lim);
     vcuda_gpu *gpu = vcuda_gpu_open((int)device, (size_t)chunk_kib * 1024, &stop_flag, why);
     if (!gpu) {

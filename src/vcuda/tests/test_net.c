@@ -80,16 +80,7 @@ static void start(server *s)
 static const char *finish(server *s)
 {
     static char text[16384];
-    int st;
-    kill(s->pid, SIGTERM);
-    waitpid(s->pid, &st, 0);
-    FILE *f = fopen(s->log, "r");
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    text[n] = 0;
-    if (f) fclose(f);
-    unlink(s->log);
-    fprintf(stderr, "--- server log ---\n%s------------------\n", text);
-    return text;
+    return stop_server_read_log(s->pid, s->log, text, sizeof text);
 }
 
 /* The test server in the foreground, for test_cudart.py and test_ucx.py: prints its
@@ -329,7 +320,7 @@ static void unreachable(void)
     start(&s);
     int fd = connect_hello(s.port);
     kill(s.pid, SIGSTOP);
-    poll(NULL, 0, 50); /* a thread running on another core stops at its next kernel entry */
+    wait_stopped(s.pid);
     t0 = vcuda_now_ms();
     int rq = request(fd, VCUDA_OP_PING, &m);
     if (rq != -(int)VCUDA_NET_TIMEOUT) fprintf(stderr, "request: %d (%s)\n", rq, why);

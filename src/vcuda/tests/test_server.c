@@ -65,17 +65,7 @@ static void start(server *s, const char *extra)
 static char *finish(server *s)
 {
     static char text[1 << 20];
-    int st;
-    kill(s->pid, SIGCONT);
-    kill(s->pid, SIGTERM);
-    waitpid(s->pid, &st, 0);
-    FILE *f = fopen(s->log, "r");
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    text[n] = 0;
-    if (f) fclose(f);
-    unlink(s->log);
-    fprintf(stderr, "--- server log (%zu bytes, last 3000) ---\n%s\n------------------\n", n, n > 3000 ? text + n - 3000 : text);
-    return text;
+    return stop_server_read_log(s->pid, s->log, text, sizeof text);
 }
 
 /* ---- a raw client: one connection, requests by hand -------------------------------- */
@@ -657,10 +647,10 @@ static void sticky(void)
     CHECK(strstr(log, "context rebuilt after CUresult 710"));
 }
 
-static void isolation(void)
+static void isolation(const char *opts)
 {
     server s;
-    start(&s, "--max-modules 16");
+    start(&s, opts);
     int seen[2];
     for (int k = 0; k < 2; ++k) { /* two clients of the same program, one after the other */
         rc_t c;
@@ -816,7 +806,8 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "killed_during_wait")) lost_during_wait(SIGKILL);
     else if (!strcmp(c, "stopped_during_wait")) lost_during_wait(SIGSTOP);
     else if (!strcmp(c, "sticky")) sticky();
-    else if (!strcmp(c, "isolation")) isolation();
+    else if (!strcmp(c, "isolation")) isolation("--max-modules 16");
+    else if (!strcmp(c, "isolation_context")) isolation("--max-modules 16 --isolation context");
     else if (!strcmp(c, "images")) images();
     else if (!strcmp(c, "real_cubin") && argc > 4) real_cubin(argv[4]);
     else return fprintf(stderr, "unknown case %s\n", c), 2;

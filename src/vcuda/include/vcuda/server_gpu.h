@@ -18,7 +18,10 @@
  * GPU shared without MIG/MPS): only clients holding the token are served, and a site
  * that needs more runs one server per tenant.  A sticky error (700, 702, 710, 714-719,
  * 721, 999) ends the session of every client on the context with that error, and the
- * context is rebuilt when the last of them has gone (or the server exits saying so). */
+ * context is rebuilt when the last of them has gone (or the server exits saying so).
+ * With isolation (--isolation context) each client gets a context of its own instead:
+ * memory, modules and sticky errors stay its own, at the price of a context's creation
+ * per connection and the GPU time-slicing between contexts. */
 #ifndef VCUDA_SERVER_GPU_H
 #define VCUDA_SERVER_GPU_H
 
@@ -36,8 +39,9 @@ typedef struct {
     uint32_t max_handles;    /* streams, events, modules and functions of one client */
     uint32_t max_modules;    /* modules one client may have loaded */
     size_t cache_bytes;      /* bytes of validated images kept for later clients */
+    int isolation;           /* 1: a context per client (--isolation context) */
 } vcuda_gpu_limits;
-#define VCUDA_GPU_LIMITS_DEFAULT {0, 16384, 256, (size_t)256 << 20}
+#define VCUDA_GPU_LIMITS_DEFAULT {0, 16384, 256, (size_t)256 << 20, 0}
 void vcuda_gpu_set_limits(const vcuda_gpu_limits *limits);
 
 /* Opens the driver and device `ordinal`, retains its primary context.  NULL with the
