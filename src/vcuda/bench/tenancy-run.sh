@@ -72,13 +72,15 @@ kill -TERM $spid; wait $spid 2>/dev/null
 
 for sig in KILL STOP; do
   start_server "$build" "$out/server-$sig.log" || { echo "server did not start"; exit 1; }
-  ( sleep 3; kill -$sig $spid; date +%s%N >"$out/signal-$sig.t" ) &
+  # the supervisor and its serving process (SIGKILL alone would take both)
+  ( sleep 3; kill -$sig $(pgrep -P $spid) $spid; date +%s%N >"$out/signal-$sig.t" ) &
+  sigpid=$!
   remote "$build" env VCUDA_TIMEOUT_MS=2000 "$app" spin 20000 >"$out/lost-$sig.log" 2>&1; rc=$?
-  t1=$(date +%s%N); wait
+  t1=$(date +%s%N); wait $sigpid # (not the stopped server)
   ms=$(( (t1 - $(cat "$out/signal-$sig.t")) / 1000000 ))
   echo "{\"bench\":\"vcuda-tenancy\",\"mode\":\"server-$sig-during-wait\",\"rc\":$rc,\"reported_after_ms\":$ms,\"timeout_ms\":2000}" >>"$out/tenancy.jsonl"
   [ "$rc" != 0 ] && [ "$ms" -lt 3000 ]; check "server SIG$sig during a long wait: reported after $ms ms (timeout 2000)" $?
-  kill -CONT $spid 2>/dev/null; kill -KILL $spid 2>/dev/null; wait $spid 2>/dev/null
+  kill -CONT $(pgrep -P $spid) $spid 2>/dev/null; kill -KILL $spid 2>/dev/null; wait $spid 2>/dev/null
 done
 
 # --isolation context: the same checks with a context per client, and what it costs
@@ -103,6 +105,7 @@ for rep in 1 2 3; do
     kill -TERM $spid; wait $spid 2>/dev/null
   done
 done
-grep latency "$out/tenancy.jsonl"
+grep -h '^{' "$out"/lost-*.log >>"$out/tenancy.jsonl"
+cat "$out/tenancy.jsonl"
 echo "tenancy-run: $fails failed step(s)"
 [ "$fails" = 0 ]

@@ -265,7 +265,7 @@ static int check_fatbin(const uint8_t *p, size_t n, char *why)
         const uint8_t *q = h + ehs;
         if (flags & FLAG_LZ4)
             return bad("fatbin entry %u: LZ4-compressed (older nvcc): not validated, refused "
-                       "(rebuild with nvcc -Xfatbin=-compress=false or a CUDA 12.8+ nvcc)", e);
+                       "(rebuild without fatbin compression, or with an nvcc that compresses with zstd)", e);
         if (flags & FLAG_ZSTD) {
             uint64_t csize = U32(h + 0x10), dsize = U64(h + 0x38);
             if (csize > psize) return bad("fatbin entry %u: compressed size %llu > payload %llu", e,

@@ -57,15 +57,14 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
     X(cuGetErrorString, CUresult, (CUresult, const char **))
 
 /* What the multi-tenant design needs besides: stream-ordered copies on each client's
- * own streams, per-client module unloading, and rebuilding a context lost to a sticky
- * error. */
+ * own streams, per-client module unloading, and a context per client (--isolation
+ * context). */
 #define TENANCY_FUNCTIONS(X)                                                                 \
     X(cuModuleUnload, CUresult, (CUmodule))                                                  \
     X(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr, const void *, size_t, CUstream))         \
     X(cuMemcpyDtoDAsync_v2, CUresult, (CUdeviceptr, CUdeviceptr, size_t, CUstream))          \
     X(cuMemsetD8Async, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))             \
     X(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned))                            \
-    X(cuDevicePrimaryCtxReset_v2, CUresult, (int))                                          \
     X(cuCtxCreate_v2, CUresult, (CUcontext *, unsigned, int))                                \
     X(cuCtxDestroy_v2, CUresult, (CUcontext))
 
@@ -156,13 +155,12 @@ struct vcuda_gpu {
     CUdeviceptr touch;    /* 4 bytes the keep-alive copies back */
     size_t chunk;
     pthread_mutex_t mu;   /* the image cache and the context's life below */
-    pthread_cond_t rebuilt;
     image_entry images[MAX_IMAGES];
     int nimages;
     size_t image_bytes;
     uint64_t use_clock;
     uint64_t generation; /* bumped when a sticky error kills the context */
-    int dead;            /* the CUresult that killed it, until rebuilt */
+    int dead;            /* the CUresult that killed it */
     int attached;        /* clients on the context */
     volatile sig_atomic_t *stop;
     char name[256];
@@ -193,19 +191,18 @@ static int reply_cu(vcuda_gpu *g, client *cl, vcuda_msg *r, const char *what, CU
 {
     snprintf(cl->msg, sizeof cl->msg, "%s: %s (CUresult %d)", what, cu_error_text(g, rc), rc);
     vcuda_reply_error(r, rc >= 1 && rc <= VCUDA_MAX_CUDA_ERROR ? rc : 999, cl->msg);
-    if (context_lost(rc) && !cl->fatal && cl->own) {
-        cl->fatal = rc; /* its own context: destroyed with the session, nobody else's */
-        fprintf(stderr, "vcuda-server: device %d: %s: ending that client's session and its context\n", g->ordinal, cl->msg);
-    } else if (context_lost(rc) && !cl->fatal) {
-        /* this client's session ends with the error; the context is rebuilt once every
-         * client on it has gone (see context_died), so no later client inherits it */
+    if (context_lost(rc) && !cl->fatal) {
+        /* this client's session ends with the error, then every other one, and the
+         * server process is replaced (see release_client), so no later client inherits
+         * the error: the driver keeps it for the life of the process, in every context
+         * (measured: a context created after a 710 fails with 710) */
         cl->fatal = rc;
         pthread_mutex_lock(&g->mu);
         if (!g->dead && cl->generation == g->generation) {
             g->dead = rc;
             ++g->generation;
             fprintf(stderr, "vcuda-server: device %d: %s: the context is unusable; ending the sessions on it "
-                    "and rebuilding it\n", g->ordinal, cl->msg);
+                    "and replacing the server process\n", g->ordinal, cl->msg);
         }
         pthread_mutex_unlock(&g->mu);
     }
@@ -755,39 +752,16 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     }
 }
 
-/* After a sticky error every client on the context ends its session; the last one to
- * leave rebuilds it (g->mu held).  A context that cannot be rebuilt stops the server
- * with a clear line: later clients must never inherit a dead one. */
-static void rebuild_context(vcuda_gpu *g)
-{
-    CUresult rc;
-    int code = g->dead;
-    g->cu.cuDevicePrimaryCtxRelease_v2(g->dev);
-    if ((rc = g->cu.cuDevicePrimaryCtxReset_v2(g->dev)) || (rc = g->cu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev)) ||
-        (rc = g->cu.cuCtxSetCurrent(g->ctx)) || (rc = g->cu.cuMemAlloc_v2(&g->touch, 4)) ||
-        (rc = g->cu.cuMemsetD8_v2(g->touch, 0, 4))) {
-        fprintf(stderr, "vcuda-server: device %d: the context lost to CUresult %d cannot be rebuilt: %s (CUresult %d); "
-                "exiting\n", g->ordinal, code, cu_error_text(g, rc), rc);
-        *g->stop = 1;
-        return;
-    }
-    g->dead = 0;
-    fprintf(stderr, "vcuda-server: device %d: context rebuilt after CUresult %d (generation %llu)\n", g->ordinal, code,
-            (unsigned long long)g->generation);
-    pthread_cond_broadcast(&g->rebuilt);
-}
-
 static void release_client(void *ctx, vcuda_conn *c)
 {
     vcuda_gpu *g = ctx;
     client *cl = c->user;
     if (!cl) return;
     pthread_mutex_lock(&g->mu);
-    /* on a dead or the client's own context nothing is freed one by one: the rebuild or
-     * the context's destruction frees it all */
+    /* on a dead or the client's own context nothing is freed one by one: the process's
+     * end or the context's destruction frees it all */
     int alive = cl->generation == g->generation && !cl->own;
     pthread_mutex_unlock(&g->mu);
-    /* on a dead context nothing is freed one by one: the rebuild frees it all */
     if (alive) sync_client(g, cl); /* work the client queued may still use its memory */
     for (uint32_t i = 0; i < cl->nalloc && alive; ++i) g->cu.cuMemFree_v2(cl->allocs[i].base);
     for (uint32_t i = 0; i < cl->nhandle; ++i) {
@@ -817,12 +791,19 @@ static void release_client(void *ctx, vcuda_conn *c)
     c->user = NULL;
     pthread_mutex_lock(&g->mu);
     --g->attached;
-    if (g->dead && g->attached == 0) rebuild_context(g);
+    if (g->dead && !*g->stop) {
+        /* the failing client has had its reply: end every session and let vcuda-server's
+         * supervisor start a fresh process on the same socket */
+        fprintf(stderr, "vcuda-server: device %d: the context lost to CUresult %d cannot be used again in this "
+                "process; stopping it for a fresh one\n", g->ordinal, g->dead);
+        *g->stop = 1;
+    }
     pthread_mutex_unlock(&g->mu);
 }
 
 /* On the client's worker thread, before its first request: the context current there
- * (waiting while one lost to a sticky error is rebuilt) and the client's own streams. */
+ * (refused while one lost to a sticky error is being replaced) and the client's own
+ * streams. */
 static int attach_client(void *ctx, vcuda_conn *c, char *why)
 {
     vcuda_gpu *g = ctx;
@@ -830,7 +811,11 @@ static int attach_client(void *ctx, vcuda_conn *c, char *why)
     CUresult rc;
     if (!cl) return vcuda_fail(why, -1, "no memory for client state");
     pthread_mutex_lock(&g->mu);
-    while (g->dead && !*g->stop) pthread_cond_wait(&g->rebuilt, &g->mu);
+    if (g->dead) {
+        pthread_mutex_unlock(&g->mu);
+        free(cl);
+        return vcuda_fail(why, -1, "the GPU context is being replaced after a sticky error");
+    }
     cl->generation = g->generation;
     ++g->attached;
     CUcontext cx = g->ctx;
@@ -865,7 +850,7 @@ static int handle_checked(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     pthread_mutex_unlock(&g->mu);
     if (lost) {
         snprintf(cl->msg, sizeof cl->msg, "the GPU context was lost to a sticky error (CUresult %d) and is being "
-                 "rebuilt: this session's state is gone", lost);
+                 "replaced: this session's state is gone", lost);
         vcuda_reply_error(r, lost, cl->msg);
         c->end_session = 1;
         return 0;
@@ -873,6 +858,14 @@ static int handle_checked(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     int rc = handle_request(ctx, c, q, r, why);
     if (c->user && ((client *)c->user)->fatal) c->end_session = 1;
     return rc;
+}
+
+int vcuda_gpu_context_lost(vcuda_gpu *g)
+{
+    pthread_mutex_lock(&g->mu);
+    int d = g->dead;
+    pthread_mutex_unlock(&g->mu);
+    return d;
 }
 
 struct vcuda_handler vcuda_gpu_handler(vcuda_gpu *g)
@@ -926,7 +919,6 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
         goto fail;
     }
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->rebuilt, NULL);
     the_gpu = g;
     return g;
 fail:
@@ -943,7 +935,6 @@ void vcuda_gpu_close(vcuda_gpu *g)
     g->cu.cuDevicePrimaryCtxRelease_v2(g->dev);
     for (int i = 0; i < g->nimages; ++i) free(g->images[i].img);
     pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->rebuilt);
     dlclose(g->lib);
     free(g);
 }

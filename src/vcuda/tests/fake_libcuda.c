@@ -7,8 +7,8 @@
  *   - streams have a time at which their queued work ends; the kernel `busy(uint ms)`
  *     makes its stream busy for ms milliseconds, and every synchronize, event wait and
  *     stream-ordered copy sleeps until then, like a GPU still running;
- *   - `sticky(uint code)` kills the context with a sticky error: every later call
- *     returns that code until cuDevicePrimaryCtxReset (as the real driver does);
+ *   - `sticky(uint code)` kills the context with a sticky error: every later call of the
+ *     process returns that code, in any context (as the real driver does);
  *   - `counter(int *out)` increments a counter that belongs to the loaded module (a
  *     __device__ variable) and stores it to *out: per-module state is visible;
  *   - cuModuleLoadData reads the ELF it is given trusting every offset, with no length,
@@ -104,18 +104,8 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int a, int d)
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
 EXPORT CUresult cuDevicePrimaryCtxRetain(void **c, int d) { (void)d; *c = &ctx_token; return 0; }
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return 0; }
-EXPORT CUresult cuDevicePrimaryCtxReset_v2(int d)
-{
-    (void)d;
-    pthread_mutex_lock(&mu);
-    dead = 0;
-    null_stream.end_ns = 0;
-    pthread_mutex_unlock(&mu);
-    fprintf(stderr, "fake-libcuda: primary context reset\n");
-    return 0;
-}
 EXPORT CUresult cuCtxSetCurrent(void *c) { (void)c; return 0; }
-EXPORT CUresult cuCtxCreate_v2(void **c, unsigned f, int d) { (void)f, (void)d; *c = calloc(1, 8); return 0; }
+EXPORT CUresult cuCtxCreate_v2(void **c, unsigned f, int d) { (void)f, (void)d; CUresult r = alive(); if (!r) *c = calloc(1, 8); return r; }
 EXPORT CUresult cuCtxDestroy_v2(void *c) { free(c); return 0; }
 EXPORT CUresult cuCtxSynchronize(void) { return drain(NULL); }
 EXPORT CUresult cuGetErrorString(CUresult r, const char **s)

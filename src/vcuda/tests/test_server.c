@@ -46,7 +46,7 @@ static void start(server *s, const char *extra)
     s->port = 0;
     fflush(NULL);
     s->pid = fork();
-    if (s->pid == 0) execl("/bin/sh", "sh", "-c", cmd, (char *)NULL), _exit(127);
+    if (s->pid == 0) setpgid(0, 0), execl("/bin/sh", "sh", "-c", cmd, (char *)NULL), _exit(127);
     for (int i = 0; i < 400; ++i) { /* the line scripts wait for */
         FILE *f = fopen(s->log, "r");
         char line[512];
@@ -592,7 +592,7 @@ static void lost_during_wait(int sig)
     pid_t victim = s.pid, k = fork();
     if (k == 0) {
         usleep(800000);
-        kill(victim, sig);
+        kill(-victim, sig); /* the supervisor and its serving process */
         _exit(0);
     }
     int64_t t0 = now_ms();
@@ -623,7 +623,8 @@ static void sticky(void)
     CHECK(fn && rc_launch(&a, fn, &code, 4, 0, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
     CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0); /* its session ended */
-    CHECK(rc_simple(&other, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000) == 1 && other.r.v[0] == 710); /* state gone */
+    int o = rc_simple(&other, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000); /* its state is gone too: */
+    CHECK((o == 1 && other.r.v[0] == 710) || o < 0);                 /* the error, or closed */
     rc_close(&a), rc_close(&other);
     /* the next client gets a working, fresh context */
     int ok = -1;
@@ -644,7 +645,7 @@ static void sticky(void)
     }
     CHECK(ok == 0);
     char *log = finish(&s);
-    CHECK(strstr(log, "context rebuilt after CUresult 710"));
+    CHECK(strstr(log, "starting a fresh serving process after a sticky error"));
 }
 
 static void isolation(const char *opts)

@@ -20,6 +20,7 @@ static int failures;
 static inline char *stop_server_read_log(pid_t pid, const char *log, char *text, size_t cap)
 {
     int st;
+    kill(-pid, SIGCONT); /* (a group leader's stopped children too) */
     kill(pid, SIGCONT);
     kill(pid, SIGTERM);
     waitpid(pid, &st, 0);

@@ -17,11 +17,13 @@
  * kernel can address any memory of the context, other clients' included (as on any
  * GPU shared without MIG/MPS): only clients holding the token are served, and a site
  * that needs more runs one server per tenant.  A sticky error (700, 702, 710, 714-719,
- * 721, 999) ends the session of every client on the context with that error, and the
- * context is rebuilt when the last of them has gone (or the server exits saying so).
+ * 721, 999) ends the session of the client that caused it with that error, then every
+ * other session, and stops the serving process (vcuda_gpu_context_lost says so):
+ * vcuda-server's supervisor starts a fresh one on the same socket, because the driver
+ * keeps a sticky error for the life of the process, in every context of it.
  * With isolation (--isolation context) each client gets a context of its own instead:
- * memory, modules and sticky errors stay its own, at the price of a context's creation
- * per connection and the GPU time-slicing between contexts. */
+ * its memory and modules are separate from everyone else's (not its sticky errors, see
+ * above), at the price of a context's creation per connection. */
 #ifndef VCUDA_SERVER_GPU_H
 #define VCUDA_SERVER_GPU_H
 
@@ -52,6 +54,8 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk_bytes, volatile sig_atomic_t
 /* The handler for vcuda_server_config (ctx is the vcuda_gpu). */
 struct vcuda_handler vcuda_gpu_handler(vcuda_gpu *g);
 void vcuda_gpu_close(vcuda_gpu *g);
+/* The sticky CUresult that ended this process's use of the GPU, or 0. */
+int vcuda_gpu_context_lost(vcuda_gpu *g);
 
 #ifdef __cplusplus
 }
