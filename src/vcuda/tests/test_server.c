@@ -683,6 +683,71 @@ static void isolation(const char *opts)
     finish(&s);
 }
 
+/* Per-client quotas: memory and handles; another client is unaffected by one at its limits. */
+static void quotas(void)
+{
+    server s;
+    start(&s, "--client-mem-mib 1 --max-handles 16");
+    rc_t a, b;
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_open(&b, s.port, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && a.r.v[0] == 2 &&
+          memmem(a.r.str, a.r.str_len, "quota", 5));
+    int events = 0;
+    for (int i = 0; i < 40; ++i) events += rc_simple(&a, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0;
+    CHECK(events == 16);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0); /* b has its own quota */
+    CHECK(rc_simple(&b, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0);
+    rc_close(&a), rc_close(&b);
+    finish(&s);
+}
+
+/* Resident memory of the serving process (the supervisor's child), in KiB. */
+static long serving_rss_kib(pid_t supervisor)
+{
+    char path[128], line[256];
+    long child = 0, kib = -1;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)supervisor, (int)supervisor);
+    FILE *f = fopen(path, "r");
+    if (f && fscanf(f, "%ld", &child) != 1) child = 0;
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "/proc/%ld/status", child);
+    if (child && (f = fopen(path, "r"))) {
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "VmRSS:", 6)) kib = atol(line + 6);
+        fclose(f);
+    }
+    return kib;
+}
+
+/* Receive buffers grown by a large transfer are given back once the client is idle. */
+static void shrink(void)
+{
+    server s;
+    start(&s, NULL);
+    enum { N = 4, SIZE = 32 << 20 };
+    static uint8_t data[SIZE];
+    rc_t c[N];
+    for (int i = 0; i < N; ++i) {
+        CHECK(rc_open(&c[i], s.port, 2000) == 0);
+        CHECK(rc_simple(&c[i], VCUDA_OP_MALLOC, SIZE, 0, 0, 2000) == 0);
+        uint64_t p = c[i].r.v[0];
+        vcuda_msg m = msg(VCUDA_OP_MEMCPY_H2D);
+        m.v[0] = p, m.v[1] = 0, m.nv = 2, m.blob = data, m.blob_len = SIZE; /* one 32 MiB frame */
+        CHECK(rc_call(&c[i], &m, 0, 5000) == 0);
+        CHECK(rc_simple(&c[i], VCUDA_OP_FREE, p, 0, 0, 2000) == 0);
+    }
+    long busy = serving_rss_kib(s.pid);
+    usleep(2500000); /* idle for more than a second */
+    long idle = serving_rss_kib(s.pid);
+    printf("{\"test\":\"shrink\",\"clients\":%d,\"frame_mib\":%d,\"rss_after_transfers_mib\":%.1f,\"rss_idle_mib\":%.1f}\n", N,
+           SIZE >> 20, busy / 1024.0, idle / 1024.0);
+    CHECK(busy > (long)N * (SIZE >> 10) / 2); /* the buffers were there ... */
+    CHECK(idle >= 0 && idle < busy / 3);       /* ... and were given back */
+    for (int i = 0; i < N; ++i) rc_close(&c[i]);
+    finish(&s);
+}
+
 static void images(void)
 {
     uint8_t img[2048], bad[2048];
@@ -810,6 +875,8 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "isolation")) isolation("--max-modules 16");
     else if (!strcmp(c, "isolation_context")) isolation("--max-modules 16 --isolation context");
     else if (!strcmp(c, "images")) images();
+    else if (!strcmp(c, "quotas")) quotas();
+    else if (!strcmp(c, "shrink")) shrink();
     else if (!strcmp(c, "real_cubin") && argc > 4) real_cubin(argv[4]);
     else return fprintf(stderr, "unknown case %s\n", c), 2;
     return failures ? 1 : 0;
