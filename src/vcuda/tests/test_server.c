@@ -307,7 +307,10 @@ static void bad_clients(void)
 {
     server s;
     char why[VCUDA_WHY_LEN];
-    start(&s, "--timeout-ms 1000");
+    /* the frame timeout (how long a reply may wait for a reader) is 3x the good client's
+     * timeout: a server that let one connection's stalled send hold up the others would
+     * make the good client time out */
+    start(&s, "--timeout-ms 3000");
     pthread_t t[3];
     pthread_create(&t[0], NULL, never_reads, &s.port);
     pthread_create(&t[1], NULL, reads_slowly, &s.port);
