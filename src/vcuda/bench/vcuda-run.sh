@@ -52,12 +52,17 @@ fi
 [[ "$gpus" =~ ^[0-9]+$ ]] || { echo "vcuda-run: --gpus '$gpus' is not a number" >&2; exit 2; }
 [ "$gpus" -gt 0 ] || unsupported "no GPU on this node: nothing to serve"
 
-VCUDA_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-export VCUDA_TOKEN
 [ -n "$logdir" ] || logdir=$(mktemp -d "${TMPDIR:-/tmp}/vcuda-run.XXXXXX")
 mkdir -p "$logdir"
+# A fresh token in a file only we can read, named by VCUDA_TOKEN_FILE: the token itself
+# is never in the program's environment (where its children and /proc/PID/environ would
+# show it), and it never crosses the network (challenge-response); removed at exit.
+unset VCUDA_TOKEN
+tokdir=$(mktemp -d "${TMPDIR:-/tmp}/vcuda-token.XXXXXX") && chmod 700 "$tokdir"
+( umask 077; od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$tokdir/token" )
+export VCUDA_TOKEN_FILE=$tokdir/token
 pids=()
-stop() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; wait "${pids[@]}" 2>/dev/null; }
+stop() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; wait "${pids[@]}" 2>/dev/null; rm -rf "$tokdir"; }
 trap stop EXIT
 trap 'exit 143' TERM INT
 servers=""

@@ -30,6 +30,8 @@ typedef struct {
     pthread_mutex_t mu; /* one request/reply at a time per connection */
     vcuda_buf buf;      /* calls' frames; reply pointers live here */
     vcuda_buf ka_buf;   /* keep-alive's own, so it never clobbers a caller's reply */
+    vcuda_buf pb;       /* PROGRESS frames read while a send waits (the frame's head is in buf) */
+    uint64_t sending_id; /* request being sent: PROGRESS up to this id is accepted */
     uint64_t next_id;
     int64_t last_use;
 } device;
@@ -101,15 +103,37 @@ static int parse_list(const char *var, const char *s, endpoint *eps, int max, ch
     return n;
 }
 
+/* A server busy on the GPU tells us it is alive with PROGRESS frames for a request we
+ * sent (its id is at most the newest we sent). */
+static int is_progress(const device *d, const vcuda_msg *m, uint64_t newest)
+{
+    (void)d;
+    return m->hdr.opcode == VCUDA_OP_PROGRESS && (m->hdr.flags & VCUDA_FLAG_REPLY) &&
+           !(m->hdr.flags & ~(uint32_t)VCUDA_FLAG_REPLY) && m->hdr.request_id <= newest;
+}
+
+/* Input while a send waits for room: only PROGRESS may come then. */
+static int progress_while_sending(void *arg, char *why)
+{
+    device *d = arg;
+    vcuda_msg m;
+    if (vcuda_recv_frame(d->fd, &m, &d->pb, timeout_ms, why)) return -1;
+    if (!is_progress(d, &m, d->sending_id))
+        return fail(why, "%s frame from the server while it was being sent a request", vcuda_opcode_name(m.hdr.opcode));
+    return 1;
+}
+
 /* Sends req as request `id` with `flags` (mutex held).  OK, BAD_REQUEST (did not encode:
- * nothing was sent) or UNAVAILABLE. */
+ * nothing was sent) or UNAVAILABLE.  The deadline restarts with each PROGRESS frame a
+ * busy server sends meanwhile. */
 static vcuda_client_status send_req(device *d, const vcuda_msg *req, uint64_t id, uint32_t flags,
                                     vcuda_buf *b, int tmo, char *why)
 {
     vcuda_msg m = *req;
     m.hdr.flags = flags;
     m.hdr.request_id = id;
-    vcuda_net_status s = vcuda_send_frame(d->fd, &m, b, tmo, why);
+    d->sending_id = id;
+    vcuda_net_status s = vcuda_send_frame_live(d->fd, &m, b, tmo, progress_while_sending, d, why);
     d->last_use = vcuda_now_ms();
     return s == VCUDA_NET_PROTO ? VCUDA_CLIENT_BAD_REQUEST : s ? VCUDA_CLIENT_UNAVAILABLE : VCUDA_CLIENT_OK;
 }
@@ -119,7 +143,11 @@ static vcuda_client_status send_req(device *d, const vcuda_msg *req, uint64_t id
 static vcuda_client_status recv_reply(device *d, uint64_t id, unsigned op, vcuda_msg *rep,
                                       int *more, vcuda_buf *b, uint8_t *dst, size_t cap, int tmo, char *why)
 {
-    vcuda_net_status s = vcuda_recv_frame_to(d->fd, rep, b, dst, cap, tmo, why);
+    vcuda_net_status s;
+    /* liveness is separate from the call's duration: each PROGRESS restarts the wait,
+     * so a synchronize on long GPU work succeeds while a dead or stopped server is
+     * still detected within tmo */
+    while (!(s = vcuda_recv_frame_to(d->fd, rep, b, dst, cap, tmo, why)) && is_progress(d, rep, id)) {}
     d->last_use = vcuda_now_ms();
     if (s) return VCUDA_CLIENT_UNAVAILABLE;
     *more = (rep->hdr.flags & VCUDA_FLAG_MORE) != 0;
@@ -160,22 +188,19 @@ static void mark_lost(device *d, int ordinal, const char *why)
             "cudaErrorDevicesUnavailable\n", d->ep.name, ordinal, why);
 }
 
-/* Connect + HELLO + PING within the timeout; 0 with d->fd open, or -1 (why set). */
+/* The interval at which a busy server reports progress: a few per timeout, so one
+ * late frame is not yet a lost server. */
+static int heartbeat_ms(void) { return timeout_ms / 4 < 5 ? 5 : timeout_ms / 4; }
+
+/* Connect + handshake + PING within the timeout; 0 with d->fd open, or -1 (why set). */
 static int health_check(device *d, char *why)
 {
     vcuda_msg m, r;
     d->fd = vcuda_connect_ep(d->ep.ucx, d->ep.host, d->ep.port, timeout_ms, why);
     if (d->fd < 0) return -1;
-    memset(&m, 0, sizeof m);
-    m.hdr.opcode = VCUDA_OP_HELLO;
-    m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1;
-    m.blob = token, m.blob_len = (uint32_t)token_len;
-    vcuda_client_status s = exchange(d, &m, &r, &d->buf, timeout_ms, why);
-    if (s == VCUDA_CLIENT_REMOTE_ERROR)
-        fail(why, "HELLO refused: %.*s", (int)r.str_len, (const char *)r.str);
-    else if (!s && r.v[0] != VCUDA_PROTO_VERSION)
-        s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "protocol version %llu", (unsigned long long)r.v[0]);
-    if (!s) {
+    vcuda_client_status s = VCUDA_CLIENT_UNAVAILABLE;
+    if (vcuda_handshake(d->fd, token, token_len, heartbeat_ms(), timeout_ms, &d->buf, NULL, why) == 0) {
+        d->next_id = 2; /* the handshake's ids */
         memset(&m, 0, sizeof m);
         m.hdr.opcode = VCUDA_OP_PING;
         s = exchange(d, &m, &r, &d->buf, timeout_ms, why);
@@ -223,6 +248,7 @@ void vcuda_client_close(void)
         if (devs[i].fd >= 0) vcuda_close(devs[i].fd);
         vcuda_buf_free(&devs[i].buf);
         vcuda_buf_free(&devs[i].ka_buf);
+        vcuda_buf_free(&devs[i].pb);
         pthread_mutex_destroy(&devs[i].mu);
     }
     ndev = 0;

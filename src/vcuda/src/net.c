@@ -92,7 +92,10 @@ static vcuda_net_status wait_fd(int fd, short ev, int64_t deadline, char *why)
 
 static int64_t deadline_of(int timeout_ms) { return timeout_ms < 0 ? -1 : vcuda_now_ms() + timeout_ms; }
 
-static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t dl, int more, char *why)
+/* fn (may be NULL): while the peer does not take our bytes, frames it sends are handed
+ * to fn (see vcuda_send_frame_live); each one it accepts restarts the deadline. */
+static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t dl, int more, int timeout_ms,
+                                    vcuda_input_fn fn, void *arg, char *why)
 {
 #ifdef VCUDA_HAVE_UCX
     if (vcuda_ucx_is(fd)) return vcuda_ucx_send(fd, p, n, dl, why);
@@ -106,6 +109,19 @@ static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t 
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
             return nfail(why, VCUDA_NET_IO, "send: %s", strerror(errno));
+        if (fn) {
+            int64_t left = dl - vcuda_now_ms();
+            if (left <= 0) return nfail(why, VCUDA_NET_TIMEOUT, "peer stalled: timed out");
+            struct pollfd pf = {.fd = fd, .events = POLLOUT | POLLIN};
+            int r = poll(&pf, 1, left > 1000000 ? 1000000 : (int)left);
+            if (r < 0 && errno != EINTR) return nfail(why, VCUDA_NET_IO, "poll: %s", strerror(errno));
+            if (r > 0 && (pf.revents & POLLIN)) {
+                int k = fn(arg, why);
+                if (k < 0) return VCUDA_NET_IO;
+                if (k > 0) dl = vcuda_now_ms() + timeout_ms;
+            }
+            continue;
+        }
         vcuda_net_status s = wait_fd(fd, POLLOUT, dl, why);
         if (s) return s;
     }
@@ -139,7 +155,7 @@ static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, siz
 
 vcuda_net_status vcuda_write_all(int fd, const void *p, size_t n, int timeout_ms, char *why)
 {
-    return write_until(fd, p, n, deadline_of(timeout_ms), 0, why);
+    return write_until(fd, p, n, deadline_of(timeout_ms), 0, timeout_ms, NULL, NULL, why);
 }
 
 vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char *why)
@@ -150,6 +166,12 @@ vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char 
 vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
                                   char *why)
 {
+    return vcuda_send_frame_live(fd, m, b, timeout_ms, NULL, NULL, why);
+}
+
+vcuda_net_status vcuda_send_frame_live(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
+                                       vcuda_input_fn fn, void *arg, char *why)
+{
     size_t len = 0, head = 0;
     /* bulk bytes at the end of a frame go out from the caller's memory, not via b */
     vcuda_status s = vcuda_encode_split(m, b->data, b->cap, &len, &head, why);
@@ -159,8 +181,8 @@ vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int 
     }
     if (s) return VCUDA_NET_PROTO; /* why already says which field */
     int64_t dl = deadline_of(timeout_ms);
-    vcuda_net_status ns = write_until(fd, b->data, head, dl, head < len, why);
-    if (!ns && head < len) ns = write_until(fd, m->blob, len - head, dl, 0, why);
+    vcuda_net_status ns = write_until(fd, b->data, head, dl, head < len, timeout_ms, fn, arg, why);
+    if (!ns && head < len) ns = write_until(fd, m->blob, len - head, dl, 0, timeout_ms, fn, arg, why);
     return ns;
 }
 
@@ -298,7 +320,7 @@ int vcuda_listen(const char *addr, uint16_t port, uint16_t *bound_port, char *wh
         return -1;
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* restart after a crash */
-    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
         nfail(why, VCUDA_NET_IO, "bind/listen %s:%u: %s", addr, (unsigned)port, strerror(errno));
         close(fd);
         freeaddrinfo(res);
@@ -384,5 +406,47 @@ int vcuda_parse_hostport(const char *s, char *addr, uint16_t *port)
     unsigned long p = strtoul(ps, &end, 10);
     if (!*ps || *end || errno || p > 65535) return -1;
     *port = (uint16_t)p;
+    return 0;
+}
+
+/* ---- the client's side of the handshake (proto.h "authentication") -------------- */
+
+int vcuda_handshake(int fd, const uint8_t *token, size_t token_len, int heartbeat_ms, int timeout_ms,
+                    vcuda_buf *b, int *server_device, char *why)
+{
+    uint8_t nc[VCUDA_NONCE_SIZE], ns[VCUDA_NONCE_SIZE], proof[VCUDA_PROOF_SIZE];
+    vcuda_msg m, r;
+    if (vcuda_random(nc, sizeof nc)) return vcuda_fail(why, -1, "no random bytes for a nonce");
+    for (int step = 0; step < 2; ++step) {
+        memset(&m, 0, sizeof m);
+        m.hdr.request_id = (uint64_t)step + 1;
+        if (step == 0) {
+            m.hdr.opcode = VCUDA_OP_HELLO;
+            m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1;
+            m.blob = nc, m.blob_len = sizeof nc;
+        } else {
+            vcuda_auth_proof(token, token_len, 0, nc, ns, proof);
+            m.hdr.opcode = VCUDA_OP_AUTH;
+            m.blob = proof, m.blob_len = sizeof proof;
+            m.v[0] = (uint64_t)heartbeat_ms, m.nv = 1;
+        }
+        if (vcuda_send_frame(fd, &m, b, timeout_ms, why) || vcuda_recv_frame(fd, &r, b, timeout_ms, why)) return -1;
+        if (!(r.hdr.flags & VCUDA_FLAG_REPLY) || r.hdr.opcode != m.hdr.opcode || r.hdr.request_id != m.hdr.request_id)
+            return vcuda_fail(why, -1, "%s: the reply does not match", vcuda_opcode_name(m.hdr.opcode));
+        if (r.hdr.flags & VCUDA_FLAG_ERROR)
+            return vcuda_fail(why, -2, "%s refused: %.*s", vcuda_opcode_name(m.hdr.opcode), (int)r.str_len,
+                              (const char *)r.str);
+        if (step == 0) {
+            if (r.v[0] != VCUDA_PROTO_VERSION || r.blob_len != VCUDA_NONCE_SIZE)
+                return vcuda_fail(why, -1, "HELLO reply: protocol version %llu, nonce of %u bytes",
+                                  (unsigned long long)r.v[0], r.blob_len);
+            memcpy(ns, r.blob, sizeof ns);
+        } else {
+            vcuda_auth_proof(token, token_len, 1, nc, ns, proof);
+            if (!vcuda_token_equal(r.blob, r.blob_len, proof, sizeof proof))
+                return vcuda_fail(why, -1, "the server could not prove that it holds the token (not our server?)");
+            if (server_device) *server_device = (int)r.v[0];
+        }
+    }
     return 0;
 }

@@ -7,12 +7,15 @@
 #define _POSIX_C_SOURCE 200809L
 #include "vcuda/proto.h"
 
+#include "vcuda/sha256.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -451,4 +454,26 @@ vcuda_status vcuda_token_load(uint8_t *out, size_t *len, char *why)
     memcpy(out, buf, n);
     *len = n;
     return VCUDA_OK;
+}
+
+void vcuda_auth_proof(const uint8_t *token, size_t tlen, int server, const uint8_t nc[VCUDA_NONCE_SIZE],
+                      const uint8_t ns[VCUDA_NONCE_SIZE], uint8_t out[VCUDA_PROOF_SIZE])
+{
+    /* distinct labels: a server's answer can never serve as a client's proof */
+    uint8_t msg[12 + 2 * VCUDA_NONCE_SIZE];
+    memcpy(msg, server ? "vcuda server" : "vcuda client", 12);
+    memcpy(msg + 12, nc, VCUDA_NONCE_SIZE);
+    memcpy(msg + 12 + VCUDA_NONCE_SIZE, ns, VCUDA_NONCE_SIZE);
+    vcuda_hmac_sha256(token, tlen, msg, sizeof msg, out);
+}
+
+int vcuda_random(uint8_t *out, size_t n)
+{
+    while (n) {
+        ssize_t r = getrandom(out, n, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        out += r, n -= (size_t)r;
+    }
+    return 0;
 }

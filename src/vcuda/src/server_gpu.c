@@ -2,9 +2,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include "vcuda/server_gpu.h"
 
+#include "vcuda/image.h"
 #include "vcuda/sha256.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,18 +56,33 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
        CUstream, void **, void **))                                                          \
     X(cuGetErrorString, CUresult, (CUresult, const char **))
 
+/* What the multi-tenant design needs besides: stream-ordered copies on each client's
+ * own streams, per-client module unloading, and a context per client (--isolation
+ * context). */
+#define TENANCY_FUNCTIONS(X)                                                                 \
+    X(cuModuleUnload, CUresult, (CUmodule))                                                  \
+    X(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr, const void *, size_t, CUstream))         \
+    X(cuMemcpyDtoDAsync_v2, CUresult, (CUdeviceptr, CUdeviceptr, size_t, CUstream))          \
+    X(cuMemsetD8Async, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))             \
+    X(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned))                            \
+    X(cuCtxCreate_v2, CUresult, (CUcontext *, unsigned, int))                                \
+    X(cuCtxDestroy_v2, CUresult, (CUcontext))
+
 typedef struct {
 #define DECLARE(name, ret, args) ret(*name) args;
     DRIVER_FUNCTIONS(DECLARE)
+    TENANCY_FUNCTIONS(DECLARE)
 #undef DECLARE
 } driver;
 
 enum { CU_INVALID_VALUE = 1, CU_NOT_FOUND = 500, CU_ATTR_PCI_BUS = 33 };
 
-/* Per-client limits: a client cannot make the server grow without bound. */
+/* Per-client limits: a client cannot make the server grow without bound (the
+ * configurable ones are in vcuda_gpu_limits). */
 #define MAX_ALLOCS (1u << 20)
-#define MAX_HANDLES (1u << 16)
-#define MAX_MODULES 1024
+#define MAX_HANDLES (limits.max_handles)
+#define MAX_IMAGES 1024 /* cached module images (transfer savings only, never state) */
+static vcuda_gpu_limits limits = VCUDA_GPU_LIMITS_DEFAULT;
 #define PARAM_ALIGN 16
 #define MSG_LEN 320 /* error texts sent back (driver messages are short) */
 
@@ -73,6 +90,7 @@ typedef enum { H_STREAM = 1, H_EVENT, H_MODULE, H_FUNCTION } handle_kind;
 
 typedef struct {
     CUfunction f;
+    CUmodule owner; /* unloading the module removes its functions */
     uint32_t n;
     uint32_t sizes[VCUDA_MAX_PARAMS];
 } function_info;
@@ -80,7 +98,8 @@ typedef struct {
 typedef struct {
     uint64_t id;
     handle_kind kind;
-    void *obj; /* CUstream, CUevent, module cache entry, function_info* */
+    void *obj; /* CUstream, CUevent, cached_module*, function_info* */
+    unsigned flags; /* streams: the client's flags (0: ordered with its default stream) */
 } handle;
 
 typedef struct {
@@ -99,24 +118,50 @@ typedef struct {
     int launch_error;        /* failure of an asynchronous launch, for the next reply */
     char launch_msg[MSG_LEN];
     char msg[MSG_LEN]; /* error reply text; lives until the next request */
+    /* the client's own streams: its default stream (the legacy stream's stand-in) and
+     * one for D2H staging and keep-alives, both non-blocking, so no other client's work
+     * orders with them; join orders the default stream with the client's blocking ones */
+    CUstream def, aux;
+    CUevent join;
+    void *pinned[2];
+    uint64_t generation; /* the context generation this client attached to */
+    int fatal;           /* a sticky error: the session ends after this reply */
+    uint64_t mem_bytes;
+    uint32_t nmodules;
+    CUcontext own;     /* --isolation context: the client's own context (else NULL) */
+    CUdeviceptr touch; /* the keep-alive's 4 bytes in that context */
 } client;
 
+/* A client's module: its own CUmodule, loaded from a cached image (so its __device__
+ * and __constant__ state is its own), unloaded on MODULE_UNLOAD or disconnect. */
 typedef struct {
     uint8_t hash[VCUDA_HASH_SIZE];
     CUmodule mod;
 } cached_module;
+
+/* A validated image, kept so that a later client need not send it again. */
+typedef struct {
+    uint8_t hash[VCUDA_HASH_SIZE];
+    uint8_t *img;
+    size_t len;
+    uint64_t last_use;
+} image_entry;
 
 struct vcuda_gpu {
     driver cu;
     void *lib;
     int ordinal, dev;
     CUcontext ctx;
-    CUstream copy_stream; /* the server's own, for pipelined D2H */
-    void *pinned[2];
     CUdeviceptr touch;    /* 4 bytes the keep-alive copies back */
     size_t chunk;
-    cached_module modules[MAX_MODULES];
-    int nmodules;
+    pthread_mutex_t mu;   /* the image cache and the context's life below */
+    image_entry images[MAX_IMAGES];
+    int nimages;
+    size_t image_bytes;
+    uint64_t use_clock;
+    uint64_t generation; /* bumped when a sticky error kills the context */
+    int dead;            /* the CUresult that killed it */
+    int attached;        /* clients on the context */
     volatile sig_atomic_t *stop;
     char name[256];
 };
@@ -129,8 +174,15 @@ static const char *cu_error_text(vcuda_gpu *g, CUresult r)
     return s;
 }
 
-/* Driver errors after which the context is unusable for everyone (the sticky ones). */
-static int context_lost(CUresult r) { return r == 700 || (r >= 714 && r <= 720) || r == 999; }
+/* Driver errors after which the context is unusable for everyone (the sticky ones):
+ * illegal address, launch timeout, device assert, hardware stack error, illegal
+ * instruction, misaligned address, invalid address space, invalid PC, launch failed,
+ * tensor memory leak, unknown.  (720, a cooperative launch too large, is refused
+ * before anything runs and leaves the context usable.) */
+static int context_lost(CUresult r)
+{
+    return r == 700 || r == 702 || r == 710 || (r >= 714 && r <= 719) || r == 721 || r == 999;
+}
 
 /* Error reply from a failed driver call.  CUresult and cudaError_t share numbers for
  * every error a client can provoke here, so the code passes through (bounded to the
@@ -139,10 +191,20 @@ static int reply_cu(vcuda_gpu *g, client *cl, vcuda_msg *r, const char *what, CU
 {
     snprintf(cl->msg, sizeof cl->msg, "%s: %s (CUresult %d)", what, cu_error_text(g, rc), rc);
     vcuda_reply_error(r, rc >= 1 && rc <= VCUDA_MAX_CUDA_ERROR ? rc : 999, cl->msg);
-    if (context_lost(rc)) {
-        fprintf(stderr, "vcuda-server: device %d: %s: the context is unusable; exiting so that "
-                "clients fail over and the server can be restarted\n", g->ordinal, cl->msg);
-        *g->stop = 1;
+    if (context_lost(rc) && !cl->fatal) {
+        /* this client's session ends with the error, then every other one, and the
+         * server process is replaced (see release_client), so no later client inherits
+         * the error: the driver keeps it for the life of the process, in every context
+         * (measured: a context created after a 710 fails with 710) */
+        cl->fatal = rc;
+        pthread_mutex_lock(&g->mu);
+        if (!g->dead && cl->generation == g->generation) {
+            g->dead = rc;
+            ++g->generation;
+            fprintf(stderr, "vcuda-server: device %d: %s: the context is unusable; ending the sessions on it "
+                    "and replacing the server process\n", g->ordinal, cl->msg);
+        }
+        pthread_mutex_unlock(&g->mu);
     }
     return 0;
 }
@@ -182,7 +244,7 @@ static uint64_t add_handle(client *cl, handle_kind kind, void *obj)
 {
     if (grow((void **)&cl->handles, &cl->cap_handle, cl->nhandle + 1, sizeof(handle), MAX_HANDLES))
         return 0;
-    cl->handles[cl->nhandle++] = (handle){++cl->next_id, kind, obj};
+    cl->handles[cl->nhandle++] = (handle){++cl->next_id, kind, obj, 0};
     return cl->next_id;
 }
 
@@ -199,51 +261,100 @@ static allocation *find_range(client *cl, uint64_t p, uint64_t n)
     return NULL;
 }
 
-/* Stream handle -> CUstream (0: the legacy default stream).  -1 if not this client's. */
+static vcuda_gpu *the_gpu; /* stream_of's driver table (one GPU per server process) */
+
+/* The legacy default stream's ordering, per client: work on its default stream follows
+ * what its blocking streams queued before, and work on a blocking stream follows what
+ * its default stream queued before.  Other clients' streams are never involved. */
+static void join_streams(client *cl, CUstream s)
+{
+    const driver *cu = &the_gpu->cu;
+    if (s == cl->def) {
+        for (uint32_t i = 0; i < cl->nhandle; ++i)
+            if (cl->handles[i].kind == H_STREAM && !(cl->handles[i].flags & 1)) {
+                cu->cuEventRecord(cl->join, cl->handles[i].obj);
+                cu->cuStreamWaitEvent(cl->def, cl->join, 0);
+            }
+    } else {
+        cu->cuEventRecord(cl->join, cl->def);
+        cu->cuStreamWaitEvent(s, cl->join, 0);
+    }
+}
+
+/* Stream handle -> CUstream (0: the client's default stream), ordered as the legacy
+ * default stream would be.  -1 if not this client's. */
 static int stream_of(client *cl, uint64_t id, CUstream *s)
 {
     handle *h;
-    if (id == 0) return *s = NULL, 0;
+    if (id == 0) {
+        *s = cl->def;
+        join_streams(cl, cl->def);
+        return 0;
+    }
     if (!(h = find_handle(cl, id, H_STREAM))) return -1;
     *s = h->obj;
+    if (!(h->flags & 1)) join_streams(cl, *s);
     return 0;
 }
 
 /* Copies are ordered after the work already queued where the client asked. */
-static CUresult wait_for(vcuda_gpu *g, CUstream s)
+static CUresult wait_for(vcuda_gpu *g, CUstream s) { return g->cu.cuStreamSynchronize(s); }
+
+/* Everything this client queued (its "device synchronize"): other clients' work on the
+ * same GPU is not waited for. */
+static CUresult sync_client(vcuda_gpu *g, client *cl)
 {
-    return s ? g->cu.cuStreamSynchronize(s) : g->cu.cuCtxSynchronize();
+    /* (aux never holds work past the request that queued it) */
+    CUresult rc = g->cu.cuStreamSynchronize(cl->def);
+    for (uint32_t i = 0; i < cl->nhandle && !rc; ++i)
+        if (cl->handles[i].kind == H_STREAM) rc = g->cu.cuStreamSynchronize(cl->handles[i].obj);
+    return rc;
 }
 
-/* ---- module cache ---------------------------------------------------------------- */
+/* ---- module images ---------------------------------------------------------------- */
 
-static cached_module *cache_find(vcuda_gpu *g, const uint8_t *hash)
+/* A private copy of a cached image (g->mu held by the caller), or NULL. */
+static uint8_t *cache_copy(vcuda_gpu *g, const uint8_t *hash, size_t *len)
 {
-    for (int i = 0; i < g->nmodules; ++i)
-        if (!memcmp(g->modules[i].hash, hash, VCUDA_HASH_SIZE)) return &g->modules[i];
+    for (int i = 0; i < g->nimages; ++i)
+        if (!memcmp(g->images[i].hash, hash, VCUDA_HASH_SIZE)) {
+            uint8_t *p = malloc(g->images[i].len);
+            if (p) memcpy(p, g->images[i].img, g->images[i].len), *len = g->images[i].len;
+            g->images[i].last_use = ++g->use_clock;
+            return p;
+        }
     return NULL;
 }
 
-/* Only the formats cuModuleLoadData takes from a vcuda client: a fatbin whose header
- * accounts for exactly the bytes sent, or an ELF cubin.  Anything else never reaches
- * the driver. */
-static const char *image_problem(const uint8_t *p, uint32_t n)
+/* Keeps a copy of a validated image (g->mu held), evicting the least recently used
+ * ones to stay within the cache's bounds: a client filling the cache slows later
+ * clients by one transfer, never refuses them. */
+static void cache_put(vcuda_gpu *g, const uint8_t *hash, const uint8_t *img, size_t len)
 {
-    if (n >= 16 && p[0] == 0x50 && p[1] == 0xed && p[2] == 0x55 && p[3] == 0xba) {
-        uint32_t hsize = (uint32_t)p[6] | (uint32_t)p[7] << 8;
-        uint64_t fsize = 0;
-        for (int i = 7; i >= 0; --i) fsize = fsize << 8 | p[8 + i];
-        if (hsize < 16 || fsize > n || hsize + fsize != n)
-            return "fatbin header does not match the image size";
-        return NULL;
+    if (len > limits.cache_bytes) return;
+    for (int i = 0; i < g->nimages; ++i)
+        if (!memcmp(g->images[i].hash, hash, VCUDA_HASH_SIZE)) return;
+    while (g->nimages && (g->nimages == MAX_IMAGES || g->image_bytes + len > limits.cache_bytes)) {
+        int lru = 0;
+        for (int i = 1; i < g->nimages; ++i)
+            if (g->images[i].last_use < g->images[lru].last_use) lru = i;
+        g->image_bytes -= g->images[lru].len;
+        free(g->images[lru].img);
+        g->images[lru] = g->images[--g->nimages];
     }
-    if (n >= 64 && !memcmp(p, "\177ELF", 4) && p[4] == 2 /* 64-bit */) return NULL;
-    return "image is neither a fatbin nor a 64-bit ELF cubin";
+    uint8_t *p = malloc(len);
+    if (!p) return;
+    memcpy(p, img, len);
+    image_entry *e = &g->images[g->nimages++];
+    memcpy(e->hash, hash, VCUDA_HASH_SIZE);
+    e->img = p, e->len = len, e->last_use = ++g->use_clock;
+    g->image_bytes += len;
 }
 
 /* ---- the handler ----------------------------------------------------------------- */
 
 static void release_client(void *ctx, vcuda_conn *c);
+static int attach_client(void *ctx, vcuda_conn *c, char *why);
 
 static int h2d(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
 {
@@ -257,7 +368,9 @@ static int h2d(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
             cl->copy_error = 1, snprintf(cl->copy_msg, sizeof cl->copy_msg,
                                          "MEMCPY_H2D: [0x%llx, +%u) is not inside an allocation of this client",
                                          (unsigned long long)q->v[0], q->blob_len);
-        else if (q->blob_len && ((rc = wait_for(g, s)) || (rc = g->cu.cuMemcpyHtoD_v2(q->v[0], q->blob, q->blob_len))))
+        /* stream-ordered on the client's own stream: the pageable source is staged
+         * before the call returns, so the receive buffer can be reused at once */
+        else if (q->blob_len && (rc = g->cu.cuMemcpyHtoDAsync_v2(q->v[0], q->blob, q->blob_len, s)))
             cl->copy_error = rc, snprintf(cl->copy_msg, sizeof cl->copy_msg, "MEMCPY_H2D: %s (CUresult %d)",
                                           cu_error_text(g, rc), rc);
         if (rc && context_lost(rc)) reply_cu(g, cl, r, "MEMCPY_H2D", rc);
@@ -284,19 +397,23 @@ static int d2h(vcuda_gpu *g, vcuda_conn *c, client *cl, const vcuda_msg *q, vcud
                              (unsigned long long)src, (unsigned long long)size);
     if ((rc = wait_for(g, s))) return reply_cu(g, cl, r, "MEMCPY_D2H", rc);
     if (size == 0) return r->blob = NULL, r->blob_len = 0, 0;
+    /* the client's own staging buffers, made at its first D2H (freed when it goes) */
+    for (int k = 0; k < 2; ++k)
+        if (!cl->pinned[k] && (rc = g->cu.cuMemAllocHost_v2(&cl->pinned[k], g->chunk)))
+            return reply_cu(g, cl, r, "MEMCPY_D2H (staging buffer)", rc);
     uint64_t off = 0, n0 = size < g->chunk ? size : g->chunk;
-    if ((rc = g->cu.cuMemcpyDtoHAsync_v2(g->pinned[0], src, n0, g->copy_stream)))
+    if ((rc = g->cu.cuMemcpyDtoHAsync_v2(cl->pinned[0], src, n0, cl->aux)))
         return reply_cu(g, cl, r, "MEMCPY_D2H", rc);
     for (int k = 0;; k ^= 1) {
         uint64_t n = size - off < g->chunk ? size - off : g->chunk;
-        if ((rc = g->cu.cuStreamSynchronize(g->copy_stream))) return reply_cu(g, cl, r, "MEMCPY_D2H", rc);
+        if ((rc = g->cu.cuStreamSynchronize(cl->aux))) return reply_cu(g, cl, r, "MEMCPY_D2H", rc);
         uint64_t next = off + n, nn = size - next < g->chunk ? size - next : g->chunk;
-        if (next < size && (rc = g->cu.cuMemcpyDtoHAsync_v2(g->pinned[k ^ 1], src + next, nn, g->copy_stream)))
+        if (next < size && (rc = g->cu.cuMemcpyDtoHAsync_v2(cl->pinned[k ^ 1], src + next, nn, cl->aux)))
             return reply_cu(g, cl, r, "MEMCPY_D2H", rc); /* chunks sent so far end with this error */
-        r->blob = g->pinned[k], r->blob_len = (uint32_t)n;
+        r->blob = cl->pinned[k], r->blob_len = (uint32_t)n;
         if (next == size) return 0; /* the loop sends this last chunk as the reply */
         if (vcuda_send_more(c, q, r, why)) {
-            g->cu.cuStreamSynchronize(g->copy_stream); /* nothing in flight into a buffer reused later */
+            g->cu.cuStreamSynchronize(cl->aux); /* nothing in flight into a buffer reused later */
             return -1;
         }
         memset(r, 0, sizeof *r);
@@ -308,7 +425,8 @@ static int launch(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
 {
     handle *h = find_handle(cl, q->v[0], H_FUNCTION);
     CUstream s;
-    static _Alignas(PARAM_ALIGN) uint8_t packed[VCUDA_MAX_PARAMS * PARAM_ALIGN + VCUDA_MAX_PARAM_BYTES];
+    /* per worker thread: clients launch concurrently */
+    static _Thread_local _Alignas(PARAM_ALIGN) uint8_t packed[VCUDA_MAX_PARAMS * PARAM_ALIGN + VCUDA_MAX_PARAM_BYTES];
     void *params[VCUDA_MAX_PARAMS];
     if (!h) return reply_invalid(cl, r, 98 /* cudaErrorInvalidDeviceFunction */, "LAUNCH: unknown function handle");
     if (stream_of(cl, q->v[8], &s)) return reply_invalid(cl, r, 400, "LAUNCH: unknown stream");
@@ -343,6 +461,7 @@ static int function_get(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg 
     function_info *fi = calloc(1, sizeof *fi);
     if (!fi) return reply_invalid(cl, r, 2, "FUNCTION_GET: server out of memory");
     fi->f = f;
+    fi->owner = ((cached_module *)mh->obj)->mod;
     for (;;) {
         size_t off, size;
         rc = g->cu.cuFuncGetParamInfo(f, fi->n, &off, &size);
@@ -368,31 +487,73 @@ static int function_get(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg 
     return 0;
 }
 
+/* MODULE_LOOKUP / MODULE_LOAD: the client gets a module of its own, loaded from the
+ * validated image (cached by the hash the server computed, so a later client of the
+ * same program need not send it again). */
 static int module(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
 {
-    cached_module *m = cache_find(g, q->hash);
-    if (q->hdr.opcode == VCUDA_OP_MODULE_LOOKUP && !m)
-        return reply_invalid(cl, r, CU_NOT_FOUND, "MODULE_LOOKUP: not cached; send MODULE_LOAD");
-    if (!m) {
-        uint8_t h[VCUDA_HASH_SIZE];
-        const char *bad = image_problem(q->blob, q->blob_len);
-        CUmodule mod;
-        CUresult rc;
-        if (bad) return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "MODULE_LOAD: %s", bad);
+    const char *api = vcuda_opcode_name(q->hdr.opcode);
+    uint8_t *img = NULL, h[VCUDA_HASH_SIZE];
+    size_t len = 0;
+    char bad[VCUDA_WHY_LEN];
+    if (cl->nmodules >= limits.max_modules)
+        return reply_invalid(cl, r, 2, "%s: this client has %u modules loaded (limit %u)", api, cl->nmodules,
+                             limits.max_modules);
+    if (q->hdr.opcode == VCUDA_OP_MODULE_LOOKUP) {
+        pthread_mutex_lock(&g->mu);
+        img = cache_copy(g, q->hash, &len);
+        pthread_mutex_unlock(&g->mu);
+        if (!img) return reply_invalid(cl, r, CU_NOT_FOUND, "MODULE_LOOKUP: not cached; send MODULE_LOAD");
+        memcpy(h, q->hash, sizeof h);
+    } else {
+        /* every header, offset and size is checked before the driver sees a byte, and
+         * the driver gets a private copy of exactly the validated bytes */
+        if (vcuda_image_check(q->blob, q->blob_len, bad))
+            return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "MODULE_LOAD: %s", bad);
         vcuda_sha256(q->blob, q->blob_len, h);
         if (memcmp(h, q->hash, VCUDA_HASH_SIZE))
             return reply_invalid(cl, r, 1, "MODULE_LOAD: the image does not hash to the name sent");
-        if (g->nmodules == MAX_MODULES)
-            return reply_invalid(cl, r, 2, "MODULE_LOAD: module cache full (%d images)", MAX_MODULES);
-        if ((rc = g->cu.cuModuleLoadData(&mod, q->blob))) return reply_cu(g, cl, r, "MODULE_LOAD", rc);
-        m = &g->modules[g->nmodules++];
-        memcpy(m->hash, h, VCUDA_HASH_SIZE);
-        m->mod = mod;
+        if (!(img = malloc(q->blob_len))) return reply_invalid(cl, r, 2, "MODULE_LOAD: server out of memory");
+        memcpy(img, q->blob, q->blob_len);
+        len = q->blob_len;
     }
+    cached_module *m = calloc(1, sizeof *m);
+    CUresult rc = m ? g->cu.cuModuleLoadData(&m->mod, img) : 2;
+    if (!rc && q->hdr.opcode == VCUDA_OP_MODULE_LOAD) {
+        pthread_mutex_lock(&g->mu);
+        cache_put(g, h, img, len);
+        pthread_mutex_unlock(&g->mu);
+    }
+    free(img);
+    if (rc) {
+        free(m);
+        return reply_cu(g, cl, r, api, rc);
+    }
+    memcpy(m->hash, h, sizeof h);
     uint64_t id = add_handle(cl, H_MODULE, m);
-    if (!id) return reply_invalid(cl, r, 2, "MODULE: handle limit reached");
+    if (!id) {
+        g->cu.cuModuleUnload(m->mod);
+        free(m);
+        return reply_invalid(cl, r, 2, "MODULE: handle limit reached");
+    }
+    ++cl->nmodules;
     r->v[0] = id, r->nv = 1;
     return 0;
+}
+
+/* Unloads a client's module and forgets its functions. */
+static void module_unload(vcuda_gpu *g, client *cl, handle *h)
+{
+    cached_module *m = h->obj;
+    remove_handle(cl, h);
+    for (uint32_t i = cl->nhandle; i-- > 0;)
+        if (cl->handles[i].kind == H_FUNCTION && ((function_info *)cl->handles[i].obj)->owner == m->mod) {
+            free(cl->handles[i].obj);
+            remove_handle(cl, &cl->handles[i]);
+        }
+    g->cu.cuModuleUnload(m->mod);
+    free(m);
+    --cl->nmodules;
 }
 
 static int properties(vcuda_gpu *g, client *cl, vcuda_msg *r)
@@ -460,8 +621,11 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
         return 0;
     }
     case VCUDA_OP_TOUCH: {
-        uint32_t word;
-        return (rc = g->cu.cuMemcpyDtoH_v2(&word, g->touch, sizeof word)) ? reply_cu(g, cl, r, "TOUCH", rc) : 0;
+        uint32_t word; /* on the client's side stream: never waits for its kernels */
+        if ((rc = g->cu.cuMemcpyDtoHAsync_v2(&word, cl->own ? cl->touch : g->touch, sizeof word, cl->aux)) ||
+            (rc = g->cu.cuStreamSynchronize(cl->aux)))
+            return reply_cu(g, cl, r, "TOUCH", rc);
+        return 0;
     }
     case VCUDA_OP_DRIVER_GET_VERSION: {
         int v = 0;
@@ -470,19 +634,23 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
         return 0;
     }
     case VCUDA_OP_DEVICE_SYNCHRONIZE:
-        return (rc = g->cu.cuCtxSynchronize()) ? reply_cu(g, cl, r, "DEVICE_SYNCHRONIZE", rc) : 0;
+        return (rc = sync_client(g, cl)) ? reply_cu(g, cl, r, "DEVICE_SYNCHRONIZE", rc) : 0;
     case VCUDA_OP_DEVICE_RESET: {
-        /* this client's memory, streams and events (the shared context stays) */
+        /* this client's memory, streams, events and modules (the shared context stays) */
         release_client(g, c);
-        return (c->user = calloc(1, sizeof(client))) ? 0 : (vcuda_fail(why, 0, "no memory for client state"), -1);
+        return attach_client(g, c, why) ? -1 : 0;
     }
     case VCUDA_OP_MALLOC: {
         CUdeviceptr p;
         if (q->v[0] == 0) return reply_invalid(cl, r, 1, "MALLOC: size 0");
         if (grow((void **)&cl->allocs, &cl->cap_alloc, cl->nalloc + 1, sizeof(allocation), MAX_ALLOCS))
             return reply_invalid(cl, r, 2, "MALLOC: allocation limit reached");
+        if (limits.max_client_mem && q->v[0] > limits.max_client_mem - cl->mem_bytes)
+            return reply_invalid(cl, r, 2, "MALLOC: %llu bytes would exceed this client's quota of %llu",
+                                 (unsigned long long)q->v[0], (unsigned long long)limits.max_client_mem);
         if ((rc = g->cu.cuMemAlloc_v2(&p, q->v[0]))) return reply_cu(g, cl, r, "MALLOC", rc);
         cl->allocs[cl->nalloc++] = (allocation){p, q->v[0]};
+        cl->mem_bytes += q->v[0];
         r->v[0] = p, r->nv = 1;
         return 0;
     }
@@ -490,6 +658,7 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
         for (uint32_t i = 0; i < cl->nalloc; ++i)
             if (cl->allocs[i].base == q->v[0]) {
                 if ((rc = g->cu.cuMemFree_v2(q->v[0]))) return reply_cu(g, cl, r, "FREE", rc);
+                cl->mem_bytes -= cl->allocs[i].size;
                 cl->allocs[i] = cl->allocs[--cl->nalloc];
                 return 0;
             }
@@ -500,15 +669,14 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
         if (stream_of(cl, q->v[3], &s)) return reply_invalid(cl, r, 400, "MEMCPY_D2D: unknown stream");
         if (!find_range(cl, q->v[0], q->v[2]) || !find_range(cl, q->v[1], q->v[2]))
             return reply_invalid(cl, r, 1, "MEMCPY_D2D: a range is not inside an allocation of this client");
-        if (q->v[2] && ((rc = wait_for(g, s)) || (rc = g->cu.cuMemcpyDtoD_v2(q->v[0], q->v[1], q->v[2]))))
+        if (q->v[2] && (rc = g->cu.cuMemcpyDtoDAsync_v2(q->v[0], q->v[1], q->v[2], s)))
             return reply_cu(g, cl, r, "MEMCPY_D2D", rc);
         return 0;
     case VCUDA_OP_MEMSET:
         if (stream_of(cl, q->v[3], &s)) return reply_invalid(cl, r, 400, "MEMSET: unknown stream");
         if (!find_range(cl, q->v[0], q->v[2]))
             return reply_invalid(cl, r, 1, "MEMSET: the range is not inside an allocation of this client");
-        if (q->v[2] && ((rc = wait_for(g, s)) ||
-                        (rc = g->cu.cuMemsetD8_v2(q->v[0], (unsigned char)q->v[1], q->v[2]))))
+        if (q->v[2] && (rc = g->cu.cuMemsetD8Async(q->v[0], (unsigned char)q->v[1], q->v[2], s)))
             return reply_cu(g, cl, r, "MEMSET", rc);
         return 0;
     case VCUDA_OP_STREAM_CREATE:
@@ -520,7 +688,9 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
             return reply_invalid(cl, r, 1, "%s: flags 0x%llx not supported", is_stream ? "STREAM_CREATE" : "EVENT_CREATE",
                                  (unsigned long long)q->v[0]);
         void *o;
-        rc = is_stream ? g->cu.cuStreamCreate((CUstream *)&o, (unsigned)q->v[0])
+        /* every stream non-blocking on the device: a client's blocking stream orders with
+         * its own default stream only (join_streams), never with other clients' work */
+        rc = is_stream ? g->cu.cuStreamCreate((CUstream *)&o, 1 /* CU_STREAM_NON_BLOCKING */)
                        : g->cu.cuEventCreate((CUevent *)&o, (unsigned)q->v[0]);
         if (rc) return reply_cu(g, cl, r, is_stream ? "STREAM_CREATE" : "EVENT_CREATE", rc);
         uint64_t id = add_handle(cl, is_stream ? H_STREAM : H_EVENT, o);
@@ -528,6 +698,7 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
             is_stream ? g->cu.cuStreamDestroy_v2(o) : g->cu.cuEventDestroy_v2(o);
             return reply_invalid(cl, r, 2, "handle limit reached");
         }
+        if (is_stream) cl->handles[cl->nhandle - 1].flags = (unsigned)q->v[0];
         r->v[0] = id, r->nv = 1;
         return 0;
     }
@@ -563,9 +734,9 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     }
     case VCUDA_OP_MODULE_LOOKUP:
     case VCUDA_OP_MODULE_LOAD: return module(g, cl, q, r);
-    case VCUDA_OP_MODULE_UNLOAD: /* the image stays cached for the next client */
+    case VCUDA_OP_MODULE_UNLOAD: /* the image stays cached for the next client, its state goes */
         if (!(h = find_handle(cl, q->v[0], H_MODULE))) return reply_invalid(cl, r, 400, "MODULE_UNLOAD: unknown module");
-        remove_handle(cl, h);
+        module_unload(g, cl, h);
         return 0;
     case VCUDA_OP_FUNCTION_GET: return function_get(g, cl, q, r);
     case VCUDA_OP_LAUNCH:
@@ -586,29 +757,124 @@ static void release_client(void *ctx, vcuda_conn *c)
     vcuda_gpu *g = ctx;
     client *cl = c->user;
     if (!cl) return;
-    /* work the client queued may still use its memory: drain before freeing */
-    g->cu.cuCtxSynchronize();
-    for (uint32_t i = 0; i < cl->nalloc; ++i) g->cu.cuMemFree_v2(cl->allocs[i].base);
+    pthread_mutex_lock(&g->mu);
+    /* on a dead or the client's own context nothing is freed one by one: the process's
+     * end or the context's destruction frees it all */
+    int alive = cl->generation == g->generation && !cl->own;
+    pthread_mutex_unlock(&g->mu);
+    if (alive) sync_client(g, cl); /* work the client queued may still use its memory */
+    for (uint32_t i = 0; i < cl->nalloc && alive; ++i) g->cu.cuMemFree_v2(cl->allocs[i].base);
     for (uint32_t i = 0; i < cl->nhandle; ++i) {
         handle *h = &cl->handles[i];
-        if (h->kind == H_STREAM) g->cu.cuStreamDestroy_v2(h->obj);
-        else if (h->kind == H_EVENT) g->cu.cuEventDestroy_v2(h->obj);
+        if (h->kind == H_STREAM && alive) g->cu.cuStreamDestroy_v2(h->obj);
+        else if (h->kind == H_EVENT && alive) g->cu.cuEventDestroy_v2(h->obj);
         else if (h->kind == H_FUNCTION) free(h->obj);
+        else if (h->kind == H_MODULE) {
+            if (alive) g->cu.cuModuleUnload(((cached_module *)h->obj)->mod);
+            free(h->obj);
+        }
+    }
+    if (alive) {
+        for (int k = 0; k < 2; ++k)
+            if (cl->pinned[k]) g->cu.cuMemFreeHost(cl->pinned[k]);
+        if (cl->join) g->cu.cuEventDestroy_v2(cl->join);
+        if (cl->aux) g->cu.cuStreamDestroy_v2(cl->aux);
+        if (cl->def) g->cu.cuStreamDestroy_v2(cl->def);
     }
     if (cl->nalloc || cl->nhandle)
         fprintf(stderr, "vcuda-server: connection %llu: released %u allocations and %u handles\n",
                 (unsigned long long)c->id, cl->nalloc, cl->nhandle);
+    if (cl->own) g->cu.cuCtxDestroy_v2(cl->own);
     free(cl->allocs);
     free(cl->handles);
     free(cl);
     c->user = NULL;
+    pthread_mutex_lock(&g->mu);
+    --g->attached;
+    if (g->dead && !*g->stop) {
+        /* the failing client has had its reply: end every session and let vcuda-server's
+         * supervisor start a fresh process on the same socket */
+        fprintf(stderr, "vcuda-server: device %d: the context lost to CUresult %d cannot be used again in this "
+                "process; stopping it for a fresh one\n", g->ordinal, g->dead);
+        *g->stop = 1;
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* On the client's worker thread, before its first request: the context current there
+ * (refused while one lost to a sticky error is being replaced) and the client's own
+ * streams. */
+static int attach_client(void *ctx, vcuda_conn *c, char *why)
+{
+    vcuda_gpu *g = ctx;
+    client *cl = calloc(1, sizeof *cl);
+    CUresult rc;
+    if (!cl) return vcuda_fail(why, -1, "no memory for client state");
+    pthread_mutex_lock(&g->mu);
+    if (g->dead) {
+        pthread_mutex_unlock(&g->mu);
+        free(cl);
+        return vcuda_fail(why, -1, "the GPU context is being replaced after a sticky error");
+    }
+    cl->generation = g->generation;
+    ++g->attached;
+    CUcontext cx = g->ctx;
+    pthread_mutex_unlock(&g->mu);
+    c->user = cl;
+    if (limits.isolation) { /* a context per client: nothing of the GPU state is shared */
+        if ((rc = g->cu.cuCtxCreate_v2(&cl->own, 0, g->dev)) || (rc = g->cu.cuMemAlloc_v2(&cl->touch, 4)) ||
+            (rc = g->cu.cuMemsetD8_v2(cl->touch, 0, 4))) {
+            vcuda_fail(why, -1, "client context: %s (CUresult %d)", cu_error_text(g, rc), rc);
+            release_client(g, c);
+            return -1;
+        }
+        cx = cl->own;
+    }
+    if ((rc = g->cu.cuCtxSetCurrent(cx)) || (rc = g->cu.cuStreamCreate(&cl->def, 1)) ||
+        (rc = g->cu.cuStreamCreate(&cl->aux, 1)) || (rc = g->cu.cuEventCreate(&cl->join, 2 /* no timing */))) {
+        vcuda_fail(why, -1, "client set-up failed: %s (CUresult %d)", cu_error_text(g, rc), rc);
+        release_client(g, c);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every request: a session whose context died (its own sticky error or another
+ * client's) ends with that error; the handler proper runs otherwise. */
+static int handle_checked(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *r, char *why)
+{
+    vcuda_gpu *g = ctx;
+    client *cl = c->user;
+    pthread_mutex_lock(&g->mu);
+    int lost = cl && cl->generation != g->generation ? (g->dead ? g->dead : 999) : 0;
+    pthread_mutex_unlock(&g->mu);
+    if (lost) {
+        snprintf(cl->msg, sizeof cl->msg, "the GPU context was lost to a sticky error (CUresult %d) and is being "
+                 "replaced: this session's state is gone", lost);
+        vcuda_reply_error(r, lost, cl->msg);
+        c->end_session = 1;
+        return 0;
+    }
+    int rc = handle_request(ctx, c, q, r, why);
+    if (c->user && ((client *)c->user)->fatal) c->end_session = 1;
+    return rc;
+}
+
+int vcuda_gpu_context_lost(vcuda_gpu *g)
+{
+    pthread_mutex_lock(&g->mu);
+    int d = g->dead;
+    pthread_mutex_unlock(&g->mu);
+    return d;
 }
 
 struct vcuda_handler vcuda_gpu_handler(vcuda_gpu *g)
 {
-    struct vcuda_handler h = {g, handle_request, release_client};
+    struct vcuda_handler h = {g, handle_checked, release_client, attach_client};
     return h;
 }
+
+void vcuda_gpu_set_limits(const vcuda_gpu_limits *l) { limits = *l; }
 
 vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop, char *why)
 {
@@ -624,6 +890,7 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
     }
 #define RESOLVE(name, ret, args) *(void **)&g->cu.name = dlsym(g->lib, #name);
     DRIVER_FUNCTIONS(RESOLVE)
+    TENANCY_FUNCTIONS(RESOLVE)
 #undef RESOLVE
     /* cuEventElapsedTime_v2 (CUDA 12.8+) is the same call where it exists */
     void *v2 = dlsym(g->lib, "cuEventElapsedTime_v2");
@@ -635,6 +902,7 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
         goto fail;                                                                           \
     }
     DRIVER_FUNCTIONS(CHECK_RESOLVED)
+    TENANCY_FUNCTIONS(CHECK_RESOLVED)
 #undef CHECK_RESOLVED
     if ((rc = g->cu.cuInit(0)) || (rc = g->cu.cuDeviceGetCount(&n)) || n == 0) {
         vcuda_fail(why, 0, "no usable GPU (cuInit/cuDeviceGetCount: CUresult %d, %d devices)", rc, n);
@@ -646,12 +914,12 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
     }
     if ((rc = g->cu.cuDeviceGet(&g->dev, ordinal)) || (rc = g->cu.cuDeviceGetName(g->name, sizeof g->name, g->dev)) ||
         (rc = g->cu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev)) || (rc = g->cu.cuCtxSetCurrent(g->ctx)) ||
-        (rc = g->cu.cuStreamCreate(&g->copy_stream, 1 /* non-blocking */)) ||
-        (rc = g->cu.cuMemAllocHost_v2(&g->pinned[0], chunk)) || (rc = g->cu.cuMemAllocHost_v2(&g->pinned[1], chunk)) ||
         (rc = g->cu.cuMemAlloc_v2(&g->touch, 4)) || (rc = g->cu.cuMemsetD8_v2(g->touch, 0, 4))) {
         vcuda_fail(why, 0, "device %d: set-up failed: %s (CUresult %d)", ordinal, cu_error_text(g, rc), rc);
         goto fail;
     }
+    pthread_mutex_init(&g->mu, NULL);
+    the_gpu = g;
     return g;
 fail:
     dlclose(g->lib);
@@ -663,11 +931,10 @@ void vcuda_gpu_close(vcuda_gpu *g)
 {
     if (!g) return;
     g->cu.cuCtxSynchronize();
-    g->cu.cuMemFreeHost(g->pinned[0]);
-    g->cu.cuMemFreeHost(g->pinned[1]);
     g->cu.cuMemFree_v2(g->touch);
-    g->cu.cuStreamDestroy_v2(g->copy_stream);
     g->cu.cuDevicePrimaryCtxRelease_v2(g->dev);
+    for (int i = 0; i < g->nimages; ++i) free(g->images[i].img);
+    pthread_mutex_destroy(&g->mu);
     dlclose(g->lib);
     free(g);
 }

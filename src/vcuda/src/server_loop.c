@@ -1,33 +1,112 @@
 /* vcuda server shell (see server_loop.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* MSG_NOSIGNAL, pthread_tryjoin-free portable subset */
 #include "vcuda/server_loop.h"
 
-#include <arpa/inet.h>
+#include "ucx.h"
+
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* HELLO is "u t": the largest payload accepted before authentication. */
-#define HELLO_MAX (4u + 4u + VCUDA_MAX_TOKEN)
+/* Largest handshake payload: HELLO "u t" or AUTH "t u" with a token-sized field. */
+#define HANDSHAKE_MAX (4u + 4u + VCUDA_MAX_TOKEN + 4u)
+#define ACCEPTS_PER_TURN 64 /* then the handshakes in progress get their turn */
+#define NONCE_MEMORY 4096   /* client nonces remembered against replayed HELLOs */
+#define IDLE_SHRINK_MS 1000 /* an idle client's buffers above SHRINK_ABOVE are freed */
+#define SHRINK_ABOVE (256u << 10)
+#define WORK_PER_TURN 64    /* requests a worker serves back to back before yielding */
 
-typedef struct {
+enum { PRE_HELLO, PRE_AUTH, AUTHED };
+
+typedef struct server server;
+
+typedef struct conn {
     vcuda_conn pub; /* first: handlers' vcuda_conn* converts back to conn* */
     const vcuda_server_config *cfg;
-    int authed;
-    uint8_t hdr[VCUDA_HEADER_SIZE];
-    size_t got;           /* bytes of the current frame so far (header + payload) */
-    vcuda_header h;       /* valid once got >= VCUDA_HEADER_SIZE */
-    int64_t deadline;     /* -1: idle and authenticated, may wait forever */
-    int64_t spin_until;   /* ns: keep reading without poll() until then */
+    server *srv;
+    int state;
+    char source[64]; /* peer address without the port: per-source accounting */
+    int64_t deadline; /* handshake deadline (pre-auth only) */
+    uint8_t hdr[VCUDA_HEADER_SIZE], pay[HANDSHAKE_MAX];
+    size_t got;
+    vcuda_header h;
+    uint8_t nc[VCUDA_NONCE_SIZE], ns[VCUDA_NONCE_SIZE];
+    /* authenticated: the worker's */
+    pthread_t thread;
+    pthread_mutex_t wlock; /* one writer at a time: the worker, or a PROGRESS frame */
+    uint8_t pend[64];      /* unsent tail of a PROGRESS frame, sent before anything else */
+    size_t npend;
+    int heartbeat_ms, ucx;
     vcuda_buf in, out;
-    vcuda_msg req, rep; /* per connection, not static: loops in several threads are fine */
+    vcuda_msg req, rep; /* per connection: workers run concurrently */
+    atomic_int busy, done;
+    atomic_uint_fast64_t busy_id;
+    atomic_int_fast64_t busy_since, last_sent;
+    char why[VCUDA_WHY_LEN]; /* the worker's closing reason */
+    struct conn *next;
 } conn;
+
+struct server {
+    const vcuda_server_config *cfg;
+    pthread_mutex_t mu; /* the authenticated list */
+    conn *authed;
+    int nauthed;
+    uint64_t nonces[NONCE_MEMORY];
+    unsigned nonce_at;
+};
+
+/* ---- rate-limited logging ---------------------------------------------------------- */
+
+#define LOG_LINES_PER_SEC 5
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t log_window;
+static int log_lines;
+static unsigned long log_suppressed;
+static char log_prefix_seen[64];
+
+static void log_flush_locked(int64_t now)
+{
+    if (now - log_window < 1000) return;
+    if (log_suppressed)
+        fprintf(stderr, "%s: %lu more rejection line(s) suppressed in the last %.1f s\n", log_prefix_seen,
+                log_suppressed, (double)(now - log_window) / 1000.0);
+    log_window = now, log_lines = 0, log_suppressed = 0;
+}
+
+void vcuda_log_limited(const char *prefix, const char *fmt, ...)
+{
+    int64_t now = vcuda_now_ms();
+    pthread_mutex_lock(&log_mu);
+    snprintf(log_prefix_seen, sizeof log_prefix_seen, "%s", prefix);
+    log_flush_locked(now);
+    if (log_lines < LOG_LINES_PER_SEC) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "%s: ", prefix);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+        ++log_lines;
+    } else {
+        ++log_suppressed;
+    }
+    pthread_mutex_unlock(&log_mu);
+}
+
+static void log_tick(void)
+{
+    pthread_mutex_lock(&log_mu);
+    log_flush_locked(vcuda_now_ms());
+    pthread_mutex_unlock(&log_mu);
+}
 
 void vcuda_reply_error(vcuda_msg *r, int code, const char *msg)
 {
@@ -39,33 +118,49 @@ void vcuda_reply_error(vcuda_msg *r, int code, const char *msg)
     r->blob = NULL, r->blob_len = 0, r->nsizes = 0;
 }
 
-static void drop(const vcuda_server_config *cfg, conn *c, const char *reason)
+static void free_conn(conn *c)
 {
-    fprintf(stderr, "%s: peer %s: closed: %s\n", cfg->log_prefix, c->pub.peer, reason);
-    if (c->authed && cfg->handler->disconnect) cfg->handler->disconnect(cfg->handler->ctx, &c->pub);
-    vcuda_close(c->pub.fd);
+    if (c->pub.fd >= 0) vcuda_close(c->pub.fd);
     vcuda_buf_free(&c->in);
     vcuda_buf_free(&c->out);
+    if (c->state == AUTHED) pthread_mutex_destroy(&c->wlock);
     free(c);
 }
 
-/* Sends a reply to req built in *r; a client that does not read its replies costs at
- * most frame_timeout_ms.  0 or -1 (why set). */
-static int send_reply(const vcuda_server_config *cfg, conn *c, const vcuda_msg *req, vcuda_msg *r,
-                      char *why)
+/* ---- replies ----------------------------------------------------------------------- */
+
+static void fill_reply(const vcuda_msg *req, vcuda_msg *r)
 {
     r->hdr.opcode = req->hdr.opcode;
     r->hdr.request_id = req->hdr.request_id;
     r->hdr.flags |= VCUDA_FLAG_REPLY;
-    vcuda_net_status s = vcuda_send_frame(c->pub.fd, r, &c->out, cfg->frame_timeout_ms, why);
+}
+
+/* Worker side: sends a reply to req built in *r; a client that does not read its
+ * replies costs its own worker at most frame_timeout_ms.  0 or -1 (why set). */
+static int send_reply(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
+{
+    const vcuda_server_config *cfg = c->cfg;
+    fill_reply(req, r);
+    pthread_mutex_lock(&c->wlock);
+    vcuda_net_status s = VCUDA_NET_OK;
+    if (c->npend) { /* finish a PROGRESS frame first: frames never interleave */
+        s = vcuda_write_all(c->pub.fd, c->pend, c->npend, cfg->frame_timeout_ms, why);
+        c->npend = 0;
+    }
+    if (!s) s = vcuda_send_frame(c->pub.fd, r, &c->out, cfg->frame_timeout_ms, why);
+    atomic_store(&c->last_sent, vcuda_now_ms());
+    pthread_mutex_unlock(&c->wlock);
     if (s == VCUDA_NET_PROTO) {
         /* the handler built an invalid reply: a server bug, reported to the client loudly */
         fprintf(stderr, "%s: peer %s: invalid %s reply: %s\n", cfg->log_prefix, c->pub.peer,
                 vcuda_opcode_name(req->hdr.opcode), why);
         memset(r, 0, sizeof *r);
         vcuda_reply_error(r, 999 /* cudaErrorUnknown */, "vcuda-server built an invalid reply");
-        return send_reply(cfg, c, req, r, why);
+        return send_reply(c, req, r, why);
     }
+    if (s == VCUDA_NET_TIMEOUT) snprintf(why, VCUDA_WHY_LEN, "not reading its replies: send timed out after %d ms",
+                                         cfg->frame_timeout_ms);
     return s ? -1 : 0;
 }
 
@@ -73,190 +168,488 @@ int vcuda_send_more(vcuda_conn *pub, const vcuda_msg *req, vcuda_msg *r, char *w
 {
     conn *c = (conn *)pub;
     r->hdr.flags |= VCUDA_FLAG_MORE;
-    return send_reply(c->cfg, c, req, r, why);
+    return send_reply(c, req, r, why);
 }
 
-/* A complete, validated frame.  0 to keep the connection, -1 to close it (why set). */
-static int dispatch(const vcuda_server_config *cfg, conn *c, const vcuda_msg *m, char *why)
+/* Network loop side: a PROGRESS frame for a connection whose worker has been busy for
+ * a heartbeat interval.  Never waits: if the socket has no room, the client is not
+ * reading anyway; a partial frame is finished by the next writer. */
+static void heartbeat(conn *c, int64_t now)
 {
+    if (pthread_mutex_trylock(&c->wlock)) return; /* the worker is writing: data flows */
+    if (c->pub.fd >= 0 && c->npend == 0) {
+        vcuda_msg m;
+        uint8_t f[64];
+        size_t n = 0;
+        memset(&m, 0, sizeof m);
+        m.hdr.opcode = VCUDA_OP_PROGRESS;
+        m.hdr.flags = VCUDA_FLAG_REPLY;
+        m.hdr.request_id = (uint64_t)atomic_load(&c->busy_id);
+        m.v[0] = (uint64_t)(now - atomic_load(&c->busy_since)), m.nv = 1;
+        if (vcuda_encode(&m, f, sizeof f, &n, NULL) == VCUDA_OK) {
+            ssize_t w = send(c->pub.fd, f, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (w > 0) {
+                if ((size_t)w < n) memcpy(c->pend, f + w, n - (size_t)w), c->npend = n - (size_t)w;
+                atomic_store(&c->last_sent, now);
+            }
+        }
+    }
+    pthread_mutex_unlock(&c->wlock);
+}
+
+/* ---- the worker: one authenticated client ----------------------------------------- */
+
+/* Reads exactly n bytes into p; *got counts the frame's bytes so far (for messages).
+ * dl < 0: no deadline (an idle client may wait as long as it likes) but the stop flag
+ * is checked 5x a second.  0, or -1 (why set). */
+static int read_exact(conn *c, uint8_t *p, size_t n, size_t *got, int64_t dl, char *why)
+{
+    const vcuda_server_config *cfg = c->cfg;
+    int64_t spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000, idle_since = vcuda_now_ms();
+    while (n) {
+        ssize_t r = vcuda_recv_some(c->pub.fd, p, n);
+        if (r > 0) {
+            p += r, n -= (size_t)r, *got += (size_t)r;
+            continue;
+        }
+        if (r == 0) {
+            if (*got) snprintf(why, VCUDA_WHY_LEN, "truncated frame: EOF after %zu bytes", *got);
+            else snprintf(why, VCUDA_WHY_LEN, "client disconnected");
+            return -1;
+        }
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            snprintf(why, VCUDA_WHY_LEN, "recv: %s", strerror(errno));
+            return -1;
+        }
+        /* a client that just got a reply usually sends its next request within
+         * microseconds: wait for it here rather than through poll() */
+        if (vcuda_now_ns() < spin_until) continue;
+        int64_t now = vcuda_now_ms();
+        if (*cfg->stop) return snprintf(why, VCUDA_WHY_LEN, "server shutting down"), -1;
+        if (dl >= 0 && now >= dl) {
+            snprintf(why, VCUDA_WHY_LEN, "stalled mid-frame after %zu bytes: timed out after %d ms", *got,
+                     cfg->frame_timeout_ms);
+            return -1;
+        }
+        if (dl < 0 && now - idle_since >= IDLE_SHRINK_MS) {
+            /* idle: give back what a large transfer grew (a frame is read anew) */
+            if (c->in.cap > SHRINK_ABOVE) vcuda_buf_free(&c->in);
+            pthread_mutex_lock(&c->wlock);
+            if (c->out.cap > SHRINK_ABOVE) vcuda_buf_free(&c->out);
+            pthread_mutex_unlock(&c->wlock);
+            idle_since = now + 3600 * 1000LL; /* once per idle period */
+        }
+        int ms = 200;
+        if (dl >= 0 && dl - now < ms) ms = (int)(dl - now);
+        if (vcuda_fd_pending(c->pub.fd)) continue;
+        struct pollfd pf = {.fd = c->pub.fd, .events = POLLIN};
+        poll(&pf, 1, ms);
+    }
+    return 0;
+}
+
+/* One validated request.  0 to keep the connection, -1 to close it (why set). */
+static int dispatch(conn *c, const vcuda_msg *m, char *why)
+{
+    const vcuda_server_config *cfg = c->cfg;
     vcuda_msg *r = &c->rep;
     memset(r, 0, sizeof *r);
-    if (m->hdr.flags & VCUDA_FLAG_REPLY) {
-        snprintf(why, VCUDA_WHY_LEN, "client sent a reply frame (%s)", vcuda_opcode_name(m->hdr.opcode));
-        return -1;
-    }
-    if (!c->authed) {
-        if (m->v[0] != VCUDA_PROTO_VERSION) {
-            snprintf(why, VCUDA_WHY_LEN, "HELLO with protocol version %llu", (unsigned long long)m->v[0]);
-            return -1;
-        }
-        if (!vcuda_token_equal(m->blob, m->blob_len, cfg->token, cfg->token_len)) {
-            /* tell the client why (it would otherwise see only EOF), then close */
-            char ignore[VCUDA_WHY_LEN];
-            vcuda_reply_error(r, 800 /* cudaErrorNotPermitted */, "vcuda: authentication failed");
-            send_reply(cfg, c, m, r, ignore);
-            snprintf(why, VCUDA_WHY_LEN, "authentication failed (wrong token)");
-            return -1;
-        }
-        c->authed = 1;
-        r->v[0] = VCUDA_PROTO_VERSION, r->v[1] = (uint64_t)cfg->device, r->nv = 2;
-        fprintf(stderr, "%s: peer %s: authenticated (connection %llu)\n", cfg->log_prefix,
-                c->pub.peer, (unsigned long long)c->pub.id);
-        return send_reply(cfg, c, m, r, why);
-    }
-    if (m->hdr.opcode == VCUDA_OP_HELLO) {
-        snprintf(why, VCUDA_WHY_LEN, "second HELLO on an authenticated connection");
-        return -1;
-    }
+    unsigned op = m->hdr.opcode;
+    if (m->hdr.flags & VCUDA_FLAG_REPLY)
+        return snprintf(why, VCUDA_WHY_LEN, "client sent a reply frame (%s)", vcuda_opcode_name(op)), -1;
+    if (op == VCUDA_OP_HELLO || op == VCUDA_OP_AUTH)
+        return snprintf(why, VCUDA_WHY_LEN, "second %s on an authenticated connection", vcuda_opcode_name(op)), -1;
+    if (op == VCUDA_OP_PROGRESS)
+        return snprintf(why, VCUDA_WHY_LEN, "client sent PROGRESS, a server-to-client frame"), -1;
     int more = (m->hdr.flags & VCUDA_FLAG_MORE) != 0, noreply = (m->hdr.flags & VCUDA_FLAG_NOREPLY) != 0;
-    if (more && !VCUDA_CHUNKED_REQUEST(m->hdr.opcode)) {
-        snprintf(why, VCUDA_WHY_LEN, "MORE flag on %s, which is not a chunked request",
-                 vcuda_opcode_name(m->hdr.opcode));
-        return -1;
-    }
-    if (noreply && !VCUDA_NOREPLY_REQUEST(m->hdr.opcode)) {
-        snprintf(why, VCUDA_WHY_LEN, "NOREPLY flag on %s, which must be answered",
-                 vcuda_opcode_name(m->hdr.opcode));
-        return -1;
-    }
-    if ((m->hdr.opcode == VCUDA_OP_PING || m->hdr.opcode == VCUDA_OP_TOUCH) && cfg->pings) ++*cfg->pings;
+    if (more && !VCUDA_CHUNKED_REQUEST(op))
+        return snprintf(why, VCUDA_WHY_LEN, "MORE flag on %s, which is not a chunked request", vcuda_opcode_name(op)), -1;
+    if (noreply && !VCUDA_NOREPLY_REQUEST(op))
+        return snprintf(why, VCUDA_WHY_LEN, "NOREPLY flag on %s, which must be answered", vcuda_opcode_name(op)), -1;
+    if ((op == VCUDA_OP_PING || op == VCUDA_OP_TOUCH) && cfg->pings) ++*cfg->pings;
     /* PING and SINK need no GPU: answered here, so the transport can be measured and
      * tested on its own */
-    if (m->hdr.opcode != VCUDA_OP_PING && m->hdr.opcode != VCUDA_OP_SINK &&
-        cfg->handler->handle(cfg->handler->ctx, &c->pub, m, r, why) != 0)
-        return -1;
+    if (op != VCUDA_OP_PING && op != VCUDA_OP_SINK) {
+        atomic_store(&c->busy_id, m->hdr.request_id);
+        atomic_store(&c->busy_since, vcuda_now_ms());
+        atomic_store(&c->busy, 1); /* from here the network loop may send PROGRESS */
+        int rc = cfg->handler->handle(cfg->handler->ctx, &c->pub, m, r, why);
+        if (rc) {
+            atomic_store(&c->busy, 0);
+            return -1;
+        }
+    }
     /* chunks before the last get no reply: the client streams them back to back, and
      * the handler reports any chunk's failure in the reply to the last one */
-    return more || noreply ? 0 : send_reply(cfg, c, m, r, why);
+    int rc = more || noreply ? 0 : send_reply(c, m, r, why);
+    atomic_store(&c->busy, 0);
+    if (!rc && c->pub.end_session) {
+        snprintf(why, VCUDA_WHY_LEN, "session ended after %s failed: %.*s", vcuda_opcode_name(op),
+                 (r->hdr.flags & VCUDA_FLAG_ERROR) ? (int)r->str_len : 2,
+                 (r->hdr.flags & VCUDA_FLAG_ERROR) ? (const char *)r->str : "ok");
+        return -1;
+    }
+    return rc;
 }
 
-/* Reads what is available without blocking.  0 to keep, -1 to close (why set). */
-static int on_readable(const vcuda_server_config *cfg, conn *c, char *why)
+static void *worker_main(void *arg)
+{
+    conn *c = arg;
+    const vcuda_server_config *cfg = c->cfg;
+    const struct vcuda_handler *h = cfg->handler;
+    char *why = c->why;
+    if (h->attach && h->attach(h->ctx, &c->pub, why)) goto out;
+    for (int served = 0;; ++served) {
+        size_t got = 0;
+        if (served >= WORK_PER_TURN) { /* bounded work per turn: others get the CPU */
+            sched_yield();
+            served = 0;
+        }
+        if (read_exact(c, c->hdr, 1, &got, -1, why)) break;
+        int64_t dl = vcuda_now_ms() + cfg->frame_timeout_ms;
+        if (read_exact(c, c->hdr + 1, VCUDA_HEADER_SIZE - 1, &got, dl, why)) break;
+        if (vcuda_decode_header(c->hdr, VCUDA_HEADER_SIZE, &c->h, why)) break;
+        /* nothing is allocated or read on a length not yet checked */
+        uint32_t max = cfg->max_frame ? cfg->max_frame : VCUDA_MAX_PAYLOAD;
+        if (c->h.payload_len > max) {
+            snprintf(why, VCUDA_WHY_LEN, "%s payload of %u bytes > this server's limit of %u",
+                     vcuda_opcode_name(c->h.opcode), c->h.payload_len, max);
+            break;
+        }
+        if (vcuda_buf_reserve(&c->in, c->h.payload_len ? c->h.payload_len : 1)) {
+            snprintf(why, VCUDA_WHY_LEN, "no memory for a %u-byte payload", c->h.payload_len);
+            break;
+        }
+        if (read_exact(c, c->in.data, c->h.payload_len, &got, dl, why)) break;
+        if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) break;
+        if (dispatch(c, &c->req, why)) break;
+    }
+out:
+    if (h->disconnect) h->disconnect(h->ctx, &c->pub);
+    vcuda_log_limited(cfg->log_prefix, "peer %s: closed: %s", c->pub.peer, why);
+    pthread_mutex_lock(&c->wlock);
+    vcuda_close(c->pub.fd);
+    c->pub.fd = -1;
+    pthread_mutex_unlock(&c->wlock);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+/* ---- the network loop: accept, authenticate, hand over ----------------------------- */
+
+static void drop_pre(server *s, conn *c, const char *reason)
+{
+    vcuda_log_limited(s->cfg->log_prefix, "peer %s: closed: %s", c->pub.peer, reason);
+    free_conn(c);
+}
+
+static int nonce_seen(server *s, const uint8_t *nc)
+{
+    uint64_t f;
+    memcpy(&f, nc, sizeof f);
+    for (unsigned i = 0; i < NONCE_MEMORY; ++i)
+        if (s->nonces[i] == f) return 1;
+    s->nonces[s->nonce_at++ % NONCE_MEMORY] = f;
+    return 0;
+}
+
+/* Small handshake replies from the loop: a fresh socket always has room for them, so
+ * the wait is bounded by a short deadline, never by the peer. */
+static int send_small(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
+{
+    fill_reply(req, r);
+    return vcuda_send_frame(c->pub.fd, r, &c->out, 100, why) ? -1 : 0;
+}
+
+static int start_worker(server *s, conn *c, char *why);
+
+/* A complete handshake frame.  0 to keep the connection, 1 if it moved to a worker,
+ * -1 to close it (why set). */
+static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
+{
+    const vcuda_server_config *cfg = s->cfg;
+    vcuda_msg r;
+    memset(&r, 0, sizeof r);
+    if (m->hdr.flags & (VCUDA_FLAG_REPLY | VCUDA_FLAG_MORE | VCUDA_FLAG_NOREPLY))
+        return snprintf(why, VCUDA_WHY_LEN, "%s with flags 0x%x", vcuda_opcode_name(m->hdr.opcode), m->hdr.flags), -1;
+    if (c->state == PRE_HELLO) {
+        if (m->v[0] != VCUDA_PROTO_VERSION)
+            return snprintf(why, VCUDA_WHY_LEN, "HELLO with protocol version %llu", (unsigned long long)m->v[0]), -1;
+        if (m->blob_len != VCUDA_NONCE_SIZE)
+            return snprintf(why, VCUDA_WHY_LEN, "HELLO nonce of %u bytes, not %d", m->blob_len, VCUDA_NONCE_SIZE), -1;
+        if (nonce_seen(s, m->blob))
+            return snprintf(why, VCUDA_WHY_LEN, "replayed HELLO (client nonce seen before)"), -1;
+        memcpy(c->nc, m->blob, VCUDA_NONCE_SIZE);
+        if (vcuda_random(c->ns, VCUDA_NONCE_SIZE))
+            return snprintf(why, VCUDA_WHY_LEN, "no random bytes for a server nonce"), -1;
+        r.v[0] = VCUDA_PROTO_VERSION, r.nv = 1;
+        r.blob = c->ns, r.blob_len = VCUDA_NONCE_SIZE;
+        if (send_small(c, m, &r, why)) return -1;
+        c->state = PRE_AUTH;
+        return 0;
+    }
+    uint8_t want[VCUDA_PROOF_SIZE], mine[VCUDA_PROOF_SIZE];
+    vcuda_auth_proof(cfg->token, cfg->token_len, 0, c->nc, c->ns, want);
+    if (!vcuda_token_equal(m->blob, m->blob_len, want, sizeof want)) {
+        /* tell the client why (it would otherwise see only EOF), then close */
+        char ignore[VCUDA_WHY_LEN];
+        vcuda_reply_error(&r, 800 /* cudaErrorNotPermitted */, "vcuda: authentication failed");
+        send_small(c, m, &r, ignore);
+        return snprintf(why, VCUDA_WHY_LEN, "authentication failed (wrong proof: wrong token or replayed AUTH)"), -1;
+    }
+    int max = cfg->max_conns > 0 ? cfg->max_conns : 256;
+    pthread_mutex_lock(&s->mu);
+    int full = s->nauthed >= max;
+    pthread_mutex_unlock(&s->mu);
+    if (full) {
+        char ignore[VCUDA_WHY_LEN];
+        vcuda_reply_error(&r, 2 /* cudaErrorMemoryAllocation */, "vcuda: server full: client limit reached");
+        send_small(c, m, &r, ignore);
+        return snprintf(why, VCUDA_WHY_LEN, "client limit %d reached", max), -1;
+    }
+    vcuda_auth_proof(cfg->token, cfg->token_len, 1, c->nc, c->ns, mine);
+    r.blob = mine, r.blob_len = sizeof mine;
+    r.v[0] = (uint64_t)cfg->device, r.nv = 1;
+    if (send_small(c, m, &r, why)) return -1;
+    uint64_t hb = m->v[0];
+    c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
+    fprintf(stderr, "%s: peer %s: authenticated (connection %llu)\n", cfg->log_prefix, c->pub.peer,
+            (unsigned long long)c->pub.id);
+    return start_worker(s, c, why) ? -1 : 1;
+}
+
+static int start_worker(server *s, conn *c, char *why)
+{
+    pthread_attr_t a;
+    c->state = AUTHED;
+    pthread_mutex_init(&c->wlock, NULL);
+    vcuda_buf_free(&c->out);
+    atomic_store(&c->last_sent, vcuda_now_ms());
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 1u << 20);
+    int rc = pthread_create(&c->thread, &a, worker_main, c);
+    pthread_attr_destroy(&a);
+    if (rc) {
+        pthread_mutex_destroy(&c->wlock);
+        c->state = PRE_AUTH;
+        return snprintf(why, VCUDA_WHY_LEN, "no worker thread: %s", strerror(rc)), -1;
+    }
+    pthread_mutex_lock(&s->mu);
+    c->next = s->authed, s->authed = c, ++s->nauthed;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* Reads what a pre-auth connection has without blocking.  0 to keep, 1 handed to a
+ * worker, -1 to close (why set). */
+static int on_readable(server *s, conn *c, char *why)
 {
     for (;;) {
         uint8_t *dst;
         size_t want;
-        if (c->got < VCUDA_HEADER_SIZE) {
-            dst = c->hdr + c->got, want = VCUDA_HEADER_SIZE - c->got;
-        } else {
-            dst = c->in.data + (c->got - VCUDA_HEADER_SIZE);
-            want = VCUDA_HEADER_SIZE + c->h.payload_len - c->got;
-        }
+        if (c->got < VCUDA_HEADER_SIZE) dst = c->hdr + c->got, want = VCUDA_HEADER_SIZE - c->got;
+        else dst = c->pay + (c->got - VCUDA_HEADER_SIZE), want = VCUDA_HEADER_SIZE + c->h.payload_len - c->got;
         ssize_t n = want ? vcuda_recv_some(c->pub.fd, dst, want) : 0;
         if (want && n == 0) {
             if (c->got) snprintf(why, VCUDA_WHY_LEN, "truncated frame: EOF after %zu bytes", c->got);
-            else snprintf(why, VCUDA_WHY_LEN, "client disconnected");
+            else snprintf(why, VCUDA_WHY_LEN, "client disconnected before authenticating");
             return -1;
         }
         if (n < 0) {
             if (errno == EINTR) continue;
-            /* a client that just got a reply usually sends its next request within
-             * microseconds: wait for it here rather than through poll() */
-            if ((errno == EAGAIN || errno == EWOULDBLOCK) && vcuda_now_ns() < c->spin_until) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-            snprintf(why, VCUDA_WHY_LEN, "recv: %s", strerror(errno));
-            return -1;
+            return snprintf(why, VCUDA_WHY_LEN, "recv: %s", strerror(errno)), -1;
         }
-        if (c->got == 0 && n > 0) c->deadline = vcuda_now_ms() + cfg->frame_timeout_ms;
         c->got += (size_t)n;
         if (c->got == VCUDA_HEADER_SIZE && n > 0) {
-            /* header first: nothing is allocated or read on a length not yet checked */
+            unsigned want_op = c->state == PRE_HELLO ? VCUDA_OP_HELLO : VCUDA_OP_AUTH;
+            /* header first: nothing is read on a length not yet checked */
             if (vcuda_decode_header(c->hdr, VCUDA_HEADER_SIZE, &c->h, why)) return -1;
-            if (!c->authed && c->h.opcode != VCUDA_OP_HELLO) {
-                snprintf(why, VCUDA_WHY_LEN, "first frame is %s, not HELLO", vcuda_opcode_name(c->h.opcode));
-                return -1;
-            }
-            if (!c->authed && c->h.payload_len > HELLO_MAX) {
-                snprintf(why, VCUDA_WHY_LEN, "HELLO payload of %u bytes > %u", c->h.payload_len, HELLO_MAX);
-                return -1;
-            }
-            if (vcuda_buf_reserve(&c->in, c->h.payload_len ? c->h.payload_len : 1)) {
-                snprintf(why, VCUDA_WHY_LEN, "no memory for a %u-byte payload", c->h.payload_len);
-                return -1;
-            }
+            if (c->h.opcode != want_op)
+                return snprintf(why, VCUDA_WHY_LEN, "%s frame is %s, not %s", c->state == PRE_HELLO ? "first" : "second",
+                                vcuda_opcode_name(c->h.opcode), vcuda_opcode_name(want_op)), -1;
+            if (c->h.payload_len > HANDSHAKE_MAX)
+                return snprintf(why, VCUDA_WHY_LEN, "%s payload of %u bytes > %u", vcuda_opcode_name(want_op),
+                                c->h.payload_len, HANDSHAKE_MAX), -1;
         }
-        if (c->got == VCUDA_HEADER_SIZE + (size_t)c->h.payload_len && c->got >= VCUDA_HEADER_SIZE) {
-            if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) return -1;
+        if (c->got >= VCUDA_HEADER_SIZE && c->got == VCUDA_HEADER_SIZE + (size_t)c->h.payload_len) {
+            vcuda_msg m;
+            if (vcuda_decode_payload(&c->h, c->pay, c->h.payload_len, &m, why)) return -1;
             c->got = 0;
-            if (dispatch(cfg, c, &c->req, why)) return -1;
-            c->spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000;
-            c->deadline = -1; /* authenticated and idle: keep-alive is the client's choice */
+            int rc = handshake(s, c, &m, why);
+            if (rc) return rc;
         }
     }
 }
 
+static void source_of(const char *peer, char *out, size_t n)
+{
+    const char *colon = strrchr(peer, ':');
+    size_t len = colon ? (size_t)(colon - peer) : strlen(peer);
+    if (len >= n) len = n - 1;
+    memcpy(out, peer, len), out[len] = 0;
+}
+
+/* Which pre-auth connection to drop for a new one: the oldest that has not sent a
+ * HELLO, preferring a source that holds more than a quarter of the slots; a
+ * connection mid-handshake goes only when no idle one is left. */
+static int victim(conn **pre, int n)
+{
+    int first_idle = -1, checked = 0;
+    for (int i = 0; i < n && checked < 4; ++i) {
+        if (pre[i]->state != PRE_HELLO || pre[i]->got) continue;
+        if (first_idle < 0) first_idle = i;
+        int same = 0;
+        for (int j = 0; j < n; ++j) same += !strcmp(pre[j]->source, pre[i]->source);
+        if (same > n / 4) return i;
+        ++checked;
+    }
+    if (first_idle >= 0) return first_idle;
+    for (int i = 0; i < n; ++i)
+        if (pre[i]->state == PRE_HELLO) return i;
+    return 0;
+}
+
+/* Joins finished workers; with `all`, first tells every worker to stop. */
+static void reap(server *s, int all)
+{
+    pthread_mutex_lock(&s->mu);
+    if (all)
+        for (conn *c = s->authed; c; c = c->next) {
+            pthread_mutex_lock(&c->wlock);
+            if (c->pub.fd >= 0 && !c->ucx) shutdown(c->pub.fd, SHUT_RDWR); /* wakes its read */
+            pthread_mutex_unlock(&c->wlock);
+        }
+    conn **pp = &s->authed;
+    while (*pp) {
+        conn *c = *pp;
+        if (all || atomic_load(&c->done)) {
+            *pp = c->next, --s->nauthed;
+            pthread_mutex_unlock(&s->mu);
+            pthread_join(c->thread, NULL);
+            free_conn(c);
+            pthread_mutex_lock(&s->mu);
+        } else {
+            pp = &c->next;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* PROGRESS for busy workers; returns the ms until the next one is due (<= cap). */
+static int heartbeats(server *s, int cap)
+{
+    int64_t now = vcuda_now_ms();
+    int wait = cap;
+    pthread_mutex_lock(&s->mu);
+    for (conn *c = s->authed; c; c = c->next) {
+        if (!atomic_load(&c->busy) || atomic_load(&c->done) || c->ucx) continue;
+        int64_t since = atomic_load(&c->busy_since), sent = atomic_load(&c->last_sent);
+        int64_t ref = since > sent ? since : sent, due = ref + c->heartbeat_ms - now;
+        if (due <= 0) heartbeat(c, now), due = c->heartbeat_ms;
+        if (due < wait) wait = (int)due;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return wait < 1 ? 1 : wait;
+}
+
 int vcuda_server_run(const vcuda_server_config *cfg)
 {
-    int max = cfg->max_conns > 0 ? cfg->max_conns : 256, nc = 0;
-    conn **cs = calloc((size_t)max, sizeof *cs);
-    struct pollfd *pf = calloc((size_t)max + 1, sizeof *pf);
-    char *pending = calloc((size_t)max + 1, 1); /* UCX: ready without poll() saying so */
+    int maxpre = cfg->max_preauth > 0 ? cfg->max_preauth : 128, npre = 0;
+    server *s = calloc(1, sizeof *s);
+    conn **pre = calloc((size_t)maxpre, sizeof *pre);
+    struct pollfd *pf = calloc((size_t)maxpre + 1, sizeof *pf);
+    char *pending = calloc((size_t)maxpre + 1, 1); /* UCX: ready without poll() saying so */
     uint64_t next_id = 1;
     char why[VCUDA_WHY_LEN];
-    if (!cs || !pf || !pending) {
+    if (!s || !pre || !pf || !pending) {
         fprintf(stderr, "%s: out of memory\n", cfg->log_prefix);
-        free(cs), free(pf), free(pending);
+        free(s), free(pre), free(pf), free(pending);
         return -1;
     }
+    s->cfg = cfg;
+    pthread_mutex_init(&s->mu, NULL);
+    int listen_ucx = vcuda_ucx_is(cfg->listen_fd);
+    /* several accepts per turn: the last one must find the queue empty, not wait */
+    if (!listen_ucx) fcntl(cfg->listen_fd, F_SETFL, fcntl(cfg->listen_fd, F_GETFL) | O_NONBLOCK);
     while (!*cfg->stop) {
-        int64_t now = vcuda_now_ms(), wait = 200; /* re-check *stop at least 5x a second */
+        int64_t now = vcuda_now_ms();
+        int wait = heartbeats(s, 200); /* re-check *stop at least 5x a second */
         pf[0] = (struct pollfd){.fd = cfg->listen_fd, .events = POLLIN};
         pending[0] = (char)vcuda_fd_pending(cfg->listen_fd);
-        for (int i = 0; i < nc; ++i) {
-            pf[i + 1] = (struct pollfd){.fd = cs[i]->pub.fd, .events = POLLIN};
-            pending[i + 1] = (char)vcuda_fd_pending(cs[i]->pub.fd);
-            if (cs[i]->deadline >= 0 && cs[i]->deadline - now < wait)
-                wait = cs[i]->deadline - now < 0 ? 0 : cs[i]->deadline - now;
+        for (int i = 0; i < npre; ++i) {
+            pf[i + 1] = (struct pollfd){.fd = pre[i]->pub.fd, .events = POLLIN};
+            pending[i + 1] = (char)vcuda_fd_pending(pre[i]->pub.fd);
+            if (pre[i]->deadline - now < wait) wait = pre[i]->deadline - now < 0 ? 0 : (int)(pre[i]->deadline - now);
         }
-        for (int i = 0; i <= nc; ++i)
+        for (int i = 0; i <= npre; ++i)
             if (pending[i]) wait = 0;
-        int r = poll(pf, (nfds_t)nc + 1, (int)wait);
-        for (int i = 0; i <= nc; ++i)
+        int r = poll(pf, (nfds_t)npre + 1, wait);
+        for (int i = 0; i <= npre; ++i)
             if (pending[i]) pf[i].revents |= POLLIN, r = r > 0 ? r : 1;
         if (r < 0 && errno != EINTR) {
             fprintf(stderr, "%s: poll: %s\n", cfg->log_prefix, strerror(errno));
             break;
         }
         now = vcuda_now_ms();
-        /* connections first, compacting the array as some close; pf[] is indexed by
-         * the position before compaction */
+        /* handshakes first, compacting the array (oldest first stays first) */
         int kept = 0;
-        for (int i = 0; i < nc; ++i) {
-            conn *c = cs[i];
-            int bad = 0;
-            if (r > 0 && (pf[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
-                bad = on_readable(cfg, c, why);
-            if (!bad && c->deadline >= 0 && now >= c->deadline) {
+        for (int i = 0; i < npre; ++i) {
+            conn *c = pre[i];
+            int rc = 0;
+            if (r > 0 && (pf[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) rc = on_readable(s, c, why);
+            if (rc == 0 && now >= c->deadline) {
                 if (c->got)
-                    snprintf(why, VCUDA_WHY_LEN, "stalled mid-frame after %zu bytes: timed out after %d ms",
-                             c->got, cfg->frame_timeout_ms);
+                    snprintf(why, VCUDA_WHY_LEN, "stalled mid-frame after %zu bytes: timed out after %d ms", c->got,
+                             cfg->frame_timeout_ms);
                 else
-                    snprintf(why, VCUDA_WHY_LEN, "no HELLO within %d ms", cfg->frame_timeout_ms);
-                bad = 1;
+                    snprintf(why, VCUDA_WHY_LEN, "no %s within %d ms", c->state == PRE_HELLO ? "HELLO" : "AUTH",
+                             cfg->frame_timeout_ms);
+                rc = -1;
             }
-            if (bad) drop(cfg, c, why);
-            else cs[kept++] = c;
+            if (rc < 0) drop_pre(s, c, why);
+            else if (rc == 0) pre[kept++] = c;
         }
-        nc = kept;
+        npre = kept;
+        reap(s, 0);
+        log_tick();
         if (r > 0 && (pf[0].revents & POLLIN)) {
-            char peer[64];
-            int fd = vcuda_accept(cfg->listen_fd, peer, sizeof peer);
-            if (fd < 0) continue; /* nothing to accept after all: try again next round */
-            conn *c = nc < max ? calloc(1, sizeof *c) : NULL;
-            if (!c) {
-                fprintf(stderr, "%s: peer %s: closed: connection limit %d reached\n", cfg->log_prefix, peer, max);
-                vcuda_close(fd);
-                continue;
+            for (int k = 0; k < ACCEPTS_PER_TURN; ++k) {
+                char peer[64];
+                int fd = vcuda_accept(cfg->listen_fd, peer, sizeof peer);
+                if (fd < 0) break; /* nothing (more) to accept: next round */
+                conn *c = calloc(1, sizeof *c);
+                if (!c) {
+                    vcuda_log_limited(cfg->log_prefix, "peer %s: closed: out of memory", peer);
+                    vcuda_close(fd);
+                    break;
+                }
+                if (npre == maxpre) { /* the cap: someone idle makes room */
+                    int v = victim(pre, npre);
+                    snprintf(why, VCUDA_WHY_LEN, "dropped: %d connections not yet authenticated (cap)", maxpre);
+                    drop_pre(s, pre[v], why);
+                    memmove(pre + v, pre + v + 1, (size_t)(npre - v - 1) * sizeof *pre);
+                    --npre;
+                }
+                c->pub.fd = fd;
+                c->cfg = cfg, c->srv = s;
+                c->pub.id = next_id++;
+                c->ucx = listen_ucx;
+                memcpy(c->pub.peer, peer, sizeof peer);
+                source_of(peer, c->source, sizeof c->source);
+                c->deadline = vcuda_now_ms() + cfg->frame_timeout_ms; /* the handshake must come promptly */
+                int rc = on_readable(s, c, why); /* a HELLO often arrives with the connection */
+                if (rc < 0) drop_pre(s, c, why);
+                else if (rc == 0) pre[npre++] = c;
+                if (listen_ucx) break; /* one per turn: UCX accepts are driven by progress */
             }
-            c->pub.fd = fd;
-            c->cfg = cfg;
-            c->pub.id = next_id++;
-            memcpy(c->pub.peer, peer, sizeof peer);
-            c->deadline = now + cfg->frame_timeout_ms; /* HELLO must come promptly */
-            cs[nc++] = c;
         }
     }
-    for (int i = 0; i < nc; ++i) drop(cfg, cs[i], "server shutting down");
-    free(cs), free(pf), free(pending);
+    for (int i = 0; i < npre; ++i) drop_pre(s, pre[i], "server shutting down");
+    reap(s, 1);
+    log_tick();
+    pthread_mutex_destroy(&s->mu);
+    free(s), free(pre), free(pf), free(pending);
     return 0;
 }

@@ -1,28 +1,79 @@
 /* vcuda-server --device N --listen ADDR:PORT: serves one GPU to vcuda clients.
  * Exit codes: 2 usage (no token, bad address), 77 nothing to serve (no driver, no such
- * GPU, a driver without cuFuncGetParamInfo), 1 the loop failed. */
+ * GPU, a driver without cuFuncGetParamInfo), 1 the loop failed.  Over TCP a supervising
+ * process holds the socket and replaces the serving process after a sticky error. */
 #define _POSIX_C_SOURCE 200809L
 #include "umstudy/support.h"
 #include "vcuda/server_gpu.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static volatile sig_atomic_t stop_flag;
-static void on_signal(int sig) { (void)sig; stop_flag = 1; }
+static volatile pid_t child; /* the serving process, while the supervisor waits for it */
+static void on_signal(int sig)
+{
+    stop_flag = 1;
+    if (child > 0) kill(child, sig);
+}
+
+/* A serving process's exit status when a sticky error made the GPU unusable to it. */
+#define EXIT_CONTEXT_LOST 3
+
+/* One serving process: opens the GPU, serves until stopped or until the context is
+ * lost.  UMS_EXIT_UNSUPPORTED: no GPU to serve. */
+static int serve(int device, size_t chunk, int ucx, const char *addr, uint16_t port, vcuda_server_config *cfg)
+{
+    char why[VCUDA_WHY_LEN];
+    child = 0;
+    vcuda_gpu *gpu = vcuda_gpu_open(device, chunk, &stop_flag, why);
+    if (!gpu) {
+        fprintf(stderr, "vcuda-server: %s: nothing to serve\n", why);
+        return UMS_EXIT_UNSUPPORTED;
+    }
+    if (cfg->listen_fd < 0 && (cfg->listen_fd = vcuda_listen_ep(ucx, addr, port, &port, why)) < 0) {
+        fprintf(stderr, "vcuda-server: %s\n", why);
+        vcuda_gpu_close(gpu);
+        return UMS_EXIT_FAILED;
+    }
+    /* the line scripts wait for before starting clients (again after a restart) */
+    fprintf(stderr, "vcuda-server: device %d listening on %s%s:%u\n", device, ucx ? "ucx://" : "",
+            *addr ? addr : "127.0.0.1", (unsigned)port);
+    struct vcuda_handler h = vcuda_gpu_handler(gpu);
+    cfg->handler = &h;
+    int rc = vcuda_server_run(cfg);
+    int lost = vcuda_gpu_context_lost(gpu);
+    if (!lost) vcuda_gpu_close(gpu); /* a lost context is left to the process's end */
+    return lost ? EXIT_CONTEXT_LOST : rc ? UMS_EXIT_FAILED : 0;
+}
 
 int main(int argc, char **argv)
 {
-    long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200;
-    const char *listen_at = "127.0.0.1:7470";
+    long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200, max_clients = 256, max_preauth = 128,
+              max_frame_kib = VCUDA_MAX_PAYLOAD / 1024 + 1, client_mem_mib = 0, max_handles = 16384, max_modules = 256,
+              cache_mib = 256;
+    const char *listen_at = "127.0.0.1:7470", *isolation = "shared";
     const ums_arg args[] = {
         {"device", UMS_ARG_INT, &device, "GPU ordinal this server exports", 0, VCUDA_MAX_DEVICES - 1, NULL},
         {"listen", UMS_ARG_STRING, &listen_at, "[tcp://|ucx://]ADDR:PORT (ADDR defaults to 127.0.0.1)", 1, 0, NULL},
         {"timeout-ms", UMS_ARG_INT, &timeout, "bound on a stalled frame or reply", 10, 600000, NULL},
         {"chunk-kib", UMS_ARG_INT, &chunk_kib, "D2H reply chunk (pipelined)", 4, VCUDA_MAX_CHUNK / 1024, NULL},
         {"spin-us", UMS_ARG_INT, &spin_us, "busy-wait this long for a client's next request (0: always poll)", 0, 100000, NULL},
+        {"max-clients", UMS_ARG_INT, &max_clients, "authenticated clients at once", 1, 4096, NULL},
+        {"max-preauth", UMS_ARG_INT, &max_preauth, "connections not yet authenticated (oldest idle dropped first)", 4, 65536, NULL},
+        {"max-frame-kib", UMS_ARG_INT, &max_frame_kib, "largest request a client may send (its receive buffer)", 4, VCUDA_MAX_PAYLOAD / 1024 + 1, NULL},
+        {"client-mem-mib", UMS_ARG_INT, &client_mem_mib, "device memory one client may hold (0: no quota)", 0, 1 << 30, NULL},
+        {"max-handles", UMS_ARG_INT, &max_handles, "streams+events+modules+functions of one client", 16, 1 << 20, NULL},
+        {"max-modules", UMS_ARG_INT, &max_modules, "modules one client may have loaded", 1, 65536, NULL},
+        {"isolation", UMS_ARG_STRING, &isolation, "shared (one context, per-client modules and streams) or context (one per client)", 0, 0, NULL},
+        {"cache-mib", UMS_ARG_INT, &cache_mib, "validated module images kept for later clients", 0, 1 << 20, NULL},
     };
     ums_args_parse(argc, argv, "vcuda-server: serves one GPU to vcuda clients (token: VCUDA_TOKEN or VCUDA_TOKEN_FILE)",
                    args, sizeof args / sizeof args[0]);
@@ -44,31 +95,60 @@ int main(int argc, char **argv)
         fprintf(stderr, "vcuda-server: error: no usable token: %s; refusing to serve without one\n", why);
         return UMS_EXIT_USAGE;
     }
-    vcuda_gpu *gpu = vcuda_gpu_open((int)device, (size_t)chunk_kib * 1024, &stop_flag, why);
-    if (!gpu) {
-        fprintf(stderr, "vcuda-server: %s: nothing to serve\n", why);
-        return UMS_EXIT_UNSUPPORTED;
+    if (strcmp(isolation, "shared") && strcmp(isolation, "context")) {
+        fprintf(stderr, "vcuda-server: error: --isolation %s: expected shared or context\n", isolation);
+        return UMS_EXIT_USAGE;
     }
-    int lfd = vcuda_listen_ep(ucx, addr, port, &port, why);
-    if (lfd < 0) {
-        fprintf(stderr, "vcuda-server: %s\n", why);
-        vcuda_gpu_close(gpu);
-        return UMS_EXIT_FAILED;
-    }
+    vcuda_gpu_limits lim = {(uint64_t)client_mem_mib << 20, (uint32_t)max_handles, (uint32_t)max_modules,
+                            (size_t)cache_mib << 20, !strcmp(isolation, "context")};
+    vcuda_gpu_set_limits(&lim);
+    vcuda_server_config cfg = {.token = token, .token_len = token_len,
+                               .device = (int)device, .frame_timeout_ms = (int)timeout,
+                               .max_conns = (int)max_clients, .max_preauth = (int)max_preauth,
+                               .max_frame = (uint32_t)(max_frame_kib * 1024 > VCUDA_MAX_PAYLOAD ? VCUDA_MAX_PAYLOAD : max_frame_kib * 1024),
+                               .stop = &stop_flag, .log_prefix = "vcuda-server", .spin_us = (int)spin_us};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* the line scripts wait for before starting clients */
-    fprintf(stderr, "vcuda-server: device %lld listening on %s%s:%u\n", device, ucx ? "ucx://" : "",
-            *addr ? addr : "127.0.0.1", (unsigned)port);
-    struct vcuda_handler h = vcuda_gpu_handler(gpu);
-    vcuda_server_config cfg = {.listen_fd = lfd, .token = token, .token_len = token_len,
-                               .device = (int)device, .frame_timeout_ms = (int)timeout,
-                               .max_conns = 256, .handler = &h, .stop = &stop_flag,
-                               .log_prefix = "vcuda-server", .spin_us = (int)spin_us};
-    int rc = vcuda_server_run(&cfg);
-    vcuda_gpu_close(gpu);
-    return rc ? UMS_EXIT_FAILED : 0;
+    if (ucx) { /* a UCX listener does not survive fork(): served in this process */
+        cfg.listen_fd = -1;
+        return serve((int)device, (size_t)chunk_kib * 1024, ucx, addr, port, &cfg);
+    }
+    /* TCP: this process only holds the socket and supervises; each serving process uses
+     * the GPU until a sticky error leaves it unusable (the driver keeps such an error for
+     * the life of the process), then a fresh one takes over the same socket: clients
+     * that connect meanwhile wait in its backlog.  No driver at all: said at once. */
+    void *probe = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!probe) {
+        fprintf(stderr, "vcuda-server: no CUDA driver (libcuda.so.1: %s): nothing to serve\n", dlerror());
+        return UMS_EXIT_UNSUPPORTED;
+    }
+    dlclose(probe);
+    cfg.listen_fd = vcuda_listen_ep(0, addr, port, &port, why);
+    if (cfg.listen_fd < 0) {
+        fprintf(stderr, "vcuda-server: %s\n", why);
+        return UMS_EXIT_FAILED;
+    }
+    for (;;) {
+        fflush(NULL);
+        pid_t supervisor = getpid(), pid = fork();
+        if (pid < 0) {
+            fprintf(stderr, "vcuda-server: fork: %s\n", strerror(errno));
+            return UMS_EXIT_FAILED;
+        }
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* the supervisor killed: so is its server */
+            if (getppid() != supervisor) _exit(0); /* it died before that took effect */
+            _exit(serve((int)device, (size_t)chunk_kib * 1024, 0, addr, port, &cfg));
+        }
+        child = pid;
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        child = 0;
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : UMS_EXIT_FAILED;
+        if (code != EXIT_CONTEXT_LOST || stop_flag) return code;
+        fprintf(stderr, "vcuda-server: device %lld: starting a fresh serving process after a sticky error\n", device);
+    }
 }

@@ -55,3 +55,19 @@ void vcuda_sha256(const void *data, size_t len, uint8_t out[32])
         out[4 * i] = (uint8_t)(h[i] >> 24), out[4 * i + 1] = (uint8_t)(h[i] >> 16),
         out[4 * i + 2] = (uint8_t)(h[i] >> 8), out[4 * i + 3] = (uint8_t)h[i];
 }
+
+/* RFC 2104 with SHA-256 (block 64 bytes); keys longer than a block are hashed first.
+ * Messages here are short (labels and nonces), so one buffer holds pad + message. */
+void vcuda_hmac_sha256(const uint8_t *key, size_t klen, const uint8_t *msg, size_t n, uint8_t out[32])
+{
+    uint8_t k[64] = {0}, inner[32], buf[64 + 256];
+    if (klen > 64) vcuda_sha256(key, klen, k);
+    else memcpy(k, key, klen);
+    if (n > sizeof buf - 64) n = sizeof buf - 64; /* callers pass <= 256 bytes */
+    for (int i = 0; i < 64; ++i) buf[i] = k[i] ^ 0x36;
+    memcpy(buf + 64, msg, n);
+    vcuda_sha256(buf, 64 + n, inner);
+    for (int i = 0; i < 64; ++i) buf[i] = k[i] ^ 0x5c;
+    memcpy(buf + 64, inner, 32);
+    vcuda_sha256(buf, 96, out);
+}

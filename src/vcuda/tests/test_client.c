@@ -75,7 +75,7 @@ static void start(server *s, int index)
     s->pid = fork();
     if (s->pid == 0) {
         signal(SIGTERM, on_term);
-        struct vcuda_handler h = {(void *)(intptr_t)index, t_handle, NULL};
+        struct vcuda_handler h = {(void *)(intptr_t)index, t_handle, NULL, NULL};
         vcuda_server_config cfg = {.listen_fd = lfd, .token = (const uint8_t *)TOKEN,
                                    .token_len = strlen(TOKEN), .device = 0,
                                    .frame_timeout_ms = TIMEOUT_MS, .max_conns = 16,
@@ -197,6 +197,7 @@ static void failure(int sig)
     CHECK(call(0, VCUDA_OP_PING, &r) == VCUDA_CLIENT_OK);
     kill(a.pid, sig);
     if (sig == SIGKILL) waitpid(a.pid, NULL, 0);
+    else wait_stopped(a.pid);
     int64_t t0 = vcuda_now_ms();
     vcuda_client_status s = call(0, VCUDA_OP_GET_DEVICE, &r);
     CHECK(s == VCUDA_CLIENT_UNAVAILABLE && vcuda_client_cuda_error(s) == 46);

@@ -7,7 +7,7 @@ symbols      every libcudart symbol the programs import is exported by the stand
              under the same version node (else the loader would refuse them)
 no_servers   VCUDA_SERVERS unset: the CUDA call fails with the reason, exit 1
 unreachable  only a dead server: "no CUDA-capable device", fast
-wrong_token  the server refuses the token: said so, no device
+wrong_token  the server refuses the proof of a wrong token: said so, no device
 remote_error a CPU-only test server answers every GPU request with "not implemented":
              the error comes back through the CUDA API (the whole client path runs)
 """
@@ -100,7 +100,7 @@ def case_wrong_token(a):
     srv = TestServer(a.net_test)
     p, _ = run(a.sample, a.lib, {"VCUDA_SERVERS": f"127.0.0.1:{srv.port}", "VCUDA_TOKEN": "not-the-token"})
     log = srv.stop()
-    return expect(p.returncode == 1 and "HELLO refused: vcuda: authentication failed" in p.stderr
+    return expect(p.returncode == 1 and "AUTH refused: vcuda: authentication failed" in p.stderr
                   and "closed: authentication failed" in log, "wrong token refused on both sides")
 
 

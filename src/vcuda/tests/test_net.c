@@ -65,7 +65,7 @@ static void start(server *s)
     if (s->pid == 0) {
         dup2(logfd, 2);
         signal(SIGTERM, on_term);
-        struct vcuda_handler h = {NULL, t_handle, t_disconnect};
+        struct vcuda_handler h = {NULL, t_handle, t_disconnect, NULL};
         vcuda_server_config cfg = {.listen_fd = lfd, .token = (const uint8_t *)TOKEN,
                                    .token_len = strlen(TOKEN), .device = 0,
                                    .frame_timeout_ms = TIMEOUT_MS, .max_conns = 16,
@@ -80,16 +80,7 @@ static void start(server *s)
 static const char *finish(server *s)
 {
     static char text[16384];
-    int st;
-    kill(s->pid, SIGTERM);
-    waitpid(s->pid, &st, 0);
-    FILE *f = fopen(s->log, "r");
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    text[n] = 0;
-    if (f) fclose(f);
-    unlink(s->log);
-    fprintf(stderr, "--- server log ---\n%s------------------\n", text);
-    return text;
+    return stop_server_read_log(s->pid, s->log, text, sizeof text);
 }
 
 /* The test server in the foreground, for test_cudart.py and test_ucx.py: prints its
@@ -103,7 +94,7 @@ static int serve(int ucx)
     printf("%u\n", (unsigned)port);
     fflush(stdout);
     signal(SIGTERM, on_term);
-    struct vcuda_handler h = {NULL, t_handle, t_disconnect};
+    struct vcuda_handler h = {NULL, t_handle, t_disconnect, NULL};
     vcuda_server_config cfg = {.listen_fd = lfd, .token = (const uint8_t *)TOKEN,
                                .token_len = strlen(TOKEN), .device = 0,
                                .frame_timeout_ms = 5000, .max_conns = 16,
@@ -119,10 +110,6 @@ static int request(int fd, unsigned op, vcuda_msg *m)
     memset(m, 0, sizeof *m);
     m->hdr.opcode = (uint16_t)op;
     m->hdr.request_id = ++id;
-    if (op == VCUDA_OP_HELLO) {
-        m->v[0] = VCUDA_PROTO_VERSION, m->nv = 1;
-        m->blob = (const uint8_t *)TOKEN, m->blob_len = (uint32_t)strlen(TOKEN);
-    }
     if (vcuda_send_frame(fd, m, &buf, TIMEOUT_MS, why)) return -1;
     vcuda_net_status s = vcuda_recv_frame(fd, m, &buf, 2 * TIMEOUT_MS, why);
     if (s) return -(int)s;
@@ -132,11 +119,9 @@ static int request(int fd, unsigned op, vcuda_msg *m)
 
 static int connect_hello(uint16_t port)
 {
-    vcuda_msg m;
     int fd = vcuda_connect("127.0.0.1", port, 1000, why);
     CHECK(fd >= 0);
-    CHECK(request(fd, VCUDA_OP_HELLO, &m) == 0);
-    CHECK(!(m.hdr.flags & VCUDA_FLAG_ERROR) && m.v[0] == VCUDA_PROTO_VERSION);
+    CHECK(vcuda_handshake(fd, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, TIMEOUT_MS, &buf, NULL, why) == 0);
     return fd;
 }
 
@@ -225,16 +210,10 @@ static void chunked_requests(void)
 static void wrong_token(void)
 {
     server s;
-    vcuda_msg m;
     start(&s);
     int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
-    memset(&m, 0, sizeof m);
-    m.hdr.opcode = VCUDA_OP_HELLO;
-    m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1;
-    m.blob = (const uint8_t *)"s3cret-test-tokem", m.blob_len = 17;
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
-    CHECK(vcuda_recv_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK &&
-          (m.hdr.flags & VCUDA_FLAG_ERROR) && m.v[0] == 800);
+    CHECK(vcuda_handshake(fd, (const uint8_t *)"s3cret-test-tokem", 17, 1000, TIMEOUT_MS, &buf, NULL, why) == -2 &&
+          strstr(why, "authentication failed"));
     expect_closed(fd);
     close(fd);
     const char *log = finish(&s);
@@ -341,8 +320,11 @@ static void unreachable(void)
     start(&s);
     int fd = connect_hello(s.port);
     kill(s.pid, SIGSTOP);
+    wait_stopped(s.pid);
     t0 = vcuda_now_ms();
-    CHECK(request(fd, VCUDA_OP_PING, &m) == -(int)VCUDA_NET_TIMEOUT);
+    int rq = request(fd, VCUDA_OP_PING, &m);
+    if (rq != -(int)VCUDA_NET_TIMEOUT) fprintf(stderr, "request: %d (%s)\n", rq, why);
+    CHECK(rq == -(int)VCUDA_NET_TIMEOUT);
     CHECK(vcuda_now_ms() - t0 < 3 * TIMEOUT_MS);
     kill(s.pid, SIGKILL);
     waitpid(s.pid, NULL, 0);

@@ -149,7 +149,7 @@ static void header_bytes(void)
     m.v[0] = 3;
     m.nv = 1;
     CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_OK);
-    static const uint8_t want[] = {'V', 'C', 'U', 'D', 1, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
+    static const uint8_t want[] = {'V', 'C', 'U', 'D', 2, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
                                    4, 3, 2, 1, 4, 0, 0, 0, 3, 0, 0, 0};
     CHECK(n == sizeof want && memcmp(frame, want, n) == 0);
 }
@@ -162,10 +162,10 @@ static void reject_header(void)
     frame[0] ^= 0xFF;
     expect(frame, n, VCUDA_E_BAD_MAGIC);
     frame[0] ^= 0xFF;
-    frame[4] = 2;
+    frame[4] = 1; /* a peer from before the challenge-response handshake */
     expect(frame, n, VCUDA_E_BAD_VERSION);
-    frame[4] = 1;
-    uint16_t bad_ops[] = {0, 33, 1000, 0xFFFF}; /* 33: one past the last opcode */
+    frame[4] = VCUDA_PROTO_VERSION;
+    uint16_t bad_ops[] = {0, 102, 1000, 0xFFFF}; /* 102: one past the last control opcode */
     for (int i = 0; i < 4; ++i) {
         frame[6] = (uint8_t)bad_ops[i], frame[7] = (uint8_t)(bad_ops[i] >> 8);
         expect(frame, n, VCUDA_E_BAD_OPCODE);

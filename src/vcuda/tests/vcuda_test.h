@@ -2,9 +2,51 @@
  * failing condition and goes on (each program exits non-zero if any CHECK failed). */
 #pragma once
 #include <stdio.h>
+#include <string.h>
 
 static int failures;
 #define CHECK(c)                                                                           \
     do {                                                                                   \
         if (!(c)) fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c), ++failures; \
     } while (0)
+
+#include <signal.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Stops a server child (also a stopped one) and returns its log, read into text (cap
+ * bytes) and echoed, its last 3000 bytes, for the ctest output. */
+static inline char *stop_server_read_log(pid_t pid, const char *log, char *text, size_t cap)
+{
+    int st;
+    kill(-pid, SIGCONT); /* (a group leader's stopped children too) */
+    kill(pid, SIGCONT);
+    kill(pid, SIGTERM);
+    waitpid(pid, &st, 0);
+    FILE *f = fopen(log, "r");
+    size_t n = f ? fread(text, 1, cap - 1, f) : 0;
+    text[n] = 0;
+    if (f) fclose(f);
+    unlink(log);
+    fprintf(stderr, "--- server log (%zu bytes) ---\n%s\n------------------\n", n, n > 3000 ? text + n - 3000 : text);
+    return text;
+}
+
+/* After kill(pid, SIGSTOP): returns once every thread of pid is stopped (a thread
+ * running on another core stops only at its next kernel entry), at most after 1 s. */
+static inline void wait_stopped(pid_t pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 200; ++i) {
+        FILE *f = fopen(path, "r");
+        char *p = f && fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+        if (f) fclose(f);
+        if (!p || p[2] == 'T' || p[2] == 't') break;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    struct timespec ts = {0, 20000000}; /* every thread: the state above is the main thread's */
+    nanosleep(&ts, NULL);
+}

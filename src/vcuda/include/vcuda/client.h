@@ -5,7 +5,10 @@
  *   VCUDA_SERVERS=host:port,...  device ordinal i = the i-th entry (required)
  *   VCUDA_SPARES=host:port,...   fill in, in order, for servers that fail the start check
  *   VCUDA_TOKEN / VCUDA_TOKEN_FILE (vcuda_token_load)
- *   VCUDA_TIMEOUT_MS             per-call deadline, default 5000, in [10, 600000]
+ *   VCUDA_TIMEOUT_MS             how long a server may stay silent, default 5000, in
+ *                                [10, 600000]: a call waiting on long GPU work succeeds
+ *                                however long it takes, as the server reports progress
+ *                                every quarter of this while it works (TCP; proto.h)
  *   VCUDA_KEEPALIVE_MS           optional, in [1, 60000]: a background thread sends each
  *                                device whose connection was idle that long a TOUCH, a
  *                                4-byte D2H copy (P003's fix: a dummy transfer every 2 ms)
@@ -17,7 +20,8 @@
  * that fails is reported with one stderr line and replaced by the next healthy spare or
  * dropped; the remaining devices are numbered densely in VCUDA_SERVERS order.
  *
- * A server that dies or stalls mid-session makes the call return
+ * The handshake proves both sides hold the token without sending it (proto.h).  A
+ * server that dies, is stopped or becomes unreachable mid-session makes the call return
  * VCUDA_CLIENT_UNAVAILABLE within the timeout (-> cudaErrorDevicesUnavailable); the
  * device is then marked lost and every later call on it fails the same way at once. */
 #ifndef VCUDA_CLIENT_H

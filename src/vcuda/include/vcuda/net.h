@@ -45,6 +45,13 @@ vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char 
 /* Encodes m into b and sends it. */
 vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
                                   char *why);
+/* The same, for a peer that may send frames while it is not reading ours (a server
+ * busy on the GPU sends PROGRESS): while the send waits for room, fn(arg, why) is
+ * called when input is waiting; it reads one frame and returns 1 (the peer is alive:
+ * the deadline restarts), 0, or -1 (error, why set). */
+typedef int (*vcuda_input_fn)(void *arg, char *why);
+vcuda_net_status vcuda_send_frame_live(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
+                                       vcuda_input_fn fn, void *arg, char *why);
 /* Reads 24 header bytes, validates them, only then reads exactly the declared payload
  * into b and validates it.  m's str/blob point into b (valid until b is reused). */
 vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeout_ms,
@@ -81,6 +88,13 @@ ssize_t vcuda_recv_some(int fd, void *p, size_t n);
 /* 1 if fd has work that poll() would not announce (UCX progress): poll with timeout 0. */
 int vcuda_fd_pending(int fd);
 void vcuda_close(int fd);
+/* The client's side of the handshake (proto.h "authentication"): HELLO, AUTH with the
+ * client's proof and heartbeat interval, and the check of the server's proof, each
+ * step within timeout_ms.  0 (*server_device set), -2 if the server refused (its
+ * reason in why), -1 otherwise (why set; also when the server cannot prove it holds
+ * the token). */
+int vcuda_handshake(int fd, const uint8_t *token, size_t token_len, int heartbeat_ms, int timeout_ms,
+                    vcuda_buf *b, int *server_device, char *why);
 /* Milliseconds / nanoseconds on the monotonic clock. */
 int64_t vcuda_now_ms(void);
 int64_t vcuda_now_ns(void);

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define VCUDA_MAGIC 0x44554356u /* "VCUD" as little-endian bytes */
-#define VCUDA_PROTO_VERSION 1u
+#define VCUDA_PROTO_VERSION 2u /* 2: challenge-response HELLO/AUTH, PROGRESS */
 #define VCUDA_HEADER_SIZE 24u
 
 /* Limits; compile-time configurable.  The payload bound is what a server is willing to
@@ -86,7 +86,7 @@ enum {
 /* X(name, code, request layout, success reply layout).  Codes are wire values: never
  * renumber, only append. */
 #define VCUDA_OPCODES(X)                                                                    \
-    X(HELLO, 1, "u(proto_version) t(token)", "u(proto_version) d(server_device)")           \
+    X(HELLO, 1, "u(proto_version) t(client_nonce)", "u(proto_version) t(server_nonce)")     \
     X(PING, 2, "", "")                                                                      \
     X(GET_DEVICE_COUNT, 3, "", "n(count)")                                                  \
     X(SET_DEVICE, 4, "d(device)", "")                                                       \
@@ -123,7 +123,10 @@ enum {
     X(MEM_GET_INFO, 29, "", "z(free) z(total)")                                             \
     X(DRIVER_GET_VERSION, 30, "", "i(version)")                                             \
     X(SINK, 31, "b(data)", "") /* transport benchmark: bytes received and dropped */        \
-    X(TOUCH, 32, "", "") /* keep-alive: a 4-byte D2H copy, P003's "dummy transfer" */
+    X(TOUCH, 32, "", "") /* keep-alive: a 4-byte D2H copy, P003's "dummy transfer" */   \
+    /* 100..127: connection control (see "authentication" and "liveness" below) */         \
+    X(AUTH, 100, "t(client_proof) u(heartbeat_ms)", "t(server_proof) d(server_device)")     \
+    X(PROGRESS, 101, "", "u(elapsed_ms)") /* server -> client only: still working */
 
 typedef enum {
 #define VCUDA_X_ENUM(name, code, req, rep) VCUDA_OP_##name = code,
@@ -221,7 +224,27 @@ int vcuda_layout_is_bytes_only(const char *layout);
 /* Number of chunk frames a copy of `size` bytes takes (at least 1). */
 uint64_t vcuda_chunk_count(uint64_t size);
 
-/* ---- authentication ------------------------------------------------------------- */
+/* ---- authentication ------------------------------------------------------------- *
+ * The token never crosses the wire.  The client sends HELLO with a fresh random nonce
+ * Nc; the server answers with its own fresh nonce Ns; the client proves it holds the
+ * token with AUTH carrying HMAC-SHA256(token, "vcuda client" Nc Ns) and the server
+ * answers with HMAC-SHA256(token, "vcuda server" Nc Ns), so the client learns that the
+ * server holds the token too (a rogue server cannot answer).  Ns is new for every
+ * connection, so recorded HELLO/AUTH frames replayed on another connection fail; the
+ * server also refuses a HELLO whose Nc it saw recently.
+ *
+ * Liveness: AUTH carries the interval at which the client wants to hear from a server
+ * that is still working on its request (heartbeat_ms).  While a request takes longer,
+ * the server sends PROGRESS frames (REPLY flag, the request's id); the client restarts
+ * its deadline on each, so a wait on long GPU work succeeds while a dead, stopped or
+ * unreachable server is still detected within the client's timeout. */
+#define VCUDA_NONCE_SIZE 32
+#define VCUDA_PROOF_SIZE 32
+/* HMAC-SHA256(token, "vcuda client"|"vcuda server" || nc || ns). */
+void vcuda_auth_proof(const uint8_t *token, size_t tlen, int server, const uint8_t nc[VCUDA_NONCE_SIZE],
+                      const uint8_t ns[VCUDA_NONCE_SIZE], uint8_t out[VCUDA_PROOF_SIZE]);
+/* n bytes from the kernel's random source (getrandom); 0 or -1. */
+int vcuda_random(uint8_t *out, size_t n);
 
 /* Time depends only on VCUDA_MAX_TOKEN, never on where the tokens differ or on their
  * lengths (lengths > VCUDA_MAX_TOKEN never compare equal). */

@@ -2,13 +2,28 @@
  *
  * The CUDA driver is resolved at run time (dlopen "libcuda.so.1"), so the server builds
  * without the CUDA toolkit and, on a machine without a GPU, refuses to start with the
- * reason.  All clients share the device's primary context: a module image is loaded
- * once and cached under the SHA-256 the server computes itself; each client has its
- * own table of allocations, streams, events, modules and functions, every handle and
- * device range a client names is checked against that table, and everything in it is
- * released when the client goes away.  Kernel arguments cannot be checked (a kernel
- * may dereference anything in the context), as with any shared GPU without MIG/MPS:
- * only clients holding the token are served. */
+ * reason.  All clients share the device's primary context, each on its own worker
+ * thread with its own non-blocking streams (its default stream stands in for the
+ * legacy one, ordered with its own blocking streams only), so no client's work or
+ * synchronize waits for another's.  Module images are validated (image.h) and cached
+ * under the SHA-256 the server computes itself, to save transfers only: each client
+ * loads its own module from the cached image, so its __device__ and __constant__ state
+ * is its own, and unloads it when it goes.  Each client has its own table of
+ * allocations, streams, events, modules and functions, bounded by quotas
+ * (vcuda_gpu_limits); every handle and device range a client names is checked against
+ * that table, and everything in it is released when the client goes away.
+ *
+ * What one shared context still allows: kernel arguments cannot be checked, and any
+ * kernel can address any memory of the context, other clients' included (as on any
+ * GPU shared without MIG/MPS): only clients holding the token are served, and a site
+ * that needs more runs one server per tenant.  A sticky error (700, 702, 710, 714-719,
+ * 721, 999) ends the session of the client that caused it with that error, then every
+ * other session, and stops the serving process (vcuda_gpu_context_lost says so):
+ * vcuda-server's supervisor starts a fresh one on the same socket, because the driver
+ * keeps a sticky error for the life of the process, in every context of it.
+ * With isolation (--isolation context) each client gets a context of its own instead:
+ * its memory and modules are separate from everyone else's (not its sticky errors, see
+ * above), at the price of a context's creation per connection. */
 #ifndef VCUDA_SERVER_GPU_H
 #define VCUDA_SERVER_GPU_H
 
@@ -20,6 +35,17 @@ extern "C" {
 
 typedef struct vcuda_gpu vcuda_gpu;
 
+/* Per-client quotas (0 in max_client_mem: none beyond the GPU's memory). */
+typedef struct {
+    uint64_t max_client_mem; /* bytes of device memory one client may hold */
+    uint32_t max_handles;    /* streams, events, modules and functions of one client */
+    uint32_t max_modules;    /* modules one client may have loaded */
+    size_t cache_bytes;      /* bytes of validated images kept for later clients */
+    int isolation;           /* 1: a context per client (--isolation context) */
+} vcuda_gpu_limits;
+#define VCUDA_GPU_LIMITS_DEFAULT {0, 16384, 256, (size_t)256 << 20, 0}
+void vcuda_gpu_set_limits(const vcuda_gpu_limits *limits);
+
 /* Opens the driver and device `ordinal`, retains its primary context.  NULL with the
  * reason in why when there is no driver, no such GPU, or the driver is too old.
  * chunk_bytes: size of the D2H reply chunks (pipelined through two pinned buffers). */
@@ -28,6 +54,8 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk_bytes, volatile sig_atomic_t
 /* The handler for vcuda_server_config (ctx is the vcuda_gpu). */
 struct vcuda_handler vcuda_gpu_handler(vcuda_gpu *g);
 void vcuda_gpu_close(vcuda_gpu *g);
+/* The sticky CUresult that ended this process's use of the GPU, or 0. */
+int vcuda_gpu_context_lost(vcuda_gpu *g);
 
 #ifdef __cplusplus
 }

@@ -1,13 +1,24 @@
-/* vcuda server shell: one poll() loop serving many client connections at once.
+/* vcuda server shell: a network loop that never touches the GPU, and one worker thread
+ * per authenticated client.
  *
- * Each connection is read incrementally (header, then the declared payload) so a client
- * that stalls mid-frame delays nobody; it is closed when its frame deadline passes.
- * The first frame must be HELLO with the right token (constant-time compare); before
- * that nothing but a HELLO-sized payload is ever read or allocated.  Any failed check
- * closes that connection with one stderr line naming the peer and the reason; the
- * others keep being served.  PING (keep-alive) and SINK (transport benchmark) are
- * answered here; every other request of an authenticated connection goes to the
- * handler.  Requests flagged VCUDA_FLAG_MORE (chunked copies only) get no reply. */
+ * The network loop (the caller's thread) accepts connections and authenticates them
+ * (HELLO/AUTH challenge-response, see proto.h) reading each incrementally, so a peer
+ * that stalls delays nobody.  Before authentication nothing larger than a HELLO/AUTH
+ * payload is read or allocated; unauthenticated connections are capped (max_preauth):
+ * when the cap is reached the oldest connection that has not even sent a HELLO is
+ * dropped first, from the source holding the most of them, so idle sockets opened by
+ * anyone cannot lock out clients that speak the protocol.  Rejections are logged one
+ * line each up to a few per second, then summarized once a second.
+ *
+ * An authenticated connection gets its own worker thread: it reads that client's
+ * requests, runs the handler (which may block in the driver for as long as the GPU
+ * work takes) and writes the replies, so one client's synchronize, slow reading or
+ * flood never delays another's PING.  While a worker is busy with a request longer
+ * than the client's heartbeat interval, the network loop sends that client PROGRESS
+ * frames (its liveness), never waiting for the socket.  Any failed check closes that
+ * connection with one stderr line naming the peer and the reason; the others keep
+ * being served.  PING (keep-alive) and SINK (transport benchmark) are answered without
+ * the handler.  Requests flagged VCUDA_FLAG_MORE (chunked copies only) get no reply. */
 #ifndef VCUDA_SERVER_LOOP_H
 #define VCUDA_SERVER_LOOP_H
 
@@ -25,6 +36,7 @@ typedef struct vcuda_conn {
     char peer[64]; /* "addr:port", for log lines */
     uint64_t id;   /* unique per server run */
     void *user;
+    int end_session; /* a handler sets it to close the connection after this reply */
 } vcuda_conn;
 
 struct vcuda_handler {
@@ -33,20 +45,26 @@ struct vcuda_handler {
      * REPLY flag are set by the loop); for a CUDA error set VCUDA_FLAG_ERROR with
      * v[0] = error code and str = message (vcuda_reply_error does).  Pointers in reply
      * must stay valid until the next call for this connection.  Return 0 to send the
-     * reply, -1 to close the connection (reason in why, VCUDA_WHY_LEN bytes). */
+     * reply, -1 to close the connection (reason in why, VCUDA_WHY_LEN bytes).  Runs on
+     * the connection's worker thread. */
     int (*handle)(void *ctx, vcuda_conn *c, const vcuda_msg *req, vcuda_msg *reply, char *why);
     /* Called exactly once per authenticated connection when it goes away, for any
-     * reason: free everything the client owned. */
+     * reason, on its worker thread: free everything the client owned. */
     void (*disconnect)(void *ctx, vcuda_conn *c);
+    /* Optional: called on the worker thread before its first request (e.g. to make the
+     * GPU context current there).  0, or -1 to refuse the client (reason in why). */
+    int (*attach)(void *ctx, vcuda_conn *c, char *why);
 };
 
 typedef struct {
     int listen_fd;
     const uint8_t *token;
     size_t token_len;
-    int device;          /* reported in the HELLO reply */
-    int frame_timeout_ms; /* a started frame, HELLO after connect, and each reply send */
-    int max_conns;       /* further connections are accepted and closed with a log line */
+    int device;           /* reported in the AUTH reply */
+    int frame_timeout_ms; /* a started frame, the handshake after connect, and each reply send */
+    int max_conns;        /* authenticated clients (default 256); more are refused by name */
+    int max_preauth;      /* connections not yet authenticated (default 128) */
+    uint32_t max_frame;   /* largest request payload a client may send (default VCUDA_MAX_PAYLOAD) */
     const struct vcuda_handler *handler;
     volatile sig_atomic_t *stop; /* loop returns (after disconnecting all) when set */
     const char *log_prefix;      /* e.g. "vcuda-server" */
@@ -65,6 +83,15 @@ int vcuda_send_more(vcuda_conn *c, const vcuda_msg *req, vcuda_msg *r, char *why
 /* Helper for handlers: turns reply into an error reply carrying `code` and `msg`
  * (msg must outlive the send: a static string or the conn's own storage). */
 void vcuda_reply_error(vcuda_msg *reply, int code, const char *msg);
+
+/* Rate-limited log line (the server's rejection messages): printed while fewer than
+ * a few lines went out this second, else counted and summarized once a second.
+ * Thread-safe. */
+void vcuda_log_limited(const char *prefix, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 #ifdef __cplusplus
 }

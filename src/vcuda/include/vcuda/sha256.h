@@ -11,6 +11,8 @@ extern "C" {
 #endif
 
 void vcuda_sha256(const void *data, size_t len, uint8_t out[32]);
+/* HMAC-SHA256 of a message of at most 256 bytes. */
+void vcuda_hmac_sha256(const uint8_t *key, size_t klen, const uint8_t *msg, size_t n, uint8_t out[32]);
 
 #ifdef __cplusplus
 }

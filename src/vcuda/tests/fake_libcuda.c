@@ -1,0 +1,238 @@
+/* A CPU stand-in for the CUDA driver (built as libcuda.so.1 in a directory of its own):
+ * vcuda-server loads it through its ordinary dlopen("libcuda.so.1") when that directory
+ * is on LD_LIBRARY_PATH, so the server's real code runs in CI without a GPU.
+ *
+ * It models what the tests need and nothing more:
+ *   - "device" memory is host memory; copies and sets are memcpy/memset;
+ *   - streams have a time at which their queued work ends; the kernel `busy(uint ms)`
+ *     makes its stream busy for ms milliseconds, and every synchronize, event wait and
+ *     stream-ordered copy sleeps until then, like a GPU still running;
+ *   - `sticky(uint code)` kills the context with a sticky error: every later call of the
+ *     process returns that code, in any context (as the real driver does);
+ *   - `counter(int *out)` increments a counter that belongs to the loaded module (a
+ *     __device__ variable) and stores it to *out: per-module state is visible;
+ *   - cuModuleLoadData reads the ELF it is given trusting every offset, with no length,
+ *     as the real driver does: an image the server failed to validate can crash it.
+ * Every other driver function the server resolves exists as a weak stub returning
+ * CUDA_ERROR_NOT_SUPPORTED (generated from server_gpu.c's tables at build time). */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef struct stream {
+    int64_t end_ns; /* queued work ends then */
+} stream;
+typedef struct {
+    int64_t at_ns;
+} event;
+typedef struct {
+    int counter; /* the module's __device__ state */
+    char names[8][64];
+    int nnames;
+} module;
+typedef struct {
+    module *m;
+    int kind; /* 0 other, 1 busy, 2 sticky, 3 counter */
+} function;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static stream null_stream;
+static int dead; /* sticky error of the context, 0 if alive */
+static int ctx_token = 1;
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void sleep_until(int64_t t)
+{
+    int64_t n;
+    while ((n = now_ns()) < t) {
+        struct timespec ts = {(t - n) / 1000000000, (long)((t - n) % 1000000000)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static stream *S(void *s) { return s ? (stream *)s : &null_stream; }
+
+static CUresult alive(void)
+{
+    pthread_mutex_lock(&mu);
+    int d = dead;
+    pthread_mutex_unlock(&mu);
+    return d;
+}
+
+/* Waits for a stream's queued work; the context may die meanwhile. */
+static CUresult drain(void *s)
+{
+    pthread_mutex_lock(&mu);
+    int64_t end = S(s)->end_ns;
+    pthread_mutex_unlock(&mu);
+    sleep_until(end);
+    return alive();
+}
+
+EXPORT CUresult cuInit(unsigned f) { (void)f; return 0; }
+EXPORT CUresult cuDeviceGetCount(int *n) { *n = 1; return 0; }
+EXPORT CUresult cuDeviceGet(int *d, int o) { *d = o; return o == 0 ? 0 : 101; }
+EXPORT CUresult cuDeviceGetName(char *n, int len, int d)
+{
+    (void)d;
+    snprintf(n, (size_t)len, "vcuda CPU stand-in");
+    return 0;
+}
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = (size_t)16 << 30; return 0; }
+EXPORT CUresult cuDeviceGetAttribute(int *v, int a, int d)
+{
+    (void)d;
+    *v = a == 75 || a == 76 ? 9 : a == 13 ? 32 : a == 1 ? 1024 : 1;
+    return 0;
+}
+EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+EXPORT CUresult cuDevicePrimaryCtxRetain(void **c, int d) { (void)d; *c = &ctx_token; return 0; }
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return 0; }
+EXPORT CUresult cuCtxSetCurrent(void *c) { (void)c; return 0; }
+EXPORT CUresult cuCtxCreate_v2(void **c, unsigned f, int d) { (void)f, (void)d; CUresult r = alive(); if (!r) *c = calloc(1, 8); return r; }
+EXPORT CUresult cuCtxDestroy_v2(void *c) { free(c); return 0; }
+EXPORT CUresult cuCtxSynchronize(void) { return drain(NULL); }
+EXPORT CUresult cuGetErrorString(CUresult r, const char **s)
+{
+    *s = r == 710 ? "device-side assert triggered" : r == 700 ? "an illegal memory access was encountered"
+       : r == 1 ? "invalid argument" : "fake-libcuda error";
+    return 0;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
+{
+    CUresult d = alive();
+    if (d) return d;
+    void *q = calloc(1, n);
+    if (!q) return 2;
+    *p = (CUdeviceptr)(uintptr_t)q;
+    return 0;
+}
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)(uintptr_t)p); return 0; }
+EXPORT CUresult cuMemAllocHost_v2(void **p, size_t n) { return (*p = malloc(n)) ? 0 : 2; }
+EXPORT CUresult cuMemFreeHost(void *p) { free(p); return 0; }
+EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { *f = (size_t)8 << 30, *t = (size_t)16 << 30; return 0; }
+
+#define DEV(p) ((void *)(uintptr_t)(p))
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { CUresult r = alive(); if (!r) memcpy(DEV(d), s, n); return r; }
+EXPORT CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { CUresult r = alive(); if (!r) memcpy(d, DEV(s), n); return r; }
+EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { CUresult r = alive(); if (!r) memmove(DEV(d), DEV(s), n); return r; }
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { CUresult r = alive(); if (!r) memset(DEV(d), v, n); return r; }
+/* stream-ordered: pageable staging waits for the stream, as the real driver may */
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *st) { CUresult r = drain(st); if (!r) memcpy(DEV(d), s, n); return r; }
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) { CUresult r = drain(st); if (!r) memcpy(d, DEV(s), n); return r; }
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { CUresult r = drain(st); if (!r) memmove(DEV(d), DEV(s), n); return r; }
+EXPORT CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void *st) { CUresult r = drain(st); if (!r) memset(DEV(d), v, n); return r; }
+
+EXPORT CUresult cuStreamCreate(void **s, unsigned f) { (void)f; CUresult d = alive(); if (d) return d; return (*s = calloc(1, sizeof(stream))) ? 0 : 2; }
+EXPORT CUresult cuStreamDestroy_v2(void *s) { free(s); return 0; }
+EXPORT CUresult cuStreamSynchronize(void *s) { return drain(s); }
+EXPORT CUresult cuEventCreate(void **e, unsigned f) { (void)f; CUresult d = alive(); if (d) return d; return (*e = calloc(1, sizeof(event))) ? 0 : 2; }
+EXPORT CUresult cuEventDestroy_v2(void *e) { free(e); return 0; }
+EXPORT CUresult cuEventRecord(void *e, void *s)
+{
+    pthread_mutex_lock(&mu);
+    ((event *)e)->at_ns = S(s)->end_ns;
+    pthread_mutex_unlock(&mu);
+    return alive();
+}
+EXPORT CUresult cuEventSynchronize(void *e) { sleep_until(((event *)e)->at_ns); return alive(); }
+EXPORT CUresult cuEventElapsedTime(float *ms, void *a, void *b)
+{
+    *ms = (float)(((event *)b)->at_ns - ((event *)a)->at_ns) / 1e6f;
+    return alive();
+}
+EXPORT CUresult cuStreamWaitEvent(void *s, void *e, unsigned f)
+{
+    (void)f;
+    pthread_mutex_lock(&mu);
+    if (((event *)e)->at_ns > S(s)->end_ns) S(s)->end_ns = ((event *)e)->at_ns;
+    pthread_mutex_unlock(&mu);
+    return alive();
+}
+
+/* ELF64 read the way a driver does: offsets from the image, no length to check them
+ * against.  Function names are the FUNC symbols of the symbol table. */
+EXPORT CUresult cuModuleLoadData(void **mod, const void *image)
+{
+    const uint8_t *p = image;
+    CUresult d = alive();
+    if (d) return d;
+    if (memcmp(p, "\177ELF", 4)) return 200;
+    module *m = calloc(1, sizeof *m);
+    uint64_t shoff;
+    uint16_t shnum;
+    memcpy(&shoff, p + 40, 8);
+    memcpy(&shnum, p + 60, 2);
+    for (unsigned i = 0; i < shnum; ++i) {
+        const uint8_t *sh = p + shoff + (uint64_t)i * 64;
+        uint32_t type, link;
+        uint64_t off, size;
+        memcpy(&type, sh + 4, 4), memcpy(&off, sh + 24, 8), memcpy(&size, sh + 32, 8), memcpy(&link, sh + 40, 4);
+        if (type != 2) continue;
+        uint64_t stroff;
+        memcpy(&stroff, p + shoff + (uint64_t)link * 64 + 24, 8);
+        for (uint64_t k = 0; k < size / 24 && m->nnames < 8; ++k) {
+            const uint8_t *sym = p + off + k * 24;
+            uint32_t name;
+            memcpy(&name, sym, 4);
+            if ((sym[4] & 0xf) == 2 /* STT_FUNC */)
+                snprintf(m->names[m->nnames++], sizeof m->names[0], "%s", (const char *)p + stroff + name);
+        }
+    }
+    *mod = m;
+    return 0;
+}
+EXPORT CUresult cuModuleUnload(void *m) { free(m); return 0; }
+EXPORT CUresult cuModuleGetFunction(void **f, void *mod, const char *name)
+{
+    module *m = mod;
+    for (int i = 0; i < m->nnames; ++i)
+        if (!strcmp(m->names[i], name)) {
+            function *fn = calloc(1, sizeof *fn); /* leaked with the module: a test double */
+            fn->m = m;
+            fn->kind = !strcmp(name, "busy") ? 1 : !strcmp(name, "sticky") ? 2 : !strcmp(name, "counter") ? 3 : 0;
+            *f = fn;
+            return 0;
+        }
+    return 500;
+}
+EXPORT CUresult cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size)
+{
+    function *fn = f;
+    if (fn->kind == 0 || i > 0) return 1; /* past the last parameter */
+    *off = 0, *size = fn->kind == 3 ? 8 : 4;
+    return 0;
+}
+EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                               unsigned smem, void *s, void **params, void **extra)
+{
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)extra;
+    function *fn = f;
+    CUresult d = alive();
+    if (d) return d;
+    pthread_mutex_lock(&mu);
+    int64_t t = now_ns(), *end = &S(s)->end_ns;
+    if (*end < t) *end = t;
+    if (fn->kind == 1) *end += (int64_t)*(const uint32_t *)params[0] * 1000000;
+    if (fn->kind == 2) dead = (int)*(const uint32_t *)params[0]; /* reported from now on */
+    if (fn->kind == 3) *(int *)DEV(*(const CUdeviceptr *)params[0]) = ++fn->m->counter;
+    pthread_mutex_unlock(&mu);
+    return 0;
+}

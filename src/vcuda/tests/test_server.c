@@ -1,0 +1,886 @@
+/* The real vcuda-server against the CPU stand-in driver (fake_libcuda.c), many tenants
+ * at once: `vcuda_server_test CASE SERVER FAKE_LIB_DIR`.  Each case starts its own
+ * server (LD_LIBRARY_PATH=FAKE_LIB_DIR, so its dlopen("libcuda.so.1") finds the
+ * stand-in), talks to it over loopback and reads its log.  Bounds are generous (a
+ * loaded 2-core CI box) but each one fails on the single-threaded server this replaced:
+ * there, client B's PING waited for client A's whole 5 s synchronize. */
+#define _GNU_SOURCE
+#include "vcuda/client.h"
+#include "vcuda/image.h"
+#include "vcuda/net.h"
+#include "vcuda/sha256.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fake_cubin.h"
+#include "vcuda_test.h"
+
+static const char TOKEN[] = "server-test-token";
+static const char *server_exe, *fake_dir;
+
+typedef struct {
+    pid_t pid;
+    uint16_t port;
+    char log[64];
+} server;
+
+static void start(server *s, const char *extra)
+{
+    snprintf(s->log, sizeof s->log, "vcuda-server-test-%d.log", (int)getpid());
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "exec env LD_LIBRARY_PATH='%s' VCUDA_TOKEN='%s' '%s' --device 0 --listen 127.0.0.1:0 %s 2>%s",
+             fake_dir, TOKEN, server_exe, extra ? extra : "", s->log);
+    unlink(s->log);
+    s->port = 0;
+    fflush(NULL);
+    s->pid = fork();
+    if (s->pid == 0) setpgid(0, 0), execl("/bin/sh", "sh", "-c", cmd, (char *)NULL), _exit(127);
+    for (int i = 0; i < 400; ++i) { /* the line scripts wait for */
+        FILE *f = fopen(s->log, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            char *at = strstr(line, "listening on 127.0.0.1:");
+            if (at && strchr(at, '\n')) s->port = (uint16_t)atoi(at + strlen("listening on 127.0.0.1:"));
+        }
+        if (f) fclose(f);
+        if (s->port) return;
+        usleep(25000);
+    }
+    fprintf(stderr, "server did not start\n");
+    exit(1);
+}
+
+static char *finish(server *s)
+{
+    static char text[1 << 20];
+    return stop_server_read_log(s->pid, s->log, text, sizeof text);
+}
+
+/* ---- a raw client: one connection, requests by hand -------------------------------- */
+
+typedef struct {
+    int fd;
+    uint64_t id;
+    vcuda_buf b;
+    vcuda_msg r;
+    int progress; /* PROGRESS frames seen */
+} rc_t;
+
+static int rc_open(rc_t *c, uint16_t port, int tmo)
+{
+    char why[VCUDA_WHY_LEN];
+    memset(c, 0, sizeof *c);
+    c->fd = vcuda_connect("127.0.0.1", port, tmo, why);
+    if (c->fd < 0) return -1;
+    if (vcuda_handshake(c->fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, tmo, &c->b, NULL, why)) {
+        close(c->fd);
+        return -1;
+    }
+    c->id = 10;
+    return 0;
+}
+
+static void rc_close(rc_t *c)
+{
+    close(c->fd);
+    vcuda_buf_free(&c->b);
+}
+
+/* Sends m (opcode and fields set) and waits for its reply, skipping PROGRESS frames;
+ * 0 ok, 1 error reply (code in c->r.v[0]), -1 transport failure. */
+static int rc_call(rc_t *c, vcuda_msg *m, uint32_t flags, int tmo)
+{
+    char why[VCUDA_WHY_LEN];
+    m->hdr.request_id = ++c->id;
+    m->hdr.flags = flags;
+    if (vcuda_send_frame(c->fd, m, &c->b, tmo, why)) return -1;
+    if (flags & VCUDA_FLAG_NOREPLY) return 0;
+    for (;;) {
+        if (vcuda_recv_frame(c->fd, &c->r, &c->b, tmo, why)) return -1;
+        if (c->r.hdr.opcode == VCUDA_OP_PROGRESS) {
+            ++c->progress;
+            continue;
+        }
+        if (c->r.hdr.request_id != c->id) return -1;
+        return (c->r.hdr.flags & VCUDA_FLAG_ERROR) ? 1 : 0;
+    }
+}
+
+static vcuda_msg msg(unsigned op)
+{
+    vcuda_msg m;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = (uint16_t)op;
+    return m;
+}
+
+static int rc_simple(rc_t *c, unsigned op, uint64_t a, uint64_t b, uint64_t cc, int tmo)
+{
+    vcuda_msg m = msg(op);
+    m.v[0] = a, m.v[1] = b, m.v[2] = cc;
+    /* as many scalars as the request's layout has */
+    int depth = 0;
+    for (const char *l = vcuda_layout(op, 0); *l; ++l) {
+        if (*l == '(') ++depth;
+        else if (*l == ')') --depth;
+        else if (!depth && strchr("uifdnegzh", *l)) ++m.nv;
+    }
+    return rc_call(c, &m, 0, tmo);
+}
+
+/* Loads the fake module (tag picks the image), returns the module handle or 0. */
+static uint64_t rc_module(rc_t *c, const char *tag, int lookup_first)
+{
+    static uint8_t img[2048];
+    size_t n = fake_cubin(img, tag);
+    vcuda_msg m = msg(VCUDA_OP_MODULE_LOOKUP);
+    vcuda_sha256(img, n, m.hash);
+    if (lookup_first && rc_call(c, &m, 0, 2000) == 0) return c->r.v[0];
+    m.hdr.opcode = VCUDA_OP_MODULE_LOAD;
+    m.blob = img, m.blob_len = (uint32_t)n;
+    return rc_call(c, &m, 0, 2000) == 0 ? c->r.v[0] : 0;
+}
+
+static uint64_t rc_function(rc_t *c, uint64_t mod, const char *name)
+{
+    vcuda_msg m = msg(VCUDA_OP_FUNCTION_GET);
+    m.v[0] = mod, m.nv = 1;
+    m.str = (const uint8_t *)name, m.str_len = (uint32_t)strlen(name);
+    return rc_call(c, &m, 0, 2000) == 0 ? c->r.v[0] : 0;
+}
+
+static int rc_launch(rc_t *c, uint64_t fn, const void *arg, uint32_t size, uint32_t flags, int tmo)
+{
+    vcuda_msg m = msg(VCUDA_OP_LAUNCH);
+    m.v[0] = fn;
+    for (int i = 1; i <= 6; ++i) m.v[i] = 1;
+    m.v[7] = 0, m.v[8] = 0, m.nv = 9;
+    m.nsizes = 1, m.sizes[0] = size;
+    m.blob = arg, m.blob_len = size;
+    return rc_call(c, &m, flags, tmo);
+}
+
+static int64_t now_ms(void) { return vcuda_now_ms(); }
+
+/* ---- no head-of-line blocking -------------------------------------------------------- */
+
+typedef struct {
+    uint16_t port;
+    int rc, progress;
+    int64_t t0, t1;
+} sync_job;
+
+static void *long_sync(void *arg)
+{
+    sync_job *j = arg;
+    rc_t a;
+    uint32_t ms = 5000;
+    if (rc_open(&a, j->port, 2000)) return j->rc = -9, NULL;
+    uint64_t fn = rc_function(&a, rc_module(&a, "hol", 0), "busy");
+    j->t0 = now_ms();
+    j->rc = fn ? rc_launch(&a, fn, &ms, 4, VCUDA_FLAG_NOREPLY, 2000) : -8;
+    if (!j->rc) j->rc = rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000); /* PROGRESS keeps it alive */
+    j->t1 = now_ms();
+    j->progress = a.progress;
+    rc_close(&a);
+    return NULL;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void no_head_of_line(void)
+{
+    server s;
+    start(&s, NULL);
+    sync_job j = {.port = s.port};
+    pthread_t t;
+    pthread_create(&t, NULL, long_sync, &j);
+    usleep(500000); /* A is in its synchronize */
+    rc_t b;
+    CHECK(rc_open(&b, s.port, 2000) == 0);
+    int64_t rtt[100], t_end;
+    for (int i = 0; i < 100; ++i) {
+        int64_t t0 = vcuda_now_ns();
+        CHECK(rc_simple(&b, VCUDA_OP_PING, 0, 0, 0, 2000) == 0);
+        rtt[i] = vcuda_now_ns() - t0;
+        if (i % 10 == 0) CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 4096, 0, 0, 2000) == 0); /* GPU work too */
+    }
+    t_end = now_ms();
+    qsort(rtt, 100, sizeof *rtt, cmp64);
+    printf("{\"test\":\"no_head_of_line\",\"ping_p50_ms\":%.3f,\"ping_p99_ms\":%.3f,\"ping_max_ms\":%.3f}\n",
+           rtt[49] / 1e6, rtt[98] / 1e6, rtt[99] / 1e6);
+    CHECK(rtt[98] < 50 * 1000000LL); /* p99 of 100 PINGs while A synchronizes */
+    pthread_join(t, NULL);
+    printf("{\"test\":\"no_head_of_line\",\"sync_ms\":%lld,\"progress_frames\":%d}\n", (long long)(j.t1 - j.t0), j.progress);
+    CHECK(j.rc == 0 && j.t1 - j.t0 >= 4900); /* A's 5 s synchronize succeeded ... */
+    CHECK(t_end < j.t1);                     /* ... after B was done */
+    CHECK(j.progress >= 5);                  /* A was told the server is alive */
+    rc_close(&b);
+    finish(&s);
+}
+
+/* ---- hostile and unlucky clients ----------------------------------------------------- */
+
+static volatile int bad_stop;
+
+static void *never_reads(void *arg)
+{
+    rc_t c;
+    if (rc_open(&c, *(uint16_t *)arg, 2000)) return NULL;
+    CHECK(rc_simple(&c, VCUDA_OP_MALLOC, 1 << 20, 0, 0, 2000) == 0);
+    uint64_t p = c.r.v[0];
+    fcntl(c.fd, F_SETFL, O_NONBLOCK);
+    while (!bad_stop) { /* D2H requests, replies never read */
+        vcuda_msg m = msg(VCUDA_OP_MEMCPY_D2H);
+        m.v[0] = p, m.v[1] = 1 << 20, m.v[2] = 0, m.nv = 3;
+        char why[VCUDA_WHY_LEN];
+        m.hdr.request_id = ++c.id;
+        if (vcuda_send_frame(c.fd, &m, &c.b, 0, why)) usleep(20000);
+    }
+    rc_close(&c);
+    return NULL;
+}
+
+static void *reads_slowly(void *arg)
+{
+    rc_t c;
+    if (rc_open(&c, *(uint16_t *)arg, 2000)) return NULL;
+    CHECK(rc_simple(&c, VCUDA_OP_MALLOC, 8 << 20, 0, 0, 2000) == 0);
+    uint64_t p = c.r.v[0];
+    char why[VCUDA_WHY_LEN];
+    while (!bad_stop) {
+        vcuda_msg m = msg(VCUDA_OP_MEMCPY_D2H);
+        m.v[0] = p, m.v[1] = 8 << 20, m.v[2] = 0, m.nv = 3, m.hdr.request_id = ++c.id;
+        if (vcuda_send_frame(c.fd, &m, &c.b, 2000, why)) break;
+        uint8_t buf[4096];
+        for (size_t got = 0; got < (8u << 20) && !bad_stop;) { /* 4 KiB per 10 ms */
+            ssize_t r = recv(c.fd, buf, sizeof buf, 0);
+            if (r <= 0) break;
+            got += (size_t)r;
+            usleep(10000);
+        }
+        break;
+    }
+    rc_close(&c);
+    return NULL;
+}
+
+static void *floods(void *arg)
+{
+    rc_t c;
+    if (rc_open(&c, *(uint16_t *)arg, 2000)) return NULL;
+    static uint8_t frames[1000 * VCUDA_HEADER_SIZE];
+    for (int i = 0; i < 1000; ++i) {
+        vcuda_msg m = msg(VCUDA_OP_PING);
+        size_t n;
+        m.hdr.request_id = (uint64_t)i + 100;
+        vcuda_encode(&m, frames + i * VCUDA_HEADER_SIZE, VCUDA_HEADER_SIZE, &n, NULL);
+    }
+    char why[VCUDA_WHY_LEN];
+    while (!bad_stop) { /* 1000 pipelined PINGs, then their replies */
+        if (vcuda_write_all(c.fd, frames, sizeof frames, 2000, why)) break;
+        for (int i = 0; i < 1000; ++i)
+            if (vcuda_recv_frame(c.fd, &c.r, &c.b, 2000, why)) goto out;
+    }
+out:
+    rc_close(&c);
+    return NULL;
+}
+
+static void bad_clients(void)
+{
+    server s;
+    char why[VCUDA_WHY_LEN];
+    /* the frame timeout (how long a reply may wait for a reader) is 3x the good client's
+     * timeout: a server that let one connection's stalled send hold up the others would
+     * make the good client time out */
+    start(&s, "--timeout-ms 3000");
+    pthread_t t[3];
+    pthread_create(&t[0], NULL, never_reads, &s.port);
+    pthread_create(&t[1], NULL, reads_slowly, &s.port);
+    pthread_create(&t[2], NULL, floods, &s.port);
+    usleep(300000);
+    /* the well-behaved client, through the client core with a 1 s timeout */
+    char servers[64];
+    snprintf(servers, sizeof servers, "127.0.0.1:%u", s.port);
+    setenv("VCUDA_SERVERS", servers, 1);
+    setenv("VCUDA_TIMEOUT_MS", "1000", 1);
+    setenv("VCUDA_TOKEN", TOKEN, 1);
+    CHECK(vcuda_client_open(why) == 0 && vcuda_client_device_count() == 1);
+    static uint8_t data[64 << 10], back[64 << 10];
+    int64_t t0 = now_ms(), worst = 0;
+    int rounds = 0;
+    while (now_ms() - t0 < 4000) {
+        vcuda_msg m = msg(VCUDA_OP_MALLOC), r;
+        int64_t c0 = now_ms();
+        m.v[0] = sizeof data, m.nv = 1;
+        CHECK(vcuda_client_call(0, &m, &r, 0, why) == VCUDA_CLIENT_OK);
+        uint64_t p = r.v[0];
+        memset(data, rounds & 0xff, sizeof data);
+        m = msg(VCUDA_OP_MEMCPY_H2D);
+        m.v[0] = p, m.v[1] = 0, m.nv = 2;
+        CHECK(vcuda_client_send_chunks(0, &m, 0, data, sizeof data, 16 << 10, &r, why) == VCUDA_CLIENT_OK);
+        m = msg(VCUDA_OP_MEMCPY_D2H);
+        m.v[0] = p, m.v[1] = sizeof back, m.v[2] = 0, m.nv = 3;
+        CHECK(vcuda_client_recv_chunks(0, &m, back, sizeof back, &r, why) == VCUDA_CLIENT_OK);
+        CHECK(!memcmp(data, back, sizeof data));
+        m = msg(VCUDA_OP_FREE);
+        m.v[0] = p, m.nv = 1;
+        CHECK(vcuda_client_call(0, &m, &r, 0, why) == VCUDA_CLIENT_OK);
+        if (now_ms() - c0 > worst) worst = now_ms() - c0;
+        ++rounds;
+    }
+    printf("{\"test\":\"bad_clients\",\"rounds\":%d,\"worst_round_ms\":%lld}\n", rounds, (long long)worst);
+    CHECK(rounds > 10);
+    vcuda_client_close();
+    bad_stop = 1;
+    for (int i = 0; i < 3; ++i) pthread_join(t[i], NULL);
+    char *log = finish(&s);
+    CHECK(strstr(log, "not reading its replies")); /* the never-reading one was dropped */
+}
+
+/* ---- 1,000 unauthenticated sockets ----------------------------------------------------- */
+
+static volatile int flood_stop;
+static int flood_reconnects;
+
+static int raw_connect(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(0x7f000001)};
+    connect(fd, (struct sockaddr *)&a, sizeof a);
+    return fd;
+}
+
+static void *preauth_flood(void *arg)
+{
+    uint16_t port = *(uint16_t *)arg;
+    enum { N = 1000 };
+    static struct pollfd pf[N];
+    for (int i = 0; i < N; ++i) pf[i] = (struct pollfd){.fd = raw_connect(port), .events = POLLIN};
+    while (!flood_stop) { /* idle sockets, re-opened as soon as the server drops them */
+        if (poll(pf, N, 20) <= 0) continue;
+        for (int i = 0; i < N; ++i)
+            if (pf[i].revents) {
+                close(pf[i].fd);
+                pf[i].fd = raw_connect(port), ++flood_reconnects;
+            }
+    }
+    for (int i = 0; i < N; ++i) close(pf[i].fd);
+    return NULL;
+}
+
+static void preauth(void)
+{
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_max < 1200) {
+        printf("vcuda.server.preauth skipped: the fd limit (%llu) is below the 1,000 sockets needed\n",
+               (unsigned long long)rl.rlim_max);
+        exit(77);
+    }
+    rl.rlim_cur = rl.rlim_max > 4096 ? 4096 : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    server s;
+    start(&s, NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, preauth_flood, &s.port);
+    usleep(1000000);
+    int ok = 0, n = 200;
+    int64_t t0 = now_ms();
+    for (int i = 0; i < n; ++i) {
+        rc_t c;
+        if (rc_open(&c, s.port, 2000) == 0) {
+            ok += rc_simple(&c, VCUDA_OP_PING, 0, 0, 0, 2000) == 0;
+            rc_close(&c);
+        }
+    }
+    flood_stop = 1;
+    pthread_join(t, NULL);
+    printf("{\"test\":\"preauth\",\"legitimate\":%d,\"succeeded\":%d,\"flood_reconnects\":%d,\"seconds\":%.1f}\n", n, ok,
+           flood_reconnects, (now_ms() - t0) / 1e3);
+    CHECK(ok * 100 >= 99 * n);
+    CHECK(flood_reconnects >= 1000); /* the server was dropping idle sockets, under pressure */
+    char *log = finish(&s);
+    int lines = 0;
+    for (char *p = log; (p = strchr(p, '\n')); ++p) ++lines;
+    printf("{\"test\":\"preauth\",\"log_lines\":%d}\n", lines);
+    CHECK(strstr(log, "suppressed"));
+    CHECK(lines < 20 * 30); /* a summary line a second, not a line per rejection */
+}
+
+/* ---- authentication ------------------------------------------------------------------- */
+
+static int send_raw(int fd, const vcuda_msg *m, vcuda_buf *b, uint8_t *copy, size_t *n)
+{
+    char why[VCUDA_WHY_LEN];
+    size_t len;
+    vcuda_encode(m, copy, 512, &len, why);
+    *n = len;
+    (void)b;
+    return vcuda_write_all(fd, copy, len, 1000, why);
+}
+
+static void *rogue_server(void *arg)
+{
+    int lfd = *(int *)arg, fd;
+    char peer[64], why[VCUDA_WHY_LEN];
+    while ((fd = vcuda_accept(lfd, peer, sizeof peer)) < 0) usleep(1000);
+    vcuda_buf b = {0};
+    vcuda_msg m, r;
+    uint8_t junk[32] = {1};
+    for (int step = 0; step < 2; ++step) { /* answers without knowing the token */
+        if (vcuda_recv_frame(fd, &m, &b, 2000, why)) break;
+        memset(&r, 0, sizeof r);
+        r.hdr = m.hdr, r.hdr.flags = VCUDA_FLAG_REPLY;
+        r.v[0] = step ? 0 : VCUDA_PROTO_VERSION, r.nv = 1;
+        r.blob = junk, r.blob_len = 32;
+        vcuda_send_frame(fd, &r, &b, 1000, why);
+    }
+    usleep(200000);
+    close(fd);
+    vcuda_buf_free(&b);
+    return NULL;
+}
+
+static void auth(void)
+{
+    server s;
+    start(&s, NULL);
+    char why[VCUDA_WHY_LEN];
+    vcuda_buf b = {0};
+    vcuda_msg m, r;
+    uint8_t nc[32], ns[32], proof[32], hello[512], authf[512];
+    size_t hn, an;
+    vcuda_random(nc, sizeof nc);
+    /* a legitimate handshake, recorded */
+    int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    m = msg(VCUDA_OP_HELLO);
+    m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
+    CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
+    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR) && r.blob_len == 32);
+    memcpy(ns, r.blob, 32);
+    vcuda_auth_proof((const uint8_t *)TOKEN, strlen(TOKEN), 0, nc, ns, proof);
+    m = msg(VCUDA_OP_AUTH);
+    m.hdr.request_id = 2, m.blob = proof, m.blob_len = 32, m.v[0] = 1000, m.nv = 1;
+    CHECK(send_raw(fd, &m, &b, authf, &an) == 0);
+    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
+    vcuda_auth_proof((const uint8_t *)TOKEN, strlen(TOKEN), 1, nc, ns, proof);
+    CHECK(r.blob_len == 32 && !memcmp(r.blob, proof, 32)); /* the server proved itself */
+    close(fd);
+    /* the recorded HELLO replayed: refused at once */
+    fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    CHECK(vcuda_write_all(fd, hello, hn, 1000, why) == 0);
+    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) != VCUDA_NET_OK); /* closed, no challenge */
+    close(fd);
+    /* a fresh HELLO followed by the recorded AUTH: the proof is for another nonce */
+    fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    vcuda_random(nc, sizeof nc);
+    m = msg(VCUDA_OP_HELLO);
+    m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
+    CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
+    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
+    CHECK(vcuda_write_all(fd, authf, an, 1000, why) == 0);
+    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && (r.hdr.flags & VCUDA_FLAG_ERROR) && r.v[0] == 800);
+    close(fd);
+    /* a wrong token */
+    fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    CHECK(vcuda_handshake(fd, (const uint8_t *)"wrong", 5, 1000, 1000, &b, NULL, why) == -2 && strstr(why, "authentication failed"));
+    close(fd);
+    /* the right token works, and the token is not in any frame: nothing sent contains it */
+    CHECK(!memmem(hello, hn, TOKEN, strlen(TOKEN)) && !memmem(authf, an, TOKEN, strlen(TOKEN)));
+    char *log = finish(&s);
+    CHECK(strstr(log, "replayed HELLO"));
+    CHECK(strstr(log, "authentication failed"));
+    /* a server that does not hold the token cannot pass for ours */
+    uint16_t port;
+    int lfd = vcuda_listen(NULL, 0, &port, why);
+    fcntl(lfd, F_SETFL, O_NONBLOCK);
+    pthread_t t;
+    pthread_create(&t, NULL, rogue_server, &lfd);
+    fd = vcuda_connect("127.0.0.1", port, 1000, why);
+    CHECK(vcuda_handshake(fd, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 2000, &b, NULL, why) == -1 &&
+          strstr(why, "could not prove"));
+    close(fd);
+    pthread_join(t, NULL);
+    close(lfd);
+    vcuda_buf_free(&b);
+}
+
+/* ---- long kernels, dead and stopped servers ------------------------------------------ */
+
+static int open_core(uint16_t port, const char *timeout)
+{
+    char why[VCUDA_WHY_LEN], servers[64];
+    snprintf(servers, sizeof servers, "127.0.0.1:%u", port);
+    setenv("VCUDA_SERVERS", servers, 1);
+    setenv("VCUDA_TIMEOUT_MS", timeout, 1);
+    setenv("VCUDA_TOKEN", TOKEN, 1);
+    return vcuda_client_open(why) == 0 && vcuda_client_device_count() == 1 ? 0 : -1;
+}
+
+/* Through the client core: busy kernel of ms, then the call `op`. */
+static vcuda_client_status core_busy_then(uint32_t ms, int op, char *why)
+{
+    static uint8_t img[2048];
+    size_t n = fake_cubin(img, "long");
+    vcuda_msg m = msg(VCUDA_OP_MODULE_LOAD), r;
+    vcuda_sha256(img, n, m.hash);
+    m.blob = img, m.blob_len = (uint32_t)n;
+    if (vcuda_client_call(0, &m, &r, 0, why)) return VCUDA_CLIENT_BAD_REQUEST;
+    uint64_t mod = r.v[0];
+    m = msg(VCUDA_OP_FUNCTION_GET);
+    m.v[0] = mod, m.nv = 1, m.str = (const uint8_t *)"busy", m.str_len = 4;
+    if (vcuda_client_call(0, &m, &r, 0, why)) return VCUDA_CLIENT_BAD_REQUEST;
+    uint64_t fn = r.v[0];
+    m = msg(VCUDA_OP_MALLOC);
+    m.v[0] = 16 << 20, m.nv = 1;
+    if (vcuda_client_call(0, &m, &r, 0, why)) return VCUDA_CLIENT_BAD_REQUEST;
+    uint64_t p = r.v[0];
+    m = msg(VCUDA_OP_LAUNCH);
+    m.v[0] = fn;
+    for (int i = 1; i <= 6; ++i) m.v[i] = 1;
+    m.nv = 9, m.nsizes = 1, m.sizes[0] = 4, m.blob = (const uint8_t *)&ms, m.blob_len = 4;
+    if (vcuda_client_post(0, &m, why)) return VCUDA_CLIENT_BAD_REQUEST;
+    if (op == VCUDA_OP_MEMCPY_H2D) { /* 16 MiB behind the kernel: the send itself waits */
+        static uint8_t big[16 << 20];
+        m = msg(VCUDA_OP_MEMCPY_H2D);
+        m.v[0] = p, m.v[1] = 0, m.nv = 2;
+        return vcuda_client_send_chunks(0, &m, 0, big, sizeof big, 1 << 20, &r, why);
+    }
+    m = msg((unsigned)op);
+    return vcuda_client_call(0, &m, &r, 0, why);
+}
+
+static void long_kernel(void)
+{
+    server s;
+    char why[VCUDA_WHY_LEN];
+    start(&s, NULL);
+    CHECK(open_core(s.port, "1000") == 0);
+    int64_t t0 = now_ms();
+    CHECK(core_busy_then(3000, VCUDA_OP_DEVICE_SYNCHRONIZE, why) == VCUDA_CLIENT_OK); /* 3x the timeout */
+    int64_t t1 = now_ms();
+    CHECK(core_busy_then(3000, VCUDA_OP_MEMCPY_H2D, why) == VCUDA_CLIENT_OK);
+    int64_t t2 = now_ms();
+    printf("{\"test\":\"long_kernel\",\"timeout_ms\":1000,\"sync_ms\":%lld,\"h2d_behind_kernel_ms\":%lld}\n",
+           (long long)(t1 - t0), (long long)(t2 - t1));
+    CHECK(t1 - t0 >= 2900 && t2 - t1 >= 2900);
+    vcuda_client_close();
+    finish(&s);
+}
+
+static void lost_during_wait(int sig)
+{
+    server s;
+    char why[VCUDA_WHY_LEN];
+    start(&s, NULL);
+    CHECK(open_core(s.port, "1000") == 0);
+    pid_t victim = s.pid, k = fork();
+    if (k == 0) {
+        usleep(800000);
+        kill(-victim, sig); /* the supervisor and its serving process */
+        _exit(0);
+    }
+    int64_t t0 = now_ms();
+    vcuda_client_status st = core_busy_then(10000, VCUDA_OP_DEVICE_SYNCHRONIZE, why);
+    int64_t t = now_ms() - t0 - 800; /* from the kill/stop */
+    waitpid(k, NULL, 0);
+    printf("{\"test\":\"%s\",\"timeout_ms\":1000,\"detected_after_ms\":%lld,\"why\":\"%s\"}\n",
+           sig == SIGKILL ? "killed_during_wait" : "stopped_during_wait", (long long)t, why);
+    CHECK(st == VCUDA_CLIENT_UNAVAILABLE);
+    CHECK(t < 1000 + 1500); /* within the timeout (+ scheduling slack on a loaded box) */
+    if (sig == SIGSTOP) CHECK(t >= 700); /* a stopped server is found by silence */
+    vcuda_client_close();
+    finish(&s);
+}
+
+/* ---- sticky errors, isolation, images -------------------------------------------------- */
+
+static void sticky(void)
+{
+    server s;
+    start(&s, NULL);
+    rc_t a, other, c;
+    CHECK(rc_open(&other, s.port, 2000) == 0);
+    CHECK(rc_simple(&other, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    CHECK(rc_open(&a, s.port, 2000) == 0);
+    uint64_t fn = rc_function(&a, rc_module(&a, "sticky", 0), "sticky");
+    uint32_t code = 710;
+    CHECK(fn && rc_launch(&a, fn, &code, 4, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0); /* its session ended */
+    int o = rc_simple(&other, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000); /* its state is gone too: */
+    CHECK((o == 1 && other.r.v[0] == 710) || o < 0);                 /* the error, or closed */
+    rc_close(&a), rc_close(&other);
+    /* the next client gets a working, fresh context */
+    int ok = -1;
+    for (int i = 0; i < 50 && ok; ++i) {
+        if (rc_open(&c, s.port, 2000)) continue;
+        ok = rc_simple(&c, VCUDA_OP_MALLOC, 64, 0, 0, 2000);
+        if (!ok) {
+            uint64_t p = c.r.v[0];
+            vcuda_msg m = msg(VCUDA_OP_MEMCPY_H2D);
+            m.v[0] = p, m.v[1] = 0, m.nv = 2, m.blob = (const uint8_t *)"hello", m.blob_len = 6;
+            CHECK(rc_call(&c, &m, 0, 2000) == 0);
+            CHECK(rc_simple(&c, VCUDA_OP_MEMCPY_D2H, p, 6, 0, 2000) == 0 && !memcmp(c.r.blob, "hello", 6));
+            uint64_t f = rc_function(&c, rc_module(&c, "sticky", 1), "counter");
+            CHECK(f && rc_launch(&c, f, &p, 8, 0, 2000) == 0);
+        }
+        rc_close(&c);
+        if (ok) usleep(50000);
+    }
+    CHECK(ok == 0);
+    char *log = finish(&s);
+    CHECK(strstr(log, "starting a fresh serving process after a sticky error"));
+}
+
+static void isolation(const char *opts)
+{
+    server s;
+    start(&s, opts);
+    int seen[2];
+    for (int k = 0; k < 2; ++k) { /* two clients of the same program, one after the other */
+        rc_t c;
+        CHECK(rc_open(&c, s.port, 2000) == 0);
+        uint64_t mod = rc_module(&c, "iso", 1); /* the second finds the image cached */
+        uint64_t fn = rc_function(&c, mod, "counter");
+        CHECK(rc_simple(&c, VCUDA_OP_MALLOC, 4, 0, 0, 2000) == 0);
+        uint64_t p = c.r.v[0];
+        for (int i = 0; i < 3; ++i) CHECK(rc_launch(&c, fn, &p, 8, 0, 2000) == 0);
+        CHECK(rc_simple(&c, VCUDA_OP_MEMCPY_D2H, p, 4, 0, 2000) == 0);
+        memcpy(&seen[k], c.r.blob, 4);
+        rc_close(&c);
+        usleep(100000);
+    }
+    printf("{\"test\":\"isolation\",\"first_client_counter\":%d,\"second_client_counter\":%d}\n", seen[0], seen[1]);
+    CHECK(seen[0] == 3 && seen[1] == 3); /* shared module state would give 6 */
+    /* module quota: a client cannot fill the cache or the server for others */
+    rc_t hog, next;
+    CHECK(rc_open(&hog, s.port, 2000) == 0);
+    int loaded = 0;
+    for (int i = 0; i < 40; ++i) {
+        char tag[16];
+        snprintf(tag, sizeof tag, "hog%d", i);
+        loaded += rc_module(&hog, tag, 0) != 0;
+    }
+    CHECK(loaded == 16); /* --max-modules 16 */
+    CHECK(rc_open(&next, s.port, 2000) == 0 && rc_module(&next, "fresh", 1) != 0);
+    rc_close(&hog), rc_close(&next);
+    finish(&s);
+}
+
+/* Per-client quotas: memory and handles; another client is unaffected by one at its limits. */
+static void quotas(void)
+{
+    server s;
+    start(&s, "--client-mem-mib 1 --max-handles 16");
+    rc_t a, b;
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_open(&b, s.port, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && a.r.v[0] == 2 &&
+          memmem(a.r.str, a.r.str_len, "quota", 5));
+    int events = 0;
+    for (int i = 0; i < 40; ++i) events += rc_simple(&a, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0;
+    CHECK(events == 16);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0); /* b has its own quota */
+    CHECK(rc_simple(&b, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0);
+    rc_close(&a), rc_close(&b);
+    finish(&s);
+}
+
+/* Resident memory of the serving process (the supervisor's child), in KiB. */
+static long serving_rss_kib(pid_t supervisor)
+{
+    char path[128], line[256];
+    long child = 0, kib = -1;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)supervisor, (int)supervisor);
+    FILE *f = fopen(path, "r");
+    if (f && fscanf(f, "%ld", &child) != 1) child = 0;
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "/proc/%ld/status", child);
+    if (child && (f = fopen(path, "r"))) {
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "VmRSS:", 6)) kib = atol(line + 6);
+        fclose(f);
+    }
+    return kib;
+}
+
+/* Receive buffers grown by a large transfer are given back once the client is idle. */
+static void shrink(void)
+{
+    server s;
+    start(&s, NULL);
+    enum { N = 4, SIZE = 32 << 20 };
+    static uint8_t data[SIZE];
+    rc_t c[N];
+    for (int i = 0; i < N; ++i) {
+        CHECK(rc_open(&c[i], s.port, 2000) == 0);
+        CHECK(rc_simple(&c[i], VCUDA_OP_MALLOC, SIZE, 0, 0, 2000) == 0);
+        uint64_t p = c[i].r.v[0];
+        vcuda_msg m = msg(VCUDA_OP_MEMCPY_H2D);
+        m.v[0] = p, m.v[1] = 0, m.nv = 2, m.blob = data, m.blob_len = SIZE; /* one 32 MiB frame */
+        CHECK(rc_call(&c[i], &m, 0, 5000) == 0);
+        CHECK(rc_simple(&c[i], VCUDA_OP_FREE, p, 0, 0, 2000) == 0);
+    }
+    long busy = serving_rss_kib(s.pid);
+    usleep(2500000); /* idle for more than a second */
+    long idle = serving_rss_kib(s.pid);
+    printf("{\"test\":\"shrink\",\"clients\":%d,\"frame_mib\":%d,\"rss_after_transfers_mib\":%.1f,\"rss_idle_mib\":%.1f}\n", N,
+           SIZE >> 20, busy / 1024.0, idle / 1024.0);
+    CHECK(busy > (long)N * (SIZE >> 10) / 2); /* the buffers were there ... */
+    CHECK(idle >= 0 && idle < busy / 3);       /* ... and were given back */
+    for (int i = 0; i < N; ++i) rc_close(&c[i]);
+    finish(&s);
+}
+
+static void images(void)
+{
+    uint8_t img[2048], bad[2048];
+    char why[VCUDA_WHY_LEN];
+    size_t n = fake_cubin(img, "img");
+    CHECK(vcuda_image_check(img, n, why) == 0);
+    /* the header fields that crashed the driver, each patched: refused by name */
+    struct { size_t off; int bytes; uint64_t v; const char *name; } patch[] = {
+        {40, 8, 0x7fffffff00ull, "section header table"}, {60, 2, 2000, "section header table"},
+        {32, 8, 0xffffffffff00ull, "program header table"}, {62, 2, 99, "section name table index"},
+        {0, 0, 0, "runs past the image"} /* a section's offset: set below */};
+    uint64_t shoff = 0;
+    for (int i = 0; i < 8; ++i) shoff |= (uint64_t)img[40 + i] << (8 * i);
+    patch[4].off = (size_t)shoff + 4 * 64 + 24, patch[4].bytes = 8, patch[4].v = 0x10000000;
+    for (size_t k = 0; k < sizeof patch / sizeof *patch; ++k) {
+        memcpy(bad, img, n);
+        fc_put(bad + patch[k].off, patch[k].v, patch[k].bytes);
+        CHECK(vcuda_image_check(bad, n, why) == -1 && strstr(why, patch[k].name));
+        printf("  patched +%zu: refused: %s\n", patch[k].off, why);
+    }
+    CHECK(vcuda_image_check(img, n - 1, why) == -1);             /* truncated */
+    CHECK(vcuda_image_check((const uint8_t *)"junk", 4, why) == -1);
+    /* through the server: refused by name, and it keeps serving */
+    server s;
+    start(&s, NULL);
+    rc_t c;
+    CHECK(rc_open(&c, s.port, 2000) == 0);
+    memcpy(bad, img, n);
+    fc_put(bad + 40, 0x7fffffff00ull, 8);
+    vcuda_msg m = msg(VCUDA_OP_MODULE_LOAD);
+    vcuda_sha256(bad, n, m.hash);
+    m.blob = bad, m.blob_len = (uint32_t)n;
+    CHECK(rc_call(&c, &m, 0, 2000) == 1 && c.r.v[0] == 200 && memmem(c.r.str, c.r.str_len, "section header table", 20));
+    CHECK(rc_simple(&c, VCUDA_OP_PING, 0, 0, 0, 2000) == 0 && rc_module(&c, "img", 0) != 0);
+    rc_close(&c);
+    finish(&s);
+}
+
+/* On a GPU (LIB_DIR empty: the real driver): a real cubin loads; the same cubin with
+ * one ELF header field patched -- each variant that crashed the driver -- is refused by
+ * name, and the server keeps serving after each.  argv[4]: the cubin. */
+static void real_cubin(const char *path)
+{
+    static uint8_t img[16 << 20], bad[16 << 20];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(img, 1, sizeof img, f) : 0;
+    if (f) fclose(f);
+    CHECK(n > 64);
+    uint64_t shoff = 0;
+    for (int i = 0; i < 8; ++i) shoff |= (uint64_t)img[40 + i] << (8 * i);
+    struct { const char *field; size_t off; int bytes; uint64_t v; const char *reason; } v[] = {
+        {"e_shoff", 40, 8, 0x7fffffff00ull, "section header table"},
+        {"e_shnum", 60, 2, 2000, "section header table"},
+        {"sh_offset of section 3", (size_t)shoff + 3 * 64 + 24, 8, 0x10000000, "runs past the image"},
+        {"e_phoff", 32, 8, 0xffffffffff00ull, "program header table"},
+        {"e_shstrndx", 62, 2, 999, "section name table index"}};
+    server s;
+    start(&s, NULL);
+    rc_t c;
+    CHECK(rc_open(&c, s.port, 5000) == 0);
+    vcuda_msg m = msg(VCUDA_OP_MODULE_LOAD);
+    vcuda_sha256(img, n, m.hash);
+    m.blob = img, m.blob_len = (uint32_t)n;
+    int ok = rc_call(&c, &m, 0, 10000);
+    printf("{\"test\":\"real_cubin\",\"variant\":\"original\",\"loaded\":%s}\n", ok == 0 ? "true" : "false");
+    CHECK(ok == 0);
+    for (size_t k = 0; k < sizeof v / sizeof *v; ++k) {
+        memcpy(bad, img, n);
+        fc_put(bad + v[k].off, v[k].v, v[k].bytes);
+        m = msg(VCUDA_OP_MODULE_LOAD);
+        vcuda_sha256(bad, n, m.hash);
+        m.blob = bad, m.blob_len = (uint32_t)n;
+        int rc = rc_call(&c, &m, 0, 10000);
+        int named = rc == 1 && memmem(c.r.str, c.r.str_len, v[k].reason, strlen(v[k].reason));
+        printf("{\"test\":\"real_cubin\",\"variant\":\"%s\",\"refused\":%s,\"reason\":\"%.*s\"}\n", v[k].field,
+               named ? "true" : "false", rc == 1 ? (int)c.r.str_len : 0, rc == 1 ? (const char *)c.r.str : "");
+        CHECK(named);
+        CHECK(rc_simple(&c, VCUDA_OP_PING, 0, 0, 0, 5000) == 0); /* still serving */
+    }
+    rc_close(&c);
+    CHECK(rc_open(&c, s.port, 5000) == 0); /* and a new client loads the original */
+    m = msg(VCUDA_OP_MODULE_LOOKUP);
+    vcuda_sha256(img, n, m.hash);
+    CHECK(rc_call(&c, &m, 0, 10000) == 0);
+    rc_close(&c);
+    char *log = finish(&s);
+    CHECK(!strstr(log, "Segmentation"));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) return fprintf(stderr, "usage: %s CASE SERVER FAKE_LIB_DIR\n", argv[0]), 2;
+    server_exe = argv[2], fake_dir = argv[3];
+    signal(SIGPIPE, SIG_IGN);
+    const char *c = argv[1];
+    if (!strcmp(c, "write_image_seeds")) { /* DIR: seeds for the image fuzzer */
+        uint8_t img[2048], fat[4096] = {0};
+        size_t n = fake_cubin(img, "seed");
+        char path[4096];
+        snprintf(path, sizeof path, "mkdir -p '%s'", argv[2]);
+        if (system(path)) return 1;
+        /* fatbin: 16-byte header, one 64-byte ELF entry header, the cubin */
+        fc_put(fat, 0xba55ed50u, 4), fc_put(fat + 4, 1, 2), fc_put(fat + 6, 16, 2), fc_put(fat + 8, 64 + n, 8);
+        fc_put(fat + 16, 2, 2), fc_put(fat + 18, 0x101, 2), fc_put(fat + 20, 64, 4), fc_put(fat + 24, n, 8);
+        fc_put(fat + 16 + 0x28, 0x11, 8);
+        memcpy(fat + 80, img, n);
+        CHECK(vcuda_image_check(fat, 80 + n, NULL) == 0);
+        const struct { const char *name; const uint8_t *p; size_t n; } seeds[] = {{"cubin", img, n}, {"fatbin", fat, 80 + n}};
+        for (int i = 0; i < 2; ++i) {
+            snprintf(path, sizeof path, "%s/%s", argv[2], seeds[i].name);
+            FILE *f = fopen(path, "wb");
+            if (!f || fwrite(seeds[i].p, 1, seeds[i].n, f) != seeds[i].n) return 1;
+            fclose(f);
+        }
+        return failures ? 1 : 0;
+    }
+    if (!strcmp(c, "no_head_of_line")) no_head_of_line();
+    else if (!strcmp(c, "bad_clients")) bad_clients();
+    else if (!strcmp(c, "preauth")) preauth();
+    else if (!strcmp(c, "auth")) auth();
+    else if (!strcmp(c, "long_kernel")) long_kernel();
+    else if (!strcmp(c, "killed_during_wait")) lost_during_wait(SIGKILL);
+    else if (!strcmp(c, "stopped_during_wait")) lost_during_wait(SIGSTOP);
+    else if (!strcmp(c, "sticky")) sticky();
+    else if (!strcmp(c, "isolation")) isolation("--max-modules 16");
+    else if (!strcmp(c, "isolation_context")) isolation("--max-modules 16 --isolation context");
+    else if (!strcmp(c, "images")) images();
+    else if (!strcmp(c, "quotas")) quotas();
+    else if (!strcmp(c, "shrink")) shrink();
+    else if (!strcmp(c, "real_cubin") && argc > 4) real_cubin(argv[4]);
+    else return fprintf(stderr, "unknown case %s\n", c), 2;
+    return failures ? 1 : 0;
+}
