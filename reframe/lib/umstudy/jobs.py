@@ -1,0 +1,123 @@
+"""Jobs as data: how long each check takes, which queue a job goes to, what it asks for.
+
+- reframe/times.yaml holds one time per check and size; it sets every job's walltime
+  (`time_limit`) and is the table of ARTIFACT.md E (`python3 -m umstudy.jobs table`).
+- A partition's `job:` block in systems/<name>/system.yaml says how a job asks for its
+  queue (quick or paper size; CPU-only checks to a CPU partition where there is one), for
+  GPUs and memory (PBS `-l select` chunk fields), and what the launcher needs.
+- The placeholder group is refused before ReFrame generates any job (`refuse_placeholder`).
+"""
+import functools
+import math
+import os
+import sys
+
+import yaml
+
+from . import data
+
+TIMES_FILE = os.path.join(data.REPO, 'reframe', 'times.yaml')
+PLACEHOLDER_GROUP = 'SET-UMSTUDY_GROUP'
+
+
+@functools.lru_cache(maxsize=None)
+def times():
+    with open(TIMES_FILE) as f:
+        return yaml.safe_load(f)
+
+
+def estimate(check, size):
+    """Seconds one case of `check` takes at `size`, or None when times.yaml lacks it."""
+    entry = times()['checks'].get(check)
+    return entry.get(size) if entry else None
+
+
+def time_limit(check, size):
+    """The walltime of a job of `check`: max(floor, margin x its time), whole minutes."""
+    t = times()
+    est = estimate(check, size)
+    seconds = max(t['floor_s'], t['margin'] * est) if est else t['floor_s']
+    return int(math.ceil(seconds / 60.0) * 60)
+
+
+def hms(seconds):
+    return f'{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}'
+
+
+def table():
+    """ARTIFACT.md E's per-check table (markdown), from times.yaml."""
+    t = times()
+    rows = ['| check | quick: one case | measured on | paper: one case | from | walltime quick / paper |',
+            '|---|---|---|---|---|---|']
+    for name, e in t['checks'].items():
+        rows.append(f"| {name} | {e['quick']} s | {e.get('quick_on', '')} | {e['paper']} s | "
+                    f"{e.get('paper_on', '')} | {hms(time_limit(name, 'quick'))} / "
+                    f"{hms(time_limit(name, 'paper'))} |")
+    return '\n'.join(rows)
+
+
+def job_block(partition_extras):
+    return partition_extras.get('job', {}) or {}
+
+
+def queue_options(partition_extras, scheduler, size):
+    """The job options that pick the queue for this size (none where the partition has none)."""
+    queues = job_block(partition_extras).get('queues') or {}
+    queue = queues.get(size) or queues.get('quick')
+    if not queue:
+        return []
+    return [f'--partition={queue}'] if scheduler in ('slurm', 'squeue', 'scontrol') else [f'-q {queue}']
+
+
+def select_fields(partition_extras, num_gpus_per_node):
+    """PBS `-l select` chunk fields beyond ReFrame's own (GPUs, memory), from the data."""
+    job = job_block(partition_extras)
+    facts = partition_extras.get('facts', {})
+    values = {'gpus': num_gpus_per_node or 0,
+              'mem_gib': int(facts.get('host_memory', {}).get('gib', 0))}
+    out = []
+    for field in job.get('select', []):
+        if '{gpus}' in field and not values['gpus']:
+            continue   # a CPU-only job asks for no GPU
+        out.append(field.format(**values))
+    return out
+
+
+def requested_system(argv, environ):
+    """The system a ReFrame command line names (--system X / --system=X / RFM_SYSTEM)."""
+    for i, a in enumerate(argv):
+        if a == '--system' and i + 1 < len(argv):
+            return argv[i + 1].split(':')[0]
+        if a.startswith('--system='):
+            return a.split('=', 1)[1].split(':')[0]
+    return (environ.get('RFM_SYSTEM') or '').split(':')[0] or None
+
+
+def runs_jobs(argv):
+    """True when the ReFrame command line submits jobs (-r/--run, not a dry run or listing)."""
+    return ('-r' in argv or '--run' in argv) and '--dry-run' not in argv
+
+
+def refuse_placeholder(system_desc, argv=None, environ=None):
+    """Exits with a clear message when a run would submit jobs under the placeholder group.
+
+    Listing and --dry-run keep working with the placeholder (their scripts show it)."""
+    argv = sys.argv if argv is None else argv
+    environ = os.environ if environ is None else environ
+    if not runs_jobs(argv) or environ.get('UMSTUDY_GROUP', PLACEHOLDER_GROUP) != PLACEHOLDER_GROUP:
+        return
+    uses = [a for p in system_desc.get('partitions', []) for a in p.get('access', [])
+            if '${UMSTUDY_GROUP}' in a]
+    if uses:
+        sys.stderr.write(
+            f"umstudy: refusing to submit to {system_desc['name']}: its jobs name your group "
+            f"({uses[0].replace('${UMSTUDY_GROUP}', '<group>')}) and UMSTUDY_GROUP is not set.\n"
+            f"  export UMSTUDY_GROUP=<your group> and run again (listing and --dry-run work without it).\n")
+        sys.exit(2)
+
+
+if __name__ == '__main__':
+    if sys.argv[1:] == ['table']:
+        print(table())
+    else:
+        sys.exit('usage: python3 -m umstudy.jobs table')
