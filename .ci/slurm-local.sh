@@ -35,6 +35,9 @@ start() {
 s=[socket.socket() for _ in range(2)]
 [x.bind(("127.0.0.1", 0)) for x in s]; print(*[x.getsockname()[1] for x in s])')
   cpus=$(nproc); [ "$cpus" -ge 8 ] || cpus=8
+  # Job ids unique across instances: Open MPI's shared-memory segments and Slurm's PMIx
+  # directories (/dev/shm, /tmp) are named by job id, and a killed job's are left behind.
+  first_id=$(( ($(date +%s) % 600000) * 100 + RANDOM % 100 + 1 ))
   mem=$(awk '/MemTotal/ {print int($2/1024*0.8)}' /proc/meminfo)
   cat > "$dir/slurm.conf" <<CONF
 ClusterName=umstudy
@@ -63,6 +66,7 @@ SlurmdParameters=config_overrides
 MpiDefault=none
 ReturnToService=2
 MinJobAge=600
+FirstJobId=$first_id
 SchedulerType=sched/backfill
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO

@@ -190,9 +190,13 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
     def resources_from_data(self):
         # After the checks' own setup hooks: they set the tasks and GPUs asked for here.
         part = self.current_partition
-        if part.scheduler.registered_name == 'pbs':
+        sched = part.scheduler.registered_name
+        if sched == 'pbs':
             self.job.options += jobs_data.select_fields(part.extras, self.num_gpus_per_node)
-        opts = jobs_data.job_block(part.extras).get('launcher_options', [])
+        self.job.options += jobs_data.gpu_options(part.extras, sched, self.num_gpus_per_node)
+        block = jobs_data.job_block(part.extras)
+        self.env_vars.update(block.get('env', {}))
+        opts = block.get('launcher_options', [])
         if opts and part.launcher_type.registered_name != 'local':
             self.job.launcher.options += opts
 

@@ -27,9 +27,15 @@ def times():
 
 
 def estimate(check, size):
-    """Seconds one case of `check` takes at `size`, or None when times.yaml lacks it."""
+    """Seconds one case of `check` takes at `size` (quick: the slowest machine measured),
+    or None when times.yaml has no figure for it."""
     entry = times()['checks'].get(check)
-    return entry.get(size) if entry else None
+    if not entry:
+        return None
+    value = entry.get(size)
+    if isinstance(value, dict):
+        return max(value.values()) if value else None
+    return value
 
 
 def time_limit(check, size):
@@ -47,12 +53,15 @@ def hms(seconds):
 def table():
     """ARTIFACT.md E's per-check table (markdown), from times.yaml."""
     t = times()
-    rows = ['| check | quick: one case | measured on | paper: one case | from | walltime quick / paper |',
-            '|---|---|---|---|---|---|']
+    machines = sorted({m for e in t['checks'].values() for m in (e.get('quick') or {})})
+    rows = ['| check | ' + ' | '.join(f'quick, {m} (s)' for m in machines) +
+            ' | paper (s) | paper from | walltime quick / paper |',
+            '|---|' + '---|' * len(machines) + '---|---|---|']
     for name, e in t['checks'].items():
-        rows.append(f"| {name} | {e['quick']} s | {e.get('quick_on', '')} | {e['paper']} s | "
-                    f"{e.get('paper_on', '')} | {hms(time_limit(name, 'quick'))} / "
-                    f"{hms(time_limit(name, 'paper'))} |")
+        quick = e.get('quick') or {}
+        cells = ' | '.join(f'{quick[m]:g}' if m in quick else 'not run' for m in machines)
+        rows.append(f"| {name} | {cells} | {e['paper']:g} | {e.get('paper_on', '')} | "
+                    f"{hms(time_limit(name, 'quick'))} / {hms(time_limit(name, 'paper'))} |")
     return '\n'.join(rows)
 
 
@@ -66,7 +75,19 @@ def queue_options(partition_extras, scheduler, size):
     queue = queues.get(size) or queues.get('quick')
     if not queue:
         return []
-    return [f'--partition={queue}'] if scheduler in ('slurm', 'squeue', 'scontrol') else [f'-q {queue}']
+    return [f'--partition={queue}'] if scheduler in SLURM_LIKE else [f'-q {queue}']
+
+
+SLURM_LIKE = ('slurm', 'squeue', 'scontrol')
+
+
+def gpu_options(partition_extras, scheduler, num_gpus_per_node):
+    """Slurm: the GPUs a job uses (ReFrame's Slurm backend asks for none itself);
+    `job: gpu_option:` in system.yaml replaces the default `--gres=gpu:{gpus}`."""
+    if scheduler not in SLURM_LIKE or not num_gpus_per_node:
+        return []
+    template = job_block(partition_extras).get('gpu_option', '--gres=gpu:{gpus}')
+    return [template.format(gpus=num_gpus_per_node)] if template else []
 
 
 def select_fields(partition_extras, num_gpus_per_node):
