@@ -18,7 +18,7 @@ RFMFLAGS ?=
 CHECKS ?= .
 SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/system.yaml)))
 # ReFrame through $(PYTHON), wherever its `reframe` script was installed.
-RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
+RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_OUTPUT=$(OUTPUT) UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
 
 .PHONY: all help setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu reframe-slurm run run-args report spack-test system mirror mirror-bootstrap mirror-sources clean
 

@@ -4,8 +4,10 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -45,17 +47,50 @@ def test_make_run_refuses_bad_input_with_the_choices(arg, choices):
     assert reports() == before
 
 
-def test_make_run_with_checks_matching_nothing_says_so():
-    if not os.path.exists(os.path.join(ROOT, 'build', 'default', 'CMakeCache.txt')):
-        pytest.skip('needs `make build` first (make run builds src/ before it runs ReFrame)')
-    cached = re.search(r'^UMSTUDY_COMPONENTS:\w+=(.*)$',
-                       open(os.path.join(ROOT, 'build', 'default', 'CMakeCache.txt')).read(), re.M)
+def test_make_run_with_checks_matching_nothing_says_so(tmp_path):
     before = reports()
-    r = make('run', 'CHECKS=^NoSuchCheckAnywhere$', f'UMSTUDY_COMPONENTS={cached.group(1) if cached else ""}')
+    r = make('run', 'CHECKS=^NoSuchCheckAnywhere$', f'UMSTUDY_COMPONENTS={_components()}', f'OUTPUT={tmp_path}')
     assert r.returncode != 0
     assert 'matches no check' in r.stderr and 'HimenoCpuPerf' in r.stderr, r.stderr[-2000:]
     assert 'report:' not in r.stdout
     assert reports() == before
+
+
+def _components():
+    cache = os.path.join(ROOT, 'build', 'default', 'CMakeCache.txt')
+    if not os.path.exists(cache):
+        pytest.skip('needs `make build` first (make run builds src/ before it runs ReFrame)')
+    m = re.search(r'^UMSTUDY_COMPONENTS:\w+=(.*)$', open(cache).read(), re.M)
+    return m.group(1) if m else ''
+
+
+def test_ctrl_c_stops_make_run_and_keeps_earlier_runs(tmp_path):
+    """Ctrl-C (SIGINT to the foreground process group) mid-run: ReFrame stops, make exits
+    non-zero, the earlier complete run's report is untouched, the interrupted run leaves no
+    report the next `make report` would read, and the next `make run` works."""
+    args = ['make', '--no-print-directory', '-C', ROOT, 'run', f'PYTHON={sys.executable}',
+            f'OUTPUT={tmp_path}', f'UMSTUDY_COMPONENTS={_components()}']
+    first = subprocess.run(args + ['CHECKS=^HimenoCpuPerf'], capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    done = sorted(glob.glob(str(tmp_path / 'reports' / '*.json')))
+    assert len(done) == 1
+    kept = open(done[0]).read()
+    p = subprocess.Popen(args + ['CHECKS=^Dlm'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 300
+    while time.time() < deadline and not glob.glob(str(tmp_path / 'local' / 'stage' / '**' / 'Dlm*'),
+                                                     recursive=True):
+        time.sleep(0.5)   # ReFrame is running DLM checks now
+    time.sleep(2)
+    os.killpg(p.pid, signal.SIGINT)
+    out = p.communicate(timeout=120)[0]
+    assert p.returncode != 0, out[-2000:]
+    assert sorted(glob.glob(str(tmp_path / 'reports' / '*.json'))) == done and open(done[0]).read() == kept
+    assert not subprocess.run(['pgrep', '-f', str(tmp_path)], capture_output=True).stdout, 'processes left'
+    again = subprocess.run(args + ['CHECKS=^HimenoCpuPerf'], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert len(glob.glob(str(tmp_path / 'reports' / '*.json'))) == 2
 
 
 def documented_reframe_commands():
