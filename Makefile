@@ -1,7 +1,8 @@
 # umstudy: the single entry point.
 #   make run    set up, build src/, run the ReFrame suite on `local` (quick size), write the
 #               provenance bundle (output/provenance/<run>/, one SHA-256) and the report
-#   make test   set up, build, unit + integration tests, ReFrame CPU checks for real, listings
+#   make test   set up, build, unit + integration tests, ReFrame CPU checks for real (locally and
+#               through a single-host Slurm it starts), listings
 #   make help   every target and variable
 # Variables: SIZE=quick|paper  SYSTEM=local  PYTHON=<python with reframe>  JOBS=N
 #            CHECKS=<regex of check names>  UMSTUDY_COMPONENTS="himeno;umbench" (a subset of src/)  RFMFLAGS=<more ReFrame options, e.g. -S UmbPatterns.trials=1>
