@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -165,3 +166,34 @@ def test_walltime_comes_from_the_time_data():
 def test_artifact_time_table_is_generated_from_the_time_data():
     text = open(os.path.join(ROOT, 'ARTIFACT.md')).read()
     assert jobs.table() in text, 'regenerate ARTIFACT.md E: PYTHONPATH=reframe/lib python3 -m umstudy.jobs table'
+
+
+def test_cpu_only_checks_go_to_a_cpu_partition_where_there_is_one(tmp_path):
+    """A system with a GPU partition and a CPU partition (feature `cpuonly`): coarray, dlm and
+    himeno-cpu go to the CPU partition only, GPU checks to the GPU partition only."""
+    name = f'zzcpu{os.getpid()}'
+    folder = os.path.join(data.SYSTEMS_DIR, name)
+    base = dict(data.system('miyabi'))
+    gpu = dict(base['partitions'][0])
+    cpu = {'name': 'cpu', 'descr': 'CPU nodes', 'access': gpu['access'], 'environs': ['gnu'],
+           'features': ['cpu', 'openmp', 'mpi', 'cpuonly'], 'job': {'queues': {'quick': 'debug-c'}},
+           'facts': {'cpu': {'model': 'test CPU', 'cores': 112}}}
+    desc = {k: v for k, v in base.items() if k not in ('spack', 'container')}
+    desc.update(name=name, hostnames=[], partitions=[gpu, cpu])
+    os.makedirs(folder)
+    try:
+        import yaml
+        with open(os.path.join(folder, 'system.yaml'), 'w') as f:
+            yaml.safe_dump(desc, f)
+        dry_run(name, 'quick', tmp_path)
+        where = {}
+        for path in glob.glob(str(tmp_path / name / 'stage' / name / '*' / 'gnu' / '*' / 'rfm_job.sh')):
+            part, case = path.split(os.sep)[-4], path.split(os.sep)[-2].split('_')[0]
+            where.setdefault(case, set()).add(part)
+        assert where.get('CabIs') == {'cpu'} and where.get('HimenoCpuPerf') == {'cpu'}, where
+        assert where.get('UmbBaseline') == {'gpu'}, where
+        omp = open(glob.glob(str(tmp_path / name / 'stage' / name / 'cpu' / 'gnu' / 'HimenoCpuPerf' /
+                                 'rfm_job.sh'))[0]).read()
+        assert '#PBS -q debug-c' in omp and 'OMP_NUM_THREADS=112' in omp, omp
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
