@@ -197,3 +197,25 @@ def test_cpu_only_checks_go_to_a_cpu_partition_where_there_is_one(tmp_path):
         assert '#PBS -q debug-c' in omp and 'OMP_NUM_THREADS=112' in omp, omp
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_build_fixture_reuses_make_build_only_when_configured_alike():
+    from umstudy.checks import UmstudyBuild
+    cc = shutil.which('gcc') or shutil.which('cc')
+    cxx = shutil.which('g++') or shutil.which('c++')
+    if not (cc and cxx):
+        pytest.skip('no C/C++ compiler on PATH')
+    cache = {'CMAKE_BUILD_TYPE': 'Release', 'UMSTUDY_COMPONENTS': '', 'UMSTUDY_CUDA': 'AUTO',
+             'CMAKE_CUDA_COMPILER': '/usr/local/cuda/bin/nvcc', 'CMAKE_CUDA_ARCHITECTURES': '90',
+             'CMAKE_C_COMPILER': cc, 'CMAKE_CXX_COMPILER': cxx}
+    want = {'CMAKE_BUILD_TYPE': 'Release', 'UMSTUDY_COMPONENTS': '', 'UMSTUDY_CUDA': 'ON',
+            'CMAKE_CUDA_ARCHITECTURES': '90', 'CMAKE_C_COMPILER': os.path.basename(cc),
+            'CMAKE_CXX_COMPILER': os.path.basename(cxx)}
+    assert UmstudyBuild.reusable(cache, want)
+    assert UmstudyBuild.reusable(cache, dict(want, UMSTUDY_CUDA='OFF'))          # CPU-only partition
+    assert not UmstudyBuild.reusable(cache, dict(want, CMAKE_CUDA_ARCHITECTURES='70'))
+    assert not UmstudyBuild.reusable(cache, dict(want, UMSTUDY_COMPONENTS='himeno'))
+    assert not UmstudyBuild.reusable(dict(cache, UMSTUDY_CUDA='OFF'), want)        # no CUDA built
+    assert not UmstudyBuild.reusable(dict(cache, CMAKE_BUILD_TYPE='Debug'), want)
+    assert not UmstudyBuild.reusable(cache, dict(want, CMAKE_C_COMPILER='no-such-cc'))
+    assert not UmstudyBuild.reusable({}, want)

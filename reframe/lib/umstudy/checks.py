@@ -9,6 +9,7 @@
 """
 import json
 import os
+import shutil
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -73,13 +74,24 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
                 opts['CMAKE_CUDA_COMPILER'] = '/usr/local/cuda/bin/nvcc'
         else:
             opts['UMSTUDY_CUDA'] = 'OFF'
+        # the environment's compilers (nvc on an NVHPC environment, say)
+        env = self.current_environ
+        for key, exe in (('CMAKE_C_COMPILER', env.cc), ('CMAKE_CXX_COMPILER', env.cxx),
+                         ('CMAKE_Fortran_COMPILER', env.ftn)):
+            if exe:
+                opts[key] = exe
         return opts
 
     @staticmethod
     def reusable(cache, opts):
         """Whether a configured build tree has what these options ask for."""
-        if not cache or cache.get('UMSTUDY_COMPONENTS', '') != opts['UMSTUDY_COMPONENTS']:
+        if not cache or cache.get('UMSTUDY_COMPONENTS', '') != opts['UMSTUDY_COMPONENTS'] or \
+                cache.get('CMAKE_BUILD_TYPE') != opts['CMAKE_BUILD_TYPE']:
             return False
+        for key in ('CMAKE_C_COMPILER', 'CMAKE_CXX_COMPILER'):
+            want, have = shutil.which(opts.get(key, '')), cache.get(key)
+            if not want or not have or os.path.realpath(want) != os.path.realpath(have):
+                return False   # another compiler than the environment's
         if opts['UMSTUDY_CUDA'] == 'OFF':
             return True   # CPU programs are the same with or without the CUDA variants
         have_cuda = cache.get('UMSTUDY_CUDA') != 'OFF' and \
