@@ -98,7 +98,8 @@ _names = [n for n in data.system_names() if n != 'local'] + ['local']
 
 # A run that would submit jobs under the placeholder group stops here, before any job
 # script exists (listing and --dry-run go on: their scripts show the placeholder).
-_asked = jobs.requested_system(sys.argv, os.environ)
+_asked = jobs.requested_system(sys.argv, os.environ) or jobs.system_by_hostname(
+    [(n, data.system(n).get('hostnames', [])) for n in _names if n != 'local'])
 if _asked in _names:
     jobs.refuse_placeholder(data.system(_asked))
 

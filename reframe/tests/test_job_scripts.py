@@ -134,6 +134,18 @@ def test_placeholder_group_is_refused_before_any_job(tmp_path):
         assert not glob.glob(str(tmp_path / system / 'stage' / '**' / 'rfm_job.sh'), recursive=True)
 
 
+def test_a_site_found_by_hostname_is_refused_too():
+    """On a site's login node ReFrame picks the system by hostname, without --system."""
+    names = [(n, data.system(n).get('hostnames', [])) for n in data.system_names() if n != 'local']
+    assert jobs.system_by_hostname(names, 'mg0001') == 'miyabi'
+    assert jobs.system_by_hostname(names, 'pg12') == 'pegasus'
+    assert jobs.system_by_hostname(names, 'laptop') is None
+    with pytest.raises(SystemExit):
+        jobs.refuse_placeholder(data.system('miyabi'), argv=['reframe', '-c', 'reframe/', '-r'], environ={})
+    jobs.refuse_placeholder(data.system('miyabi'), argv=['reframe', '-r'], environ={'UMSTUDY_GROUP': 'gz00'})
+    jobs.refuse_placeholder(data.system('miyabi'), argv=['reframe', '--dry-run'], environ={})
+
+
 def test_gpu_requests_follow_the_data(tmp_path):
     """TSUBAME's chunk asks for the GPUs a check uses and the node's memory; CPU jobs ask for none."""
     for system in SITES:

@@ -10,6 +10,8 @@
 import functools
 import math
 import os
+import re
+import socket
 import sys
 
 import yaml
@@ -112,6 +114,12 @@ def requested_system(argv, environ):
         if a.startswith('--system='):
             return a.split('=', 1)[1].split(':')[0]
     return (environ.get('RFM_SYSTEM') or '').split(':')[0] or None
+
+
+def system_by_hostname(candidates, hostname=None):
+    """The system ReFrame picks by hostname when no --system is given (first match)."""
+    host = hostname or socket.gethostname()
+    return next((name for name, patterns in candidates if any(re.match(p, host) for p in patterns)), None)
 
 
 def runs_jobs(argv):
