@@ -1,7 +1,9 @@
 # umstudy: the single entry point.
 #   make run    set up, build src/, run the ReFrame suite on `local` (quick size), write the
 #               provenance bundle (output/provenance/<run>/, one SHA-256) and the report
-#   make test   set up, build, unit + integration tests, ReFrame CPU checks for real, listings
+#   make test   set up, build, unit + integration tests, ReFrame CPU checks for real (locally and
+#               through a single-host Slurm it starts), listings
+#   make help   every target and variable
 # Variables: SIZE=quick|paper  SYSTEM=local  PYTHON=<python with reframe>  JOBS=N
 #            CHECKS=<regex of check names>  UMSTUDY_COMPONENTS="himeno;umbench" (a subset of src/)  RFMFLAGS=<more ReFrame options, e.g. -S UmbPatterns.trials=1>
 #            REPEAT=N (make run: each case N times; a performance verdict needs >= 3)
@@ -19,11 +21,28 @@ REPEAT ?= 3
 CHECKS ?= .
 SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/system.yaml)))
 # ReFrame through $(PYTHON), wherever its `reframe` script was installed.
-RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
+RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_OUTPUT=$(OUTPUT) UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
 
-.PHONY: all setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu run report spack-test mirror mirror-bootstrap mirror-sources clean
+.PHONY: all help setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu reframe-slurm run run-args report spack-test system mirror mirror-bootstrap mirror-sources clean
 
 all: build
+
+help:
+	@echo "make run       set up, build src/, run the ReFrame suite (quick size) on SYSTEM, write the report"
+	@echo "make test      set up, build, unit + integration tests, CPU checks on this machine and through a local Slurm"
+	@echo "make report    rebuild output/report/ from every run report in output/reports/"
+	@echo "make system    write systems/NAME/system.yaml for your cluster (NAME=... SCHEDULER=slurm|pbs|nqsv ...;"
+	@echo "               see README, 'Running on your cluster'; python3 -m umstudy.newsystem --help lists every answer)"
+	@echo "make build | setup | ctest | pytest | reframe-list | reframe-cpu | reframe-slurm | spack-test | mirror | clean"
+	@echo "variables:"
+	@echo "  SIZE=quick|paper           quick (default): minutes on one node; paper: the papers' sizes"
+	@echo "  SYSTEM=<name>              one of: $(SYSTEMS) (default local)"
+	@echo "  CHECKS=<regex>             check names to run (make run), e.g. CHECKS='^Himeno'"
+	@echo "  RFMFLAGS=<options>         more ReFrame options, e.g. RFMFLAGS='-S trials=1'"
+	@echo "  UMSTUDY_COMPONENTS='a;b'   build a subset of src/ (himeno umbench xmp-coarray coarray-bench vcuda remd dlm)"
+	@echo "  PYTHON=<python>            a Python with ReFrame (default: .venv, made by make setup)"
+	@echo "  JOBS=N                     parallel build jobs (default: nproc)"
+	@echo "  UMSTUDY_GROUP=<group>      your group/account on a site (Miyabi, Pegasus, Cygnus, TSUBAME)"
 
 setup: setup-system setup-python
 
@@ -50,7 +69,15 @@ ctest: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 pytest: setup-python
-	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs reframe/tests analysis/tests
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs reframe/tests analysis/tests \
+	  --ignore=reframe/tests/test_slurm_local.py
+
+# The CPU checks through a real Slurm started for the test (.ci/slurm-local.sh: munged,
+# slurmctld and slurmd under a temporary directory, stopped afterwards): sbatch submits,
+# srun launches, the results reach a run report.  Where Slurm cannot start (not root, no
+# packages) the test skips and says why; with CI=true set it fails instead.
+reframe-slurm: setup-python build
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs -s reframe/tests/test_slurm_local.py
 
 # Every check must list on every system profile, and dry-run there.
 reframe-list: setup-python
@@ -69,21 +96,50 @@ reframe-cpu: setup-python build
 spack-test: setup-python
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs spack-repo/tests containers/tests
 
-test: setup build ctest pytest reframe-list reframe-cpu spack-test
+test: setup build ctest pytest reframe-list reframe-cpu reframe-slurm spack-test
 	@echo "make test: all passed"
 
-run: setup build
-	mkdir -p $(OUTPUT)/reports
-	@rf=$(OUTPUT)/reports/$(SYSTEM)-$(SIZE)-$$(date +%Y%m%dT%H%M%S).json; rc=0; \
-	$(RFM) -c reframe/ --system $(SYSTEM) -r -n '$(CHECKS)' --repeat $(REPEAT) $(RFMFLAGS) --report-file=$$rf || rc=$$?; \
-	if [ $$rc -ne 0 ] && [ -f $$rf ] && (cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py --failures-are-verdicts $$rf); then rc=0; fi; \
-	[ ! -f $$rf ] || $(PYTHON) $(ROOT)/analysis/provenance.py --report $$rf --system $(SYSTEM) --python $(PYTHON) >/dev/null || rc=1; \
+# Bad input stops before anything is built or run, with the valid choices.
+run-args:
+	@case "$(SIZE)" in quick|paper) ;; *) echo "make run: SIZE=$(SIZE) is not a size; choose SIZE=quick or SIZE=paper" >&2; exit 2;; esac
+	@case "$(REPEAT)" in ''|*[!0-9]*|0) echo "make run: REPEAT=$(REPEAT) is not a positive number of repeats (a performance verdict needs >= 3)" >&2; exit 2;; esac
+	@case " $(SYSTEMS) " in *" $(SYSTEM) "*) ;; *) echo "make run: SYSTEM=$(SYSTEM) is not a system; choose one of: $(SYSTEMS) (or add yours: make system)" >&2; exit 2;; esac
+
+# One ReFrame log per run (output/logs/<report name>.log; output/reframe.log points to the
+# latest).  Ctrl-C stops ReFrame and exits 130: the interrupted run's report is set aside
+# (.interrupted), so the report and later runs see only complete runs.
+run: run-args setup build
+	mkdir -p $(OUTPUT)/reports $(OUTPUT)/logs
+	@name=$(SYSTEM)-$(SIZE)-$$(date +%Y%m%dT%H%M%S); rf=$(OUTPUT)/reports/$$name.json; log=$(OUTPUT)/logs/$$name.log; \
+	rc=0; interrupted=0; trap 'interrupted=1' INT TERM; \
+	ln -sfn logs/$$name.log $(OUTPUT)/reframe.log; \
+	export UMSTUDY_RUN_LOG=$$log; $(RFM) -c reframe/ --system $(SYSTEM) -r -n '$(CHECKS)' --repeat $(REPEAT) $(RFMFLAGS) --report-file=$$rf || rc=$$?; \
+	if [ $$interrupted = 1 ] || [ $$rc -ge 128 ]; then \
+	  [ ! -f $$rf ] || mv $$rf $$rf.interrupted; \
+	  echo "make run: interrupted; earlier reports are untouched (ReFrame's log: $$log)" >&2; exit 130; fi; \
+	if [ ! -f $$rf ]; then \
+	  if [ $$rc -eq 0 ]; then echo "make run: CHECKS='$(CHECKS)' matches no check on $(SYSTEM); the checks are:" >&2; \
+	    ($(RFM) -c reframe/ --system $(SYSTEM) -l 2>/dev/null | sed -n 's/^- \([A-Za-z0-9_]*\).*/  \1/p' | sort -u) >&2; exit 2; fi; \
+	  echo "make run: ReFrame stopped (exit $$rc) before writing a run report; see $$log" >&2; exit $$rc; fi; \
+	if [ $$rc -ne 0 ] && (cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py --failures-are-verdicts $$rf); then rc=0; fi; \
+	$(PYTHON) $(ROOT)/analysis/provenance.py --report $$rf --system $(SYSTEM) --python $(PYTHON) >/dev/null || rc=1; \
 	$(MAKE) --no-print-directory report || rc=1; \
-	echo "report: $(OUTPUT)/report/report.html"; exit $$rc
+	echo "run report: $$rf"; echo "report: $(OUTPUT)/report/report.html"; \
+	[ $$rc -eq 0 ] || echo "make run: failures (exit $$rc); ReFrame's log: $$log" >&2; exit $$rc
 
 report: setup-python
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py \
 	  --out $(OUTPUT)/report $$(ls -tr $(OUTPUT)/reports/*.json)
+
+# Your own cluster in one command (README, "Running on your cluster"): run it on a compute
+# node; NAME and SCHEDULER are needed, the rest is optional (newsystem --help lists all).
+#   make system NAME=mycluster SCHEDULER=slurm QUEUE=gpu GPUS=4 MODULES='cuda/12.6 openmpi'
+system: setup-python
+	@[ -n "$(NAME)" ] && [ -n "$(SCHEDULER)" ] || { echo "make system: give NAME=<name> and SCHEDULER=slurm|pbs|nqsv (optional: QUEUE= PAPER_QUEUE= GPUS= MODULES= ACCOUNT= SYSTEMFLAGS=)" >&2; exit 2; }
+	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m umstudy.newsystem --name '$(NAME)' --scheduler '$(SCHEDULER)' \
+	  $(if $(QUEUE),--queue '$(QUEUE)') $(if $(PAPER_QUEUE),--paper-queue '$(PAPER_QUEUE)') \
+	  $(if $(GPUS),--gpus-per-node '$(GPUS)') $(if $(MODULES),--modules '$(MODULES)') \
+	  $(if $(ACCOUNT),--account-option '$(ACCOUNT)') $(SYSTEMFLAGS)
 
 # Air-gapped sites (ARTIFACT.md, "Offline"): on a machine WITH network, after
 # `. spack/share/spack/setup-env.sh`, this fills MIRROR with Spack's bootstrap (clingo,

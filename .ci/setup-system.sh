@@ -22,6 +22,8 @@ if have apt-get && [ "$(id -u)" = 0 ]; then
   have chromium || dpkg -s chromium >/dev/null 2>&1 || optional+=(chromium)
   # UCX: vcuda's ucx:// transport (and its tests)
   dpkg -s libucx-dev >/dev/null 2>&1 || optional+=(libucx-dev)
+  # Slurm + munge: the single-host Slurm `make test` starts (.ci/slurm-local.sh)
+  for p in slurmctld slurmd slurm-client munge; do dpkg -s $p >/dev/null 2>&1 || optional+=($p); done
 fi
 if [ ${#need[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" = 0 ] && have apt-get; then
@@ -30,7 +32,7 @@ if [ "$(id -u)" = 0 ] && have apt-get; then
   DEBIAN_FRONTEND=noninteractive apt-get update -qq || [ ${#need[@]} -eq 0 ]
   [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   [ ${#optional[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${optional[@]}" >/dev/null 2>&1 ||
-    echo "setup: optional ${optional[*]} not installed: the OpenACC variant / armci backend / vcuda UCX transport will not be built" >&2
+    echo "setup: optional ${optional[*]} not installed: the OpenACC variant / armci backend / vcuda UCX transport will not be built, the Slurm test will skip" >&2
 else
   echo "setup: missing: ${need[*]}" >&2
   echo "  Debian/Ubuntu: sudo apt-get install ${need[*]}" >&2

@@ -16,7 +16,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
-from umstudy.checks import UmstudyMetricTest, mpirun_on_local, size  # noqa: E402
+from umstudy.checks import UmstudyMetricTest, mpirun_on_local, one_node, size  # noqa: E402
 
 MODE = size()
 SIZES = {
@@ -31,6 +31,7 @@ BACKENDS = ['mpi3', 'armci', 'gasnet']
 class CabBase(UmstudyMetricTest):
     component = 'coarray-bench'
     keep_records = True
+    cpu_only = True
     trials = variable(int, value=SIZES['trials'][MODE])   # the best is reported
     # Subclasses define `backend` (none for the two-sided MPI baselines) and `ranks`
     # (2 for the ping-pong), as parameters or plain values.
@@ -40,7 +41,7 @@ class CabBase(UmstudyMetricTest):
         self.ranks = getattr(self, 'ranks', 2)
         self.num_tasks = self.ranks
         part = self.current_partition
-        if part.scheduler.registered_name == 'local':
+        if one_node(part):
             self.num_tasks_per_node = self.ranks
         else:
             self.num_tasks_per_node = 1   # one image per node, as P002
@@ -53,7 +54,7 @@ class CabBase(UmstudyMetricTest):
     def fit_partition(self):
         part = self.current_partition
         self.skip_unless('mpi' in part.features, 'no MPI on this partition')
-        if part.scheduler.registered_name == 'local':
+        if one_node(part):
             cores = part.extras.get('facts', {}).get('cpu', {}).get('cores', 1)
             self.skip_unless(self.ranks <= max(4, cores),
                              f'{self.ranks} ranks on {cores} cores of one machine would say nothing')
@@ -66,7 +67,7 @@ class CabBase(UmstudyMetricTest):
 
     def gasnet_conduit(self):
         """The conduit the build fixture linked (from its CMake cache), if any."""
-        cache = os.path.join(self.build.stagedir, 'build', 'CMakeCache.txt')
+        cache = os.path.join(self.build.builddir, 'CMakeCache.txt')
         if os.path.exists(cache):
             for line in open(cache):
                 if line.startswith('XMPC_GASNET_CONDUIT:'):

@@ -24,7 +24,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
-from umstudy.checks import UmstudyMetricTest, mpirun_on_local, size  # noqa: E402
+from umstudy.checks import UmstudyMetricTest, mpirun_on_local, one_node, size  # noqa: E402
 
 MODE = size()
 ENGINES = ['r3', 'r58', 'r77', 'uffd']
@@ -63,6 +63,7 @@ def ratio(a, b):
 class DlmBase(UmstudyMetricTest):
     component = 'dlm'
     keep_records = True
+    cpu_only = True
     valid_systems = ['+mpi']
     engine = parameter(ENGINES)
     # OpenMP threads of the compute rank (0: the partition's cores, at most 16)
@@ -74,13 +75,15 @@ class DlmBase(UmstudyMetricTest):
             return self.threads
         cores = self.current_partition.processor.num_cpus or \
             self.current_partition.extras.get('facts', {}).get('cpu', {}).get('cores', 1)
-        return max(1, min(16, int(cores)))
+        # Quick: at most 4, as the quick micro sweep (16 threads on STREAM's 32 one-MiB
+        # pages thrash: 64 s per engine on a 16-core machine, ARTIFACT.md E).
+        return max(1, min(16 if self.size == 'paper' else 4, int(cores)))
 
     @run_after('setup')
     def set_job(self):
         memory_ranks = SIZES['memory_ranks'][self.kind]
         self.num_tasks = 1 + memory_ranks
-        local = self.current_partition.scheduler.registered_name == 'local'
+        local = one_node(self.current_partition)
         self.num_tasks_per_node = self.num_tasks if local else 1
         self.num_cpus_per_task = 1 if local else self.compute_threads()
         self.executable = self.program(self.bench)

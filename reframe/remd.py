@@ -153,6 +153,9 @@ class RemdModelFit(UmstudyRunBase):
     valid_systems = ['*']
     bench = 'remd-model'
     component = 'analysis'
+    # A few seconds of Python on the submitting node; set before setup, where ReFrame
+    # picks the job's scheduler (set later, a batch job would be polled as a local one).
+    local = True
 
     @run_after('setup')
     def set_command(self):
@@ -162,7 +165,6 @@ class RemdModelFit(UmstudyRunBase):
         if fit:
             self.executable_opts += ['--vcuda', os.path.abspath(fit)]
         self.num_tasks = 1
-        self.local = True
 
     @run_before('performance')
     def set_perf_variables(self):

@@ -10,7 +10,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from umstudy import data  # noqa: E402
-from umstudy import nqsv  # noqa: E402,F401  (registers the `nqsv` scheduler for Cygnus)
+from umstudy import jobs  # noqa: E402
+from umstudy import nqsv  # noqa: E402,F401  (registers the `nqsv` scheduler: Cygnus, Pegasus)
+from umstudy import slurm  # noqa: E402,F401  (registers `scontrol`: Slurm without accounting)
 
 PREFIX = os.environ.get('UMSTUDY_OUTPUT', os.path.join(data.REPO, 'output'))
 os.makedirs(PREFIX, exist_ok=True)
@@ -38,11 +40,19 @@ def _modules_system(wanted):
     return wanted if present.get(wanted, wanted == 'nomod') else 'nomod'
 
 
+def _processor(facts):
+    # The node's cores: what OpenMP checks use (OMP_NUM_THREADS, num_cpus_per_task).
+    cores = facts.get('cpu', {}).get('cores')
+    return {'num_cpus': int(cores)} if cores else {}
+
+
 def _system(name):
     desc = data.system(name)
-    os.environ.setdefault('UMSTUDY_GROUP', 'SET-UMSTUDY_GROUP')
+    os.environ.setdefault('UMSTUDY_GROUP', jobs.PLACEHOLDER_GROUP)
     parts = []
     for p in desc['partitions']:
+        # A partition may override the system's facts (a CPU partition's own nodes).
+        facts = {**desc.get('facts', {}), **p.get('facts', {})}
         parts.append({
             'name': p['name'],
             'descr': p.get('descr', p['name']),
@@ -54,8 +64,9 @@ def _system(name):
             'max_jobs': p.get('max_jobs', 8),
             # Apptainer images from containers/ (see containers/README.md)
             'container_platforms': p.get('container_platforms', []),
-            'extras': {'system': name, 'facts': desc.get('facts', {}),
-                       'build': desc.get('build', {})},
+            'processor': _processor(facts),
+            'extras': {'system': name, 'facts': facts, 'build': desc.get('build', {}),
+                       'job': p.get('job', {})},
         })
     return {
         'name': name,
@@ -85,6 +96,13 @@ def _environments(name):
 # `local` matches any host, so it goes last.
 _names = [n for n in data.system_names() if n != 'local'] + ['local']
 
+# A run that would submit jobs under the placeholder group stops here, before any job
+# script exists (listing and --dry-run go on: their scripts show the placeholder).
+_asked = jobs.requested_system(sys.argv, os.environ) or jobs.system_by_hostname(
+    [(n, data.system(n).get('hostnames', [])) for n in _names if n != 'local'])
+if _asked in _names:
+    jobs.refuse_placeholder(data.system(_asked))
+
 site_configuration = {
     'systems': [_system(n) for n in _names],
     'environments': [e for n in _names for e in _environments(n)],
@@ -92,7 +110,10 @@ site_configuration = {
         'level': 'debug',
         'handlers': [
             {'type': 'stream', 'name': 'stdout', 'level': 'info', 'format': '%(message)s'},
-            {'type': 'file', 'name': os.path.join(PREFIX, 'reframe.log'), 'level': 'debug',
+            # One log per run (UMSTUDY_RUN_LOG, set by `make run`), so the log a failed run
+            # points to is still there after the next one.
+            {'type': 'file', 'name': os.environ.get('UMSTUDY_RUN_LOG') or os.path.join(PREFIX, 'reframe.log'),
+             'level': 'debug',
              'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s', 'append': False},
         ],
         'handlers_perflog': [{

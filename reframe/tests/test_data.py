@@ -9,15 +9,16 @@ from umstudy import data, detect, verdicts
 
 REPO = data.REPO
 RFM_MAIN = 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()'
-SYSTEMS = ['cygnus', 'local', 'miyabi', 'pegasus', 'tsubame']
+# Whatever systems/ holds: a system added with `make system` is checked like the others.
+SYSTEMS = data.system_names()
 
 
 def test_every_system_has_its_folder_and_facts():
-    assert data.system_names() == SYSTEMS
+    assert {'local', 'slurm'} <= set(SYSTEMS)   # the two profiles CI runs
     for name in SYSTEMS:
         desc = data.system(name)
         assert desc['partitions'] and desc['scheduler'] and desc['launcher']
-        if name != 'local':
+        if desc.get('sources', {}).get('papers'):   # the papers' systems: their facts are complete
             f = desc['facts']
             assert f['gpu']['mem_bw_gbps'] > 0 and f['link']['h2d_gbps'] > 0
             assert f['host_memory']['bw_gbps'] > 0

@@ -1,41 +1,233 @@
-"""Job scripts each site's scheduler accepts, from a real ReFrame dry run: PBS Pro's
-`-l select` on the PBS sites, NQSV's `-b` / `-T openmpi` on Cygnus."""
+"""Job scripts every site profile generates, from a real ReFrame dry run, at both sizes.
+
+For each system but `local` (whatever systems/ holds), three representative checks: a GPU
+check (UmbBaseline), an MPI multi-node check (CabIs, most ranks, mpi3) and an OpenMP check
+(HimenoCpuPerf).  Each script must carry a walltime from reframe/times.yaml, the queue of
+its size, threads = the node's cores, and the scheduler's own resource syntax; where
+reframe/tests/golden/<system>-<size>.txt exists (the cygnus, miyabi, pegasus, tsubame and
+slurm profiles), the directives, exports and launcher line must equal it, so a change that
+drops or alters a directive fails.  After an intended change:
+  UMSTUDY_REGOLD=1 python3 -m pytest reframe/tests/test_job_scripts.py   (then review the diff)
+Detected profiles (`slurm`) read a saved probe (golden/probe.json: one H100, 16 cores), so
+their scripts do not depend on the machine the test runs on.
+"""
 import glob
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from umstudy import data
+from umstudy import data, jobs
 
 RFM_MAIN = 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()'
 ROOT = data.REPO
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'golden')
+SITES = [n for n in data.system_names() if n != 'local']
+WALLTIME = re.compile(r'^#PBS -l walltime=|^#PBS -l elapstim_req=|^#SBATCH --time=')
 
 
-def job_script(system, tmp_path):
+def dry_run(system, size, tmp_path, group='grp42'):
     env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
-               UMSTUDY_OUTPUT=str(tmp_path), UMSTUDY_GROUP='grp42',
+               UMSTUDY_OUTPUT=str(tmp_path), UMSTUDY_GROUP=group, UMSTUDY_SIZE=size,
+               UMSTUDY_LOCAL_PROBE=os.path.join(GOLDEN, 'probe.json'),
                PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib'))
+    env.pop('UMSTUDY_COMPONENTS', None)
     r = subprocess.run([sys.executable, '-c', RFM_MAIN, '-c', os.path.join(ROOT, 'reframe'),
-                        '--system', system, '--dry-run', '-n', '^CabIsMpi'],
+                        '--system', system, '--dry-run', '-n', r'^(UmbBaseline|CabIs|HimenoCpuPerf)\b'],
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    scripts = sorted(glob.glob(str(tmp_path / system / 'stage' / '**' / 'CabIsMpi*' / 'rfm_job.sh'),
-                               recursive=True))
-    assert scripts, r.stdout[-3000:]
-    return open(scripts[-1]).read()
+    return r
 
 
-@pytest.mark.parametrize('system', ['miyabi', 'pegasus', 'tsubame'])
-def test_pbs_sites(system, tmp_path):
-    text = job_script(system, tmp_path)
-    assert '#PBS -l select=' in text and '#PBS -W group_list=grp42' in text
-    queue = next(a for a in data.system(system)['partitions'][0]['access'] if a.startswith('-q'))
-    assert f'#PBS {queue}' in text
+def scripts(tmp_path, system):
+    """{case: script text}: the first environment's scripts, one per representative case."""
+    found = {}
+    for path in sorted(glob.glob(str(tmp_path / system / 'stage' / '**' / 'rfm_job.sh'), recursive=True)):
+        case = os.path.basename(os.path.dirname(path))
+        found.setdefault(case, (path, open(path).read()))
+    return found
 
 
-def test_cygnus_nqsv(tmp_path):
-    text = job_script('cygnus', tmp_path)
-    assert 'select=' not in text
-    assert '#PBS -b ' in text and '#PBS -T openmpi' in text and '#PBS -A grp42' in text
+def representative(found):
+    pick = {}
+    def ranks(case):
+        m = re.search(r'(?:--ntasks=|mpiexec -n |mpirun -np )(\d+)', found[case][1])
+        return int(m.group(1)) if m else 0
+    cab = sorted((c for c in found if c.startswith('CabIs_')), key=ranks)
+    mpi3 = [c for c in cab if 'XMPC_BACKEND=mpi3' in found[c][1]]
+    if mpi3:
+        pick['mpi'] = mpi3[-1]
+    gpu = sorted(c for c in found if c.startswith('UmbBaseline'))
+    if gpu:
+        pick['gpu'] = gpu[0]
+    if 'HimenoCpuPerf' in found:
+        pick['openmp'] = 'HimenoCpuPerf'
+    return pick
+
+
+def normalise(text, tmp_path):
+    keep = []
+    lines = [line for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(('#PBS', '#SBATCH', 'export ', 'module ')):
+            keep.append(line)
+    keep.append(lines[-1])   # the launcher line
+    out = '\n'.join(keep).replace(str(tmp_path), '<OUT>').replace(ROOT, '<REPO>')
+    # build/default (reused from `make build`) or the fixture's own tree: either is right
+    out = re.sub(r'<REPO>/build/[^/\s]+', '<BUILD>', out)
+    return re.sub(r'_[0-9a-f]{8}\b', '', out)
+
+
+@pytest.mark.parametrize('size', ['quick', 'paper'])
+@pytest.mark.parametrize('system', SITES)
+def test_site_job_scripts(system, size, tmp_path):
+    dry_run(system, size, tmp_path)
+    found = scripts(tmp_path, system)
+    pick = representative(found)
+    desc = data.system(system)
+    part = desc['partitions'][0]
+    assert {'mpi', 'openmp'} <= set(pick), sorted(found)
+    rendered = []
+    for role, case in sorted(pick.items()):
+        text = found[case][1]
+        lines = text.splitlines()
+        # a walltime on every job, from reframe/times.yaml
+        assert any(WALLTIME.match(x) for x in lines), (role, text)
+        # the queue of this size, where the partition names one
+        queue = (part.get('job', {}).get('queues') or {}).get(size)
+        if queue:
+            assert f'-q {queue}' in text or f'--partition={queue}' in text, (role, text)
+        rendered.append(f"== {role}: {case.split('_')[0]}\n{normalise(text, tmp_path)}")
+    # OpenMP threads = the node's cores (facts, or the probe for detected systems)
+    omp = found[pick['openmp']][1]
+    cores = desc.get('facts', {}).get('cpu', {}).get('cores')
+    if desc.get('detect'):   # the dry run detected from the saved probe, not this machine
+        cores = json.load(open(os.path.join(GOLDEN, 'probe.json')))['cores']
+    assert f'export OMP_NUM_THREADS={cores}' in omp, omp
+    got = '\n'.join(rendered) + '\n'
+    path = os.path.join(GOLDEN, f'{system}-{size}.txt')
+    if os.environ.get('UMSTUDY_REGOLD'):
+        with open(path, 'w') as f:
+            f.write(got)
+    if os.path.exists(path):
+        assert got == open(path).read(), f'job scripts differ from {path}:\n{got}'
+
+
+def test_placeholder_group_is_refused_before_any_job(tmp_path):
+    """A run (not a dry run) without UMSTUDY_GROUP stops before ReFrame generates a job."""
+    env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
+               UMSTUDY_OUTPUT=str(tmp_path), PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib'))
+    env.pop('UMSTUDY_GROUP', None)
+    for system in SITES:
+        uses_group = any('${UMSTUDY_GROUP}' in a for p in data.system(system)['partitions']
+                         for a in p.get('access', []))
+        if not uses_group:
+            continue
+        r = subprocess.run([sys.executable, '-c', RFM_MAIN, '-c', os.path.join(ROOT, 'reframe'),
+                            '--system', system, '-r', '-n', '^HimenoCpuPerf$'],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert r.returncode != 0 and 'UMSTUDY_GROUP is not set' in r.stderr, r.stdout + r.stderr
+        assert not glob.glob(str(tmp_path / system / 'stage' / '**' / 'rfm_job.sh'), recursive=True)
+
+
+def test_a_site_found_by_hostname_is_refused_too():
+    """On a site's login node ReFrame picks the system by hostname, without --system."""
+    names = [(n, data.system(n).get('hostnames', [])) for n in data.system_names() if n != 'local']
+    assert jobs.system_by_hostname(names, 'mg0001') == 'miyabi'
+    assert jobs.system_by_hostname(names, 'pg12') == 'pegasus'
+    assert jobs.system_by_hostname(names, 'laptop') is None
+    with pytest.raises(SystemExit):
+        jobs.refuse_placeholder(data.system('miyabi'), argv=['reframe', '-c', 'reframe/', '-r'], environ={})
+    jobs.refuse_placeholder(data.system('miyabi'), argv=['reframe', '-r'], environ={'UMSTUDY_GROUP': 'gz00'})
+    jobs.refuse_placeholder(data.system('miyabi'), argv=['reframe', '--dry-run'], environ={})
+
+
+def test_gpu_requests_follow_the_data(tmp_path):
+    """TSUBAME's chunk asks for the GPUs a check uses and the node's memory; CPU jobs ask for none."""
+    for system in SITES:
+        fields = [f for p in data.system(system)['partitions'] for f in p.get('job', {}).get('select', [])]
+        if not any('{gpus}' in f for f in fields):
+            continue
+        out = tmp_path / system
+        dry_run(system, 'quick', out)
+        found = scripts(out, system)
+        pick = representative(found)
+        gpu = found[pick['gpu']][1]
+        assert re.search(r'#PBS -l select=\S*:gpus=1\b', gpu), gpu
+        assert ':gpus=' not in found[pick['openmp']][1]
+
+
+def test_walltime_comes_from_the_time_data():
+    t = jobs.times()
+    for name in t['checks']:
+        for size in ('quick', 'paper'):
+            limit = jobs.time_limit(name, size)
+            assert limit >= t['floor_s'] and limit >= t['margin'] * (jobs.estimate(name, size) or 0)
+            assert limit % 60 == 0
+    # every check has an entry (a new check without one gets only the floor)
+    names = set()
+    for module in glob.glob(os.path.join(ROOT, 'reframe', '*.py')):
+        names |= set(re.findall(r'^@rfm\.simple_test\nclass (\w+)\(', open(module).read(), re.M))
+    assert names and names <= set(t['checks']), sorted(names - set(t['checks']))
+
+
+def test_artifact_time_table_is_generated_from_the_time_data():
+    text = open(os.path.join(ROOT, 'ARTIFACT.md')).read()
+    assert jobs.table() in text, 'regenerate ARTIFACT.md E: PYTHONPATH=reframe/lib python3 -m umstudy.jobs table'
+
+
+def test_cpu_only_checks_go_to_a_cpu_partition_where_there_is_one(tmp_path):
+    """A system with a GPU partition and a CPU partition (feature `cpuonly`): coarray, dlm and
+    himeno-cpu go to the CPU partition only, GPU checks to the GPU partition only."""
+    name = f'zzcpu{os.getpid()}'
+    folder = os.path.join(data.SYSTEMS_DIR, name)
+    base = dict(data.system('miyabi'))
+    gpu = dict(base['partitions'][0])
+    cpu = {'name': 'cpu', 'descr': 'CPU nodes', 'access': gpu['access'], 'environs': ['gnu'],
+           'features': ['cpu', 'openmp', 'mpi', 'cpuonly'], 'job': {'queues': {'quick': 'debug-c'}},
+           'facts': {'cpu': {'model': 'test CPU', 'cores': 112}}}
+    desc = {k: v for k, v in base.items() if k not in ('spack', 'container')}
+    desc.update(name=name, hostnames=[], partitions=[gpu, cpu])
+    os.makedirs(folder)
+    try:
+        import yaml
+        with open(os.path.join(folder, 'system.yaml'), 'w') as f:
+            yaml.safe_dump(desc, f)
+        dry_run(name, 'quick', tmp_path)
+        where = {}
+        for path in glob.glob(str(tmp_path / name / 'stage' / name / '*' / 'gnu' / '*' / 'rfm_job.sh')):
+            part, case = path.split(os.sep)[-4], path.split(os.sep)[-2].split('_')[0]
+            where.setdefault(case, set()).add(part)
+        assert where.get('CabIs') == {'cpu'} and where.get('HimenoCpuPerf') == {'cpu'}, where
+        assert where.get('UmbBaseline') == {'gpu'}, where
+        omp = open(glob.glob(str(tmp_path / name / 'stage' / name / 'cpu' / 'gnu' / 'HimenoCpuPerf' /
+                                 'rfm_job.sh'))[0]).read()
+        assert '#PBS -q debug-c' in omp and 'OMP_NUM_THREADS=112' in omp, omp
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_build_fixture_reuses_make_build_only_when_configured_alike():
+    from umstudy.checks import UmstudyBuild
+    cc = shutil.which('gcc') or shutil.which('cc')
+    cxx = shutil.which('g++') or shutil.which('c++')
+    if not (cc and cxx):
+        pytest.skip('no C/C++ compiler on PATH')
+    cache = {'CMAKE_BUILD_TYPE': 'Release', 'UMSTUDY_COMPONENTS': '', 'UMSTUDY_CUDA': 'AUTO',
+             'CMAKE_CUDA_COMPILER': '/usr/local/cuda/bin/nvcc', 'CMAKE_CUDA_ARCHITECTURES': '90',
+             'CMAKE_C_COMPILER': cc, 'CMAKE_CXX_COMPILER': cxx}
+    want = {'CMAKE_BUILD_TYPE': 'Release', 'UMSTUDY_COMPONENTS': '', 'UMSTUDY_CUDA': 'ON',
+            'CMAKE_CUDA_ARCHITECTURES': '90', 'CMAKE_C_COMPILER': os.path.basename(cc),
+            'CMAKE_CXX_COMPILER': os.path.basename(cxx)}
+    assert UmstudyBuild.reusable(cache, want)
+    assert UmstudyBuild.reusable(cache, dict(want, UMSTUDY_CUDA='OFF'))          # CPU-only partition
+    assert not UmstudyBuild.reusable(cache, dict(want, CMAKE_CUDA_ARCHITECTURES='70'))
+    assert not UmstudyBuild.reusable(cache, dict(want, UMSTUDY_COMPONENTS='himeno'))
+    assert not UmstudyBuild.reusable(dict(cache, UMSTUDY_CUDA='OFF'), want)        # no CUDA built
+    assert not UmstudyBuild.reusable(dict(cache, CMAKE_BUILD_TYPE='Debug'), want)
+    assert not UmstudyBuild.reusable(cache, dict(want, CMAKE_C_COMPILER='no-such-cc'))
+    assert not UmstudyBuild.reusable({}, want)

@@ -9,6 +9,7 @@
 """
 import json
 import os
+import shutil
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -16,7 +17,11 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import (fixture, run_after, run_before, sanity_function,
                                    variable)
 
+from reframe.core.logging import getlogger
+from reframe.core.runtime import runtime
+
 from . import data, verdicts
+from . import jobs as jobs_data
 
 EXIT_UNSUPPORTED = 77  # umstudy/support.h: UMS_EXIT_UNSUPPORTED
 
@@ -29,42 +34,100 @@ def size():
     return value
 
 
+def _cmake_cache(builddir):
+    cache = {}
+    path = os.path.join(builddir, 'CMakeCache.txt')
+    if os.path.exists(path):
+        for line in open(path):
+            if ':' in line and '=' in line and not line.startswith(('#', '//')):
+                key, value = line.rstrip('\n').split('=', 1)
+                cache[key.split(':', 1)[0]] = value
+    return cache
+
+
 class UmstudyBuild(rfm.CompileOnlyRegressionTest):
-    """CMake build of src/ (all components) for one partition + environment."""
+    """CMake build of src/ (all components) for one partition + environment.
+
+    Built once: `make build`'s build/default is used as it is when it was configured as
+    this partition needs (same CUDA choice and architectures, same component subset), so
+    `make run` compiles nothing twice; otherwise the build lives in
+    build/rfm-<system>-<partition>-<environ> and later runs rebuild only what changed."""
     descr = 'Build umstudy (src/) with CMake'
-    build_system = 'CMake'
-    sourcesdir = os.path.join(data.REPO, 'src')
+    build_system = 'CustomBuild'
+    sourcesdir = None
     valid_systems = ['*']
     valid_prog_environs = ['*']
     build_locally = True
     maintainers = ['umstudy']
+    builddir = variable(str, value='')
+
+    def wanted_options(self):
+        extras = self.current_partition.extras
+        opts = {'CMAKE_BUILD_TYPE': 'Release',
+                # UMSTUDY_COMPONENTS="himeno;umbench" builds a subset (a site without MPI, say).
+                'UMSTUDY_COMPONENTS': os.environ.get('UMSTUDY_COMPONENTS', '')}
+        if 'cuda' in self.current_partition.features:
+            opts['UMSTUDY_CUDA'] = 'ON'
+            opts['CMAKE_CUDA_ARCHITECTURES'] = str(
+                extras.get('build', {}).get('cuda_archs', '90')).replace(',', ';')
+            if not os.environ.get('CUDACXX') and os.path.exists('/usr/local/cuda/bin/nvcc'):
+                opts['CMAKE_CUDA_COMPILER'] = '/usr/local/cuda/bin/nvcc'
+        else:
+            opts['UMSTUDY_CUDA'] = 'OFF'
+        # the environment's compilers (nvc on an NVHPC environment, say)
+        env = self.current_environ
+        for key, exe in (('CMAKE_C_COMPILER', env.cc), ('CMAKE_CXX_COMPILER', env.cxx),
+                         ('CMAKE_Fortran_COMPILER', env.ftn)):
+            if exe:
+                opts[key] = exe
+        return opts
+
+    @staticmethod
+    def reusable(cache, opts):
+        """Whether a configured build tree has what these options ask for."""
+        if not cache or cache.get('UMSTUDY_COMPONENTS', '') != opts['UMSTUDY_COMPONENTS'] or \
+                cache.get('CMAKE_BUILD_TYPE') != opts['CMAKE_BUILD_TYPE']:
+            return False
+        for key in ('CMAKE_C_COMPILER', 'CMAKE_CXX_COMPILER'):
+            want, have = shutil.which(opts.get(key, '')), cache.get(key)
+            if not want or not have or os.path.realpath(want) != os.path.realpath(have):
+                return False   # another compiler than the environment's
+        if opts['UMSTUDY_CUDA'] == 'OFF':
+            return True   # CPU programs are the same with or without the CUDA variants
+        have_cuda = cache.get('UMSTUDY_CUDA') != 'OFF' and \
+            cache.get('CMAKE_CUDA_COMPILER', 'NOTFOUND') not in ('', 'NOTFOUND') and \
+            not cache.get('CMAKE_CUDA_COMPILER', '').endswith('-NOTFOUND')
+        return have_cuda and cache.get('CMAKE_CUDA_ARCHITECTURES') == opts['CMAKE_CUDA_ARCHITECTURES']
 
     @run_before('compile')
     def configure(self):
-        extras = self.current_partition.extras
-        feats = self.current_partition.features
-        bs = self.build_system
-        bs.builddir = 'build'
-        bs.config_opts = ['-DCMAKE_BUILD_TYPE=Release', '-DBUILD_TESTING=OFF']
-        # UMSTUDY_COMPONENTS="himeno;umbench" builds a subset (a site without MPI, say).
-        if os.environ.get('UMSTUDY_COMPONENTS'):
-            bs.config_opts += [f'"-DUMSTUDY_COMPONENTS={os.environ["UMSTUDY_COMPONENTS"]}"']  # ; is a list, not a shell separator
-        if 'cuda' in feats:
-            archs = str(extras.get('build', {}).get('cuda_archs', '90')).replace(',', ';')
-            bs.config_opts += ['-DUMSTUDY_CUDA=ON', f'-DCMAKE_CUDA_ARCHITECTURES={archs}']
-            if not os.environ.get('CUDACXX') and os.path.exists('/usr/local/cuda/bin/nvcc'):
-                bs.config_opts += ['-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc']
+        opts = self.wanted_options()
+        default = os.path.join(data.REPO, 'build', 'default')
+        part = self.current_partition
+        if self.reusable(_cmake_cache(default), opts):
+            self.builddir = default
+            configure = []
+            why = 'reusing make build (build/default)'
         else:
-            bs.config_opts += ['-DUMSTUDY_CUDA=OFF']
-        bs.max_concurrency = max(1, os.cpu_count() or 1)
-        bs.flags_from_environ = False
+            self.builddir = os.path.join(data.REPO, 'build', f'rfm-{part.fullname.replace(":", "-")}-'
+                                                             f'{self.current_environ.name}')
+            # quoted: `;` separates CMake list items, not shell commands
+            configure = ['cmake -S {} -B {} -DBUILD_TESTING=OFF {}'.format(
+                os.path.join(data.REPO, 'src'), self.builddir,
+                ' '.join(f'"-D{k}={v}"' for k, v in opts.items()))]
+            why = f'building in {os.path.relpath(self.builddir, data.REPO)}'
+        getlogger().info(f'umstudy: {part.fullname}+{self.current_environ.name}: {why}')
+        jobs = max(1, os.cpu_count() or 1)
+        self.build_system.commands = configure + [f'cmake --build {self.builddir} -j {jobs}']
+        self.time_limit = jobs_data.time_limit('UmstudyBuild', size())
 
     def bindir(self, component):
-        return os.path.join(self.stagedir, 'build', component)
+        return os.path.join(self.builddir, component)
 
     @sanity_function
     def built(self):
-        return sn.assert_true(os.path.isdir(os.path.join(self.stagedir, 'build')))
+        return sn.assert_true(os.path.isdir(self.builddir),
+                              msg=f'no build directory {self.builddir}')
 
 
 @sn.deferrable
@@ -115,6 +178,42 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
     # Ranks x threads against the cores of one node: a run that oversubscribes the
     # machine is shown as indicative, never judged (umstudy.verdicts).
     placement = variable(dict, value={})
+    # CPU-only checks go to a CPU partition (feature `cpuonly`) where the system has one,
+    # and GPU checks stay off it.
+    cpu_only = variable(bool, value=False)
+
+    def is_cpu_only(self):
+        return self.cpu_only
+
+    @run_after('init')
+    def route_by_need(self):
+        if not any('cpuonly' in p.features for p in runtime().system.partitions):
+            return
+        extra = '+cpuonly' if self.is_cpu_only() else '-cpuonly'
+        self.valid_systems = [extra if v == '*' else f'{v} {extra}' for v in self.valid_systems]
+
+    @run_after('setup')
+    def job_from_data(self):
+        """Walltime, queue and resource requests from reframe/times.yaml and the partition's
+        `job:` block (systems/<name>/system.yaml)."""
+        part = self.current_partition
+        sched = part.scheduler.registered_name
+        self.time_limit = jobs_data.time_limit(type(self).__name__, self.size)
+        self.job.options += jobs_data.queue_options(part.extras, sched, self.size)
+
+    @run_before('run')
+    def resources_from_data(self):
+        # After the checks' own setup hooks: they set the tasks and GPUs asked for here.
+        part = self.current_partition
+        sched = part.scheduler.registered_name
+        if sched == 'pbs':
+            self.job.options += jobs_data.select_fields(part.extras, self.num_gpus_per_node)
+        self.job.options += jobs_data.gpu_options(part.extras, sched, self.num_gpus_per_node)
+        block = jobs_data.job_block(part.extras)
+        self.env_vars.update(block.get('env', {}))
+        opts = block.get('launcher_options', [])
+        if opts and part.launcher_type.registered_name != 'local':
+            self.job.launcher.options += opts
 
     @run_after('setup')
     def record_partition(self):
@@ -247,6 +346,13 @@ def skip_without_openacc(test):
     test.skip_unless('openacc' in feats, 'no OpenACC compiler on this partition')
     test.skip_unless('gpu' in feats, 'no GPU on this partition: ' +
                      test.current_partition.extras.get('facts', {}).get('gpu_reason', 'none detected'))
+
+
+def one_node(partition):
+    """True where all ranks of a job share one node: `local`, or a partition whose `job:`
+    block says it has one node (the single-host Slurm of CI)."""
+    return (partition.scheduler.registered_name == 'local' or
+            jobs_data.job_block(partition.extras).get('nodes') == 1)
 
 
 def mpirun_on_local(test):

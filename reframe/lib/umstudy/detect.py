@@ -163,7 +163,8 @@ def complete(desc):
     desc['facts'] = facts
     for part in desc['partitions']:
         part['features'] = sorted(set(part.get('features', [])) | set(feats))
-        part['max_jobs'] = 1  # one GPU and few cores: runs must not disturb each other
+        if desc.get('scheduler') == 'local':
+            part['max_jobs'] = 1  # one GPU and few cores: runs must not disturb each other
     return desc
 
 

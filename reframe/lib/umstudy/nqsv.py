@@ -1,4 +1,4 @@
-"""ReFrame scheduler `nqsv`: NEC NQSV, the batch system of CCS Cygnus.
+"""ReFrame scheduler `nqsv`: NEC NQSV, the batch system of CCS Cygnus and Pegasus.
 
 NQSV takes qsub's PBS-style `#PBS` lines but not PBS Pro's resource syntax: nodes are
 `-b N` (not `-l select=`), the MPI flavour is a job type (`-T openmpi`, from the
@@ -25,7 +25,7 @@ class NqsvJobScheduler(PbsJobScheduler):
                     self._format_option(f'-o {job.stdout}'),
                     self._format_option(f'-e {job.stderr}')]
         if job.time_limit is not None:
-            h, m, s = seconds_to_hms(job.time_limit)
+            h, m, s = (int(x) for x in seconds_to_hms(job.time_limit))
             preamble.append(self._format_option(f'-l elapstim_req={h:02d}:{m:02d}:{s:02d}'))
         if job.num_tasks is not None:
             per_node = job.num_tasks_per_node or 1

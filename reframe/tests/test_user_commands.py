@@ -1,0 +1,152 @@
+"""What a user types: `make help`, `make run` with bad input, the documented ReFrame
+listing / dry-run commands, and `make system` adding a cluster without other edits."""
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from umstudy import data
+
+ROOT = data.REPO
+RFM_MAIN = 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()'
+
+
+def make(*args, timeout=600):
+    env = dict(os.environ, PYTHON=sys.executable)
+    return subprocess.run(['make', '--no-print-directory', '-C', ROOT, *args, f'PYTHON={sys.executable}'],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def reports():
+    return sorted(glob.glob(os.path.join(ROOT, 'output', 'reports', '*.json')))
+
+
+def test_make_help_lists_targets_and_variables():
+    r = make('help')
+    assert r.returncode == 0
+    for word in ('make run', 'make test', 'make system', 'SIZE=', 'SYSTEM=', 'CHECKS=', 'RFMFLAGS='):
+        assert word in r.stdout, word
+    for name in data.system_names():
+        assert name in r.stdout
+
+
+@pytest.mark.parametrize('arg, choices', [('SIZE=papr', ['quick', 'paper']),
+                                          ('SYSTEM=nosuchsystem', data.system_names())])
+def test_make_run_refuses_bad_input_with_the_choices(arg, choices):
+    before = reports()
+    r = make('run', arg)
+    assert r.returncode != 0
+    assert all(c in r.stderr for c in choices), r.stderr
+    assert 'report:' not in r.stdout      # no report path, old or new
+    assert reports() == before
+
+
+def test_make_run_with_checks_matching_nothing_says_so(tmp_path):
+    before = reports()
+    r = make('run', 'CHECKS=^NoSuchCheckAnywhere$', f'UMSTUDY_COMPONENTS={_components()}', f'OUTPUT={tmp_path}')
+    assert r.returncode != 0
+    assert 'matches no check' in r.stderr and 'HimenoCpuPerf' in r.stderr, r.stderr[-2000:]
+    assert 'report:' not in r.stdout
+    assert reports() == before
+
+
+def _components():
+    cache = os.path.join(ROOT, 'build', 'default', 'CMakeCache.txt')
+    if not os.path.exists(cache):
+        pytest.skip('needs `make build` first (make run builds src/ before it runs ReFrame)')
+    m = re.search(r'^UMSTUDY_COMPONENTS:\w+=(.*)$', open(cache).read(), re.M)
+    return m.group(1) if m else ''
+
+
+def test_ctrl_c_stops_make_run_and_keeps_earlier_runs(tmp_path):
+    """Ctrl-C (SIGINT to the foreground process group) mid-run: ReFrame stops, make exits
+    non-zero, the earlier complete run's report is untouched, the interrupted run leaves no
+    report the next `make report` would read, and the next `make run` works."""
+    args = ['make', '--no-print-directory', '-C', ROOT, 'run', f'PYTHON={sys.executable}',
+            f'OUTPUT={tmp_path}', f'UMSTUDY_COMPONENTS={_components()}']
+    first = subprocess.run(args + ['CHECKS=^HimenoCpuPerf'], capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    done = sorted(glob.glob(str(tmp_path / 'reports' / '*.json')))
+    assert len(done) == 1
+    kept = open(done[0]).read()
+    p = subprocess.Popen(args + ['CHECKS=^Dlm'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 300
+    while time.time() < deadline and not glob.glob(str(tmp_path / 'local' / 'stage' / '**' / 'Dlm*'),
+                                                     recursive=True):
+        time.sleep(0.5)   # ReFrame is running DLM checks now
+    time.sleep(2)
+    os.killpg(p.pid, signal.SIGINT)
+    out = p.communicate(timeout=120)[0]
+    assert p.returncode != 0, out[-2000:]
+    assert sorted(glob.glob(str(tmp_path / 'reports' / '*.json'))) == done and open(done[0]).read() == kept
+    assert not subprocess.run(['pgrep', '-f', str(tmp_path)], capture_output=True).stdout, 'processes left'
+    again = subprocess.run(args + ['CHECKS=^HimenoCpuPerf'], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert len(glob.glob(str(tmp_path / 'reports' / '*.json'))) == 2
+
+
+def documented_reframe_commands():
+    """`reframe -c reframe/ ... -l | --dry-run` commands quoted in README.md and ARTIFACT.md."""
+    found = set()
+    for doc in ('README.md', 'ARTIFACT.md'):
+        for cmd in re.findall(r'(reframe -c reframe/[^`\n#|]*)', open(os.path.join(ROOT, doc)).read()):
+            cmd = cmd.strip()
+            if ' -l' in cmd or '--dry-run' in cmd:
+                found.add(cmd)
+    return sorted(found)
+
+
+@pytest.mark.parametrize('command', documented_reframe_commands())
+def test_documented_listing_and_dry_run_commands_work(command, tmp_path):
+    argv = command.split()[1:]
+    system = argv[argv.index('--system') + 1]
+    if system not in data.system_names():
+        pytest.skip(f'{system}: an example name for a cluster of your own (test_make_system covers it)')
+    env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
+               UMSTUDY_OUTPUT=str(tmp_path), PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib'))
+    # a dry run of everything takes minutes; one check shows the command is valid
+    r = subprocess.run([sys.executable, '-c', RFM_MAIN, *argv, '-n', '^HimenoCpuPerf$'],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, command + '\n' + r.stdout[-2000:] + r.stderr[-2000:]
+    assert 'HimenoCpuPerf' in r.stdout
+
+
+def test_make_system_adds_a_cluster_that_needs_no_other_edit(tmp_path):
+    name = f'zztest{os.getpid()}'
+    folder = os.path.join(data.SYSTEMS_DIR, name)
+    try:
+        r = make('system', f'NAME={name}', 'SCHEDULER=slurm', 'QUEUE=gpu', 'PAPER_QUEUE=gpu-long', 'GPUS=4',
+                 'MODULES=cuda/12.6 openmpi/4.1.6', 'SYSTEMFLAGS=--cuda-archs 90')
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert os.path.exists(os.path.join(folder, 'spack.yaml'))
+        env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
+                   UMSTUDY_OUTPUT=str(tmp_path), UMSTUDY_GROUP='grp42', UMSTUDY_SIZE='paper',
+                   PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib'))
+        r = subprocess.run([sys.executable, '-c', RFM_MAIN, '-c', os.path.join(ROOT, 'reframe'),
+                            '--system', name, '--dry-run', '-n', r'^(UmbBaseline|HimenoCpuPerf)\b'],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        scripts = {os.path.basename(os.path.dirname(p)): open(p).read() for p in
+                   glob.glob(str(tmp_path / name / 'stage' / '**' / 'rfm_job.sh'), recursive=True)}
+        gpu = next(t for c, t in scripts.items() if c.startswith('UmbBaseline'))
+        for directive in ('#SBATCH --partition=gpu-long', '#SBATCH --account=grp42', '#SBATCH --time=',
+                          '#SBATCH --gres=gpu:1', 'srun '):
+            assert directive in gpu, (directive, gpu)
+        # the repository's own consistency checks see the new system as one of theirs
+        r = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-x', '-p', 'no:cacheprovider',
+                            os.path.join(ROOT, 'reframe', 'tests', 'test_data.py'),
+                            os.path.join(ROOT, 'spack-repo', 'tests', 'test_environments.py'),
+                            '-k', 'every_system or generated or pins'],
+                           capture_output=True, text=True, cwd=ROOT, timeout=600,
+                           env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib')))
+        assert r.returncode == 0, r.stdout[-3000:]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
