@@ -7,8 +7,12 @@
  *   get      MPI_Win_flush to the target if this coarray has puts in flight (a get
  *            must see them), MPI_Get + MPI_Win_flush_local
  *   put-acc  MPI_Accumulate with SUM/PROD/MIN/MAX; '-' is SUM of negated values
- *            (exact in integers and IEEE); '/' has no MPI op: get + divide + put
- *            under a per-image mutex (compare-and-swap on a lock window)
+ *            (x - y == x + (-y) bit for bit in IEEE when -y flips the sign bit, which
+ *            0.0 - y does not: 0.0 - 0.0 is +0.0, and -0.0 + +0.0 gives +0.0 where
+ *            -0.0 - 0.0 is -0.0); '/' has no MPI op: get + divide + put under a
+ *            per-image mutex (compare-and-swap on a lock window)
+ *   atomics  MPI_Accumulate(MPI_REPLACE) / MPI_Fetch_and_op(MPI_NO_OP, MPI_SUM) /
+ *            MPI_Compare_and_swap on the coarray's window, flushed to the target
  *   sync memory   MPI_Win_flush_all + MPI_Win_sync on every window */
 #include "xmpc_internal.h"
 
@@ -168,8 +172,7 @@ static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
     void *neg = NULL;
     if (op == XMPC_OP_DIFF) { /* the core hands accumulates a contiguous local side */
         neg = xmpc_xmalloc(bytes);
-        memset(neg, 0, bytes);
-        xmpc_apply_op(XMPC_OP_DIFF, ca->type, neg, x->laddr, n);
+        xmpc_negate(ca->type, neg, x->laddr, n);
         nx.laddr = neg;
     }
     MPI_Datatype base = basic_type(ca->type), lt, rt;
@@ -198,6 +201,30 @@ static void sync_memory(xmpc_coarray *all)
 
 static void barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
 
+/* Accumulate-family ops only: MPI makes them atomic with respect to each other per
+ * basic element (same datatype), which is what the atomic subroutines promise. */
+static void atomic(xmpc_coarray *ca, int rank, size_t off, int what, long compare, long value,
+                   long *old)
+{
+    MPI_Win win = *(MPI_Win *)ca->bk;
+    MPI_Datatype t = ca->type == XMPC_INT ? MPI_INT : MPI_LONG;
+    int iv = (int)value, ic = (int)compare, iold = 0;
+    void *v = ca->type == XMPC_INT ? (void *)&iv : (void *)&value;
+    void *c = ca->type == XMPC_INT ? (void *)&ic : (void *)&compare;
+    void *o = ca->type == XMPC_INT ? (void *)&iold : (void *)old;
+    if (ca->dirty)
+        MPI_Win_flush(rank, win); /* after this image's earlier puts, as a get is */
+    switch (what) {
+    case XMPC_AT_DEFINE: MPI_Accumulate(v, 1, t, rank, (MPI_Aint)off, 1, t, MPI_REPLACE, win); break;
+    case XMPC_AT_REF: MPI_Fetch_and_op(NULL, o, t, rank, (MPI_Aint)off, MPI_NO_OP, win); break;
+    case XMPC_AT_ADD: MPI_Fetch_and_op(v, o, t, rank, (MPI_Aint)off, MPI_SUM, win); break;
+    default: MPI_Compare_and_swap(v, c, o, t, rank, (MPI_Aint)off, win); break;
+    }
+    MPI_Win_flush(rank, win);
+    if (ca->type == XMPC_INT)
+        *old = iold;
+}
+
 const xmpc_backend xmpc_backend_mpi3 = {
     .name = "mpi3",
     .init = init,
@@ -211,4 +238,6 @@ const xmpc_backend xmpc_backend_mpi3 = {
     .sync_memory = sync_memory,
     .barrier = barrier,
     .sync_images = xmpc_mpi_sync_images,
+    .allgather = xmpc_mpi_allgather,
+    .atomic = atomic,
 };
