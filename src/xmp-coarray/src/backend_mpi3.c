@@ -13,6 +13,7 @@
  *            per-image mutex (compare-and-swap on a lock window)
  *   atomics  MPI_Accumulate(MPI_REPLACE) / MPI_Fetch_and_op(MPI_NO_OP, MPI_SUM) /
  *            MPI_Compare_and_swap on the coarray's window, flushed to the target
+ *            (long elements on Open MPI 4.x: under the per-image mutex, see below)
  *   sync memory   MPI_Win_flush_all + MPI_Win_sync on every window */
 #include "xmpc_internal.h"
 
@@ -201,19 +202,48 @@ static void sync_memory(xmpc_coarray *all)
 
 static void barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
 
+/* Open MPI 4.x crashes in 64-bit MPI_Compare_and_swap over its shared-memory
+ * transport (the issue cited at g_lock_win): there every atomic on a long coarray is a
+ * get (+ op + put) under the target's mutex instead, so all of them stay atomic with
+ * respect to each other. */
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
+#define LONG_CAS_BROKEN 1
+#else
+#define LONG_CAS_BROKEN 0
+#endif
+
+static void atomic_locked(xmpc_coarray *ca, MPI_Win win, int rank, size_t off, int what,
+                          long compare, long value, long *old)
+{
+    mutex(rank, 1);
+    MPI_Get(old, 1, MPI_LONG, rank, (MPI_Aint)off, 1, MPI_LONG, win);
+    MPI_Win_flush(rank, win);
+    long next = what == XMPC_AT_ADD ? (long)((unsigned long)*old + (unsigned long)value) : value;
+    if (what == XMPC_AT_DEFINE || what == XMPC_AT_ADD || (what == XMPC_AT_CAS && *old == compare)) {
+        MPI_Put(&next, 1, MPI_LONG, rank, (MPI_Aint)off, 1, MPI_LONG, win);
+        MPI_Win_flush(rank, win);
+    }
+    mutex(rank, 0);
+    (void)ca;
+}
+
 /* Accumulate-family ops only: MPI makes them atomic with respect to each other per
  * basic element (same datatype), which is what the atomic subroutines promise. */
 static void atomic(xmpc_coarray *ca, int rank, size_t off, int what, long compare, long value,
                    long *old)
 {
     MPI_Win win = *(MPI_Win *)ca->bk;
+    if (ca->dirty)
+        MPI_Win_flush(rank, win); /* after this image's earlier puts, as a get is */
+    if (LONG_CAS_BROKEN && ca->type == XMPC_LONG) {
+        atomic_locked(ca, win, rank, off, what, compare, value, old);
+        return;
+    }
     MPI_Datatype t = ca->type == XMPC_INT ? MPI_INT : MPI_LONG;
     int iv = (int)value, ic = (int)compare, iold = 0;
     void *v = ca->type == XMPC_INT ? (void *)&iv : (void *)&value;
     void *c = ca->type == XMPC_INT ? (void *)&ic : (void *)&compare;
     void *o = ca->type == XMPC_INT ? (void *)&iold : (void *)old;
-    if (ca->dirty)
-        MPI_Win_flush(rank, win); /* after this image's earlier puts, as a get is */
     switch (what) {
     case XMPC_AT_DEFINE: MPI_Accumulate(v, 1, t, rank, (MPI_Aint)off, 1, t, MPI_REPLACE, win); break;
     case XMPC_AT_REF: MPI_Fetch_and_op(NULL, o, t, rank, (MPI_Aint)off, MPI_NO_OP, win); break;
