@@ -76,7 +76,8 @@ class CabBase(UmstudyMetricTest):
 
 @rfm.simple_test
 class CabPingPong(CabBase):
-    descr = 'P002 figs. 2/3: coarray put/get ping-pong, 1 B..4 MB, with the raw MPI-3 RMA baseline'
+    descr = ('P002 figs. 2/3: coarray put/get ping-pong, 1 B..4 MB, race-free (flag) and the '
+             "paper's racy protocol, with the raw MPI-3 RMA baseline")
     valid_systems = ['+mpi']
     bench = 'cab-pingpong'
     backend = parameter(BACKENDS)
@@ -84,18 +85,26 @@ class CabPingPong(CabBase):
     @run_after('setup')
     def set_command(self):
         self.executable = self.program('cab-pingpong')
-        self.executable_opts = (SIZES['pingpong'][self.size] + ['--trials', str(self.trials)] +
+        # flag: the race-free default (ops put, raw-put); paper: P002 fig. 2's protocol,
+        # which races (ops put-paper, raw-put-paper), kept so the paper's numbers compare.
+        self.executable_opts = (SIZES['pingpong'][self.size] + ['--trials', str(self.trials),
+                                                                '--protocol', 'flag,paper'] +
                                 (['--raw'] if self.backend != 'gasnet' else []))
 
     def named_metrics(self):
         out = {}
-        for op in ('put', 'get') + (('raw-put', 'raw-get') if self.backend != 'gasnet' else ()):
+        raw = self.backend != 'gasnet'
+        ops = ('put', 'put-paper', 'get') + (('raw-put', 'raw-put-paper', 'raw-get') if raw else ())
+        for op in ops:
             key = op.replace('-', '_')
             out[f'{key}_lat8_us'] = ('latency', 'us', {'op': op, 'bytes': 8})
             out[f'{key}_bw4m'] = ('bandwidth', 'MB/s', {'op': op, 'bytes': 4 << 20})
-        if self.backend != 'gasnet':
+            if 'put' in op:  # rounds whose payload was not the one sent (every byte checked)
+                out[f'{key}_torn_rounds'] = ('torn_rounds', 'rounds', {'op': op})
+        if raw:  # same protocol on both sides of each ratio
             out['put_lat8_over_raw'] = ('put_lat8_over_raw', 'ratio', {})
             out['put_bw4m_over_raw'] = ('put_bw4m_over_raw', 'ratio', {})
+            out['put_lat8_over_raw_paper'] = ('put_lat8_over_raw_paper', 'ratio', {})
         return out
 
 
