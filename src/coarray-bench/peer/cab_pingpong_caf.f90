@@ -129,7 +129,7 @@ contains
     integer(int64), intent(in) :: n
     logical, intent(in) :: check
     integer(atomic_int_kind) :: v
-    integer(int64) :: i, last
+    integer(int64) :: last
     recvd = recvd + 1
     select case (p)
     case (p_paper)
@@ -150,12 +150,7 @@ contains
     if (check) then
       last = n
       if (p == p_paper) last = n - 1
-      do i = 1, last
-        if (rmt(i) /= pat(i, n, a, p == p_paper)) then
-          torn = torn + 1
-          exit
-        end if
-      end do
+      if (any(rmt(1:last) /= alt(1:last, a))) torn = torn + 1
     end if
     if (p == p_paper) rmt(n) = flag_down
   end subroutine
