@@ -34,7 +34,10 @@
  * receiver checks every byte of every round: a round whose payload is not the one just
  * sent is torn (`torn_rounds` in the JSON).  A race-free protocol with a torn round is
  * a runtime bug (verified: false, exit 1); the paper protocol's torn rounds are its own
- * race and are reported, not failed.
+ * race and are reported, not failed.  The same race can deadlock the paper protocol
+ * (a torn put rewrites the flag byte after the receiver reset it): a receiver that
+ * waits longer than --hang-timeout gives up, the size is reported as a "hung" record
+ * (racy: true) and the sweep goes on; a race-free protocol that hangs fails the run.
  *
  * Ops (JSON "op"): put, raw-put (flag protocol), put-paper, raw-put-paper,
  * put-atomic, raw-put-atomic, get, raw-get; every record also names its "protocol". */
@@ -61,6 +64,9 @@ static xmpc_coarray *g_aflag;     /* int aflag[1]:[*], the atomic protocol's fla
 static volatile char *g_rmt_mem;  /* this image's rmt_buf, polled */
 static long g_sent, g_recvd;      /* messages sent / received by this image since prepare */
 static long long g_torn;          /* checked rounds whose payload was not the one sent */
+static double g_hang_timeout = 10; /* s a receiver waits before calling the protocol hung */
+static double g_deadline;         /* this run's deadline (ums_now() seconds) */
+static int g_hung;                /* this image gave up waiting in this run */
 #ifdef CAB_HAVE_MPI
 static MPI_Win g_win; /* the raw baseline's buffer */
 static volatile char *g_win_mem;
@@ -144,20 +150,37 @@ static void poll_progress(int raw)
     xmpc_sync_memory();
 }
 
+/* 1 once this run is past its deadline (looked at every 1024 polls: the clock costs
+ * more than a poll).  The paper protocol can deadlock: a torn put may write the flag
+ * byte again after the receiver reset it, the receiver later takes that stale '0'
+ * for a new message, and both images end up waiting for each other.  A watchdog turns
+ * that into a reported outcome instead of a hung job. */
+static int timed_out(unsigned long *polls)
+{
+    if ((++*polls & 1023) != 0 || ums_now() < g_deadline)
+        return 0;
+    g_hung = 1;
+    return 1;
+}
+
 /* Waits for the next message; with `check`, compares it with pattern `alt`. */
 static void receive(int raw, int proto, size_t size, int check, int alt)
 {
     long want = ++g_recvd;
     volatile char *buf = recv_buf(raw);
+    unsigned long polls = 0;
     if (proto == P_PAPER) {
         while (buf[size - 1] != '0')
-            poll_progress(raw);
+            if (poll_progress(raw), timed_out(&polls))
+                return;
     } else if (proto == P_FLAG) {
         while (*flag_word(raw) != want)
-            poll_progress(raw);
+            if (poll_progress(raw), timed_out(&polls))
+                return;
     } else if (!raw) {
         while (xmpc_atomic_ref(g_aflag, g_me, 0) != want)
-            ;
+            if (timed_out(&polls))
+                return;
         xmpc_sync_memory(); /* the payload, complete before the flag, becomes visible */
     } else {
 #ifdef CAB_HAVE_MPI
@@ -165,6 +188,8 @@ static void receive(int raw, int proto, size_t size, int check, int alt)
         do {
             MPI_Fetch_and_op(NULL, &v, MPI_LONG, g_me - 1, (MPI_Aint)g_flag_off, MPI_NO_OP, g_win);
             MPI_Win_flush(g_me - 1, g_win);
+            if (v != want && timed_out(&polls))
+                return;
         } while (v != want);
         MPI_Win_sync(g_win);
 #endif
@@ -183,7 +208,8 @@ static void receive(int raw, int proto, size_t size, int check, int alt)
 /* `loop` round trips; with `check`, message k carries pattern k % 2 and is checked. */
 static void put_pingpong(int raw, int proto, size_t size, long long loop, int check)
 {
-    for (long long i = 0; i < loop; ++i) {
+    g_deadline = ums_now() + g_hang_timeout;
+    for (long long i = 0; i < loop && !g_hung; ++i) {
         int alt = (int)(i % 2);
         const char *src = check ? g_alt[alt] : g_loc;
         if (g_me == 1) {
@@ -191,7 +217,8 @@ static void put_pingpong(int raw, int proto, size_t size, long long loop, int ch
             receive(raw, proto, size, check, alt);
         } else if (g_me == 2) {
             receive(raw, proto, size, check, alt);
-            send(raw, proto, src, size);
+            if (!g_hung)
+                send(raw, proto, src, size);
         }
     }
 }
@@ -238,6 +265,8 @@ static void raw_get_pingpong(size_t size, long long loop)
 
 static int is_raw(int op) { return op == OP_RAW_PUT || op == OP_RAW_GET; }
 static int is_put(int op) { return op == OP_PUT || op == OP_RAW_PUT; }
+
+static void sync_all_any(int op);
 
 static void run_op(int op, int proto, size_t size, long long loop, int check)
 {
@@ -311,34 +340,47 @@ static int check_final(int op, int proto, size_t size)
 typedef struct {
     double half;        /* best half round trip, s */
     int final_ok;       /* the payload after the timed rounds was right on every image */
+    int hung;           /* a receiver waited past --hang-timeout (then nothing is timed) */
     long long torn;     /* torn rounds in the checked rounds (both images) */
     long long checked;  /* checked rounds (round trips) */
 } result;
 
+/* Collective: did any image give up waiting?  Then all leave the run together. */
+static int any_hung(int op)
+{
+    double h = g_hung;
+    cab_allreduce_max(&h, 1);
+    sync_all_any(op);
+    return h > 0;
+}
+
 static result measure(int op, int proto, size_t size)
 {
     result res = {.half = 1e300};
+    double best = 1e300, v[3] = {0, 0, 0};
+    g_hung = 0;
     prepare(op, proto, size);
     run_op(op, proto, size, g_loop < 10 ? g_loop : 10, 0); /* warm-up: connections, page faults */
-    sync_all_any(op);
-    double best = 1e300;
-    for (long long t = 0; t < g_trials; ++t) {
+    res.hung = any_hung(op);
+    for (long long t = 0; t < g_trials && !res.hung; ++t) {
         sync_all_any(op);
         double t0 = ums_now();
         run_op(op, proto, size, g_loop, 0);
         double dt = ums_now() - t0;
         if (dt < best)
             best = dt;
+        res.hung = any_hung(op);
     }
-    sync_all_any(op);
-    double v[3] = {!check_final(op, proto, size), 0, 0};
-    if (is_put(op) && g_check_rounds > 0) {
-        prepare(op, proto, size);
-        g_torn = 0;
-        put_pingpong(is_raw(op), proto, size, g_check_rounds, 1);
-        sync_all_any(op);
-        v[1] = (double)g_torn;
-        res.checked = g_check_rounds;
+    if (!res.hung) {
+        v[0] = !check_final(op, proto, size);
+        if (is_put(op) && g_check_rounds > 0) {
+            prepare(op, proto, size);
+            g_torn = 0;
+            put_pingpong(is_raw(op), proto, size, g_check_rounds, 1);
+            res.hung = any_hung(op);
+            v[1] = (double)g_torn;
+            res.checked = g_check_rounds;
+        }
     }
     cab_allreduce_sum(v, 2);
     /* Image 1's clock: it starts and ends every round trip. */
@@ -393,6 +435,9 @@ int main(int argc, char **argv)
          "atomics), paper (P002 fig. 2: waits on the payload's last byte, RACY)", 0, -1, NULL},
         {"raw", UMS_ARG_FLAG, &raw, "also run the same protocols in raw MPI-3 RMA (baseline)", 0, -1, NULL},
         {"trials", UMS_ARG_INT, &g_trials, "timed runs per size, the best is reported (default 1)", 1, 1000, NULL},
+        {"hang-timeout", UMS_ARG_DOUBLE, &g_hang_timeout,
+         "seconds a receiver waits for one message before the run counts as hung (default 10)",
+         0.001, 1e6, NULL},
         {"check-rounds", UMS_ARG_INT, &g_check_rounds,
          "untimed put rounds per size with every payload byte checked (default: LOOP; 0: none)",
          0, 1e9, NULL},
@@ -498,6 +543,25 @@ int main(int argc, char **argv)
             int side = is_raw(op);
             for (size_t size = min; size <= max; size *= 2) {
                 result r = measure(op, proto, size);
+                if (r.hung) {
+                    /* The paper protocol's race can deadlock it; a race-free one must not. */
+                    all_ok &= proto == P_PAPER;
+                    if (g_me == 1) {
+                        ums_rec rec;
+                        ums_rec_begin(&rec, "hung", 1, "runs");
+                        ums_rec_str(&rec, "op", name);
+                        ums_rec_str(&rec, "protocol", k_protocol[proto]);
+                        ums_rec_int(&rec, "bytes", (long long)size);
+                        ums_rec_bool(&rec, "racy", proto == P_PAPER);
+                        if (proto != P_PAPER)
+                            ums_rec_bool(&rec, "verified", 0);
+                        ums_rec_emit(&rec);
+                        fprintf(stderr, "%-14s %9zu B  HUNG: no message for %g s%s\n", name, size,
+                                g_hang_timeout, proto == P_PAPER ? " (the paper protocol's race)"
+                                                                 : " (a race-free protocol: a bug)");
+                    }
+                    continue;
+                }
                 /* A race-free protocol must never tear; the paper's may (its own race). */
                 int ok = r.final_ok && (proto == P_PAPER || r.torn == 0);
                 all_ok &= ok;

@@ -32,6 +32,9 @@ program cab_pingpong_caf
   integer(int8), allocatable :: loc(:), alt(:, :)
   integer(int64) :: nmin = 1, nmax = 4194304, loop = 1000, trials = 1, check_rounds = -1
   integer(int64) :: sent, recvd, torn, size
+  ! watchdog, as in cab-pingpong: the paper protocol's race can deadlock it
+  real(real64) :: hang_timeout = 10, deadline
+  integer :: hung
   logical :: want_put = .true., want_get = .true., proto_on(3) = [.true., .false., .false.]
   integer :: me, dest, p, all_ok
   character(len=256) :: arg, val
@@ -129,21 +132,25 @@ contains
     integer(int64), intent(in) :: n
     logical, intent(in) :: check
     integer(atomic_int_kind) :: v
-    integer(int64) :: last
+    integer(int64) :: last, polls
     recvd = recvd + 1
+    polls = 0
     select case (p)
     case (p_paper)
       do while (rmt(n) /= flag_up)
         sync memory
+        if (timed_out(polls)) return
       end do
     case (p_flag)
       do while (flag /= recvd)
         sync memory
+        if (timed_out(polls)) return
       end do
     case default
       do
         call atomic_ref(v, aflag)
         if (v == recvd) exit
+        if (timed_out(polls)) return
       end do
       sync memory
     end select
@@ -155,20 +162,47 @@ contains
     if (p == p_paper) rmt(n) = flag_down
   end subroutine
 
+  logical function timed_out(polls)
+    integer(int64), intent(inout) :: polls
+    polls = polls + 1
+    timed_out = .false.
+    if (mod(polls, 1024_int64) /= 0) return
+    if (now() < deadline) return
+    hung = 1
+    timed_out = .true.
+  end function
+
+  real(real64) function now()
+    integer(int64) :: c, rate
+    call system_clock(c, rate)
+    now = real(c, real64)/real(rate, real64)
+  end function
+
+  ! collective: did any image give up waiting?
+  logical function any_hung()
+    integer :: h
+    h = hung
+    call co_max(h)
+    sync all
+    any_hung = h > 0
+  end function
+
   subroutine rounds(p, n, count, check)
     integer, intent(in) :: p
     integer(int64), intent(in) :: n, count
     logical, intent(in) :: check
     integer(int64) :: i
     integer :: a
+    deadline = now() + hang_timeout
     do i = 1, count
+      if (hung /= 0) exit
       a = int(mod(i - 1, 2_int64))
       if (me == 1) then
         call send(p, n, a, check)
         call receive(p, n, a, check)
       else if (me == 2) then
         call receive(p, n, a, check)
-        call send(p, n, a, check)
+        if (hung == 0) call send(p, n, a, check)
       end if
     end do
   end subroutine
@@ -178,21 +212,23 @@ contains
     integer(int64), intent(in) :: n
     real(real64) :: best, half
     integer(int64) :: t, c0, c1, rate, i, last, bad, torn_all
-    logical :: ok
+    logical :: ok, h
+    hung = 0
     call prepare(p, n, .true.)
     call rounds(p, n, min(loop, 10_int64), .false.)
-    sync all
+    h = any_hung()
     best = huge(1.0_real64)
     do t = 1, trials
+      if (h) exit
       sync all
       call system_clock(c0, rate)
       call rounds(p, n, loop, .false.)
       call system_clock(c1)
       best = min(best, real(c1 - c0, real64)/real(rate, real64))
+      h = any_hung()
     end do
-    sync all
     bad = 0
-    if (me <= 2) then
+    if (me <= 2 .and. .not. h) then
       last = n
       if (p == p_paper) last = n - 1
       do i = 1, last
@@ -200,10 +236,17 @@ contains
       end do
     end if
     torn = 0
-    if (check_rounds > 0) then
+    if (check_rounds > 0 .and. .not. h) then
       call prepare(p, n, .true.)
       call rounds(p, n, check_rounds, .true.)
-      sync all
+      h = any_hung()
+    end if
+    if (h) then ! the paper protocol's race can deadlock it; a race-free one must not
+      if (p /= p_paper) all_ok = 0
+      if (me == 1) write (*, '(a,i0,a)') '{"bench":"cab-pingpong-caf","metric":"hung","value":1,'// &
+        '"unit":"runs","op":"'//put_op(p)//'","protocol":"'//trim(pname(p))//'","bytes":', n, &
+        ',"racy":'//trim(merge('true ', 'false', p == p_paper))//'}'
+      return
     end if
     torn_all = torn
     call co_sum(bad)
@@ -325,6 +368,7 @@ contains
       case ('--loop'); loop = to_size(val)
       case ('--trials'); trials = to_size(val)
       case ('--check-rounds'); check_rounds = to_size(val)
+      case ('--hang-timeout'); hang_timeout = real(to_size(val), real64)
       case ('--ops')
         want_put = index(val, 'put') > 0
         want_get = index(val, 'get') > 0

@@ -3,7 +3,10 @@
  * One window per coarray (MPI_Win_allocate), locked once for all targets with
  * MPI_Win_lock_all so every put/get is a plain RMA call with no epoch per access.
  * Strided sides are hvector datatypes built from the xfer, so nothing is packed.
- *   put      MPI_Put + MPI_Win_flush_local (the caller may reuse its buffer)
+ *   put      MPI_Put + MPI_Win_flush_local (the caller may reuse its buffer); a small
+ *            contiguous put is copied to a staging arena instead and needs no
+ *            flush_local: the arena is recycled only after the windows it fed have
+ *            been flushed (sync memory, or when it fills up)
  *   get      MPI_Win_flush to the target if this coarray has puts in flight (a get
  *            must see them), MPI_Get + MPI_Win_flush_local
  *   put-acc  MPI_Accumulate with SUM/PROD/MIN/MAX; '-' is SUM of negated values
@@ -118,6 +121,45 @@ static void mark_dirty(xmpc_coarray *ca, int rank)
     ca->dirty = (ca->dirty == 0 || ca->dirty == rank + 1) ? rank + 1 : -1;
 }
 
+/* Staging for small contiguous puts: the copy costs less than the MPI_Win_flush_local
+ * (a progress call) that reusing the caller's buffer at once would need.  A slot is
+ * reused only after every window it fed has been flushed. */
+enum { STAGE_BYTES = 64 << 10, STAGE_MAX_PUT = 512, STAGE_WINS = 16 };
+static struct {
+    char buf[STAGE_BYTES];
+    size_t used;
+    int nwins;
+    MPI_Win wins[STAGE_WINS]; /* windows with staged puts in flight */
+} g_stage;
+
+static void stage_recycle(int flush)
+{
+    for (int i = 0; flush && i < g_stage.nwins; ++i)
+        MPI_Win_flush_local_all(g_stage.wins[i]);
+    g_stage.used = 0;
+    g_stage.nwins = 0;
+}
+
+/* A staging copy of n bytes for a put on win, or NULL (then flush_local as usual). */
+static void *stage(MPI_Win win, const void *src, size_t n)
+{
+    if (n > STAGE_MAX_PUT)
+        return NULL;
+    int known = 0;
+    for (int i = 0; i < g_stage.nwins && !known; ++i)
+        known = g_stage.wins[i] == win;
+    if (g_stage.used + n > STAGE_BYTES || (!known && g_stage.nwins == STAGE_WINS)) {
+        stage_recycle(1);
+        known = 0;
+    }
+    if (!known)
+        g_stage.wins[g_stage.nwins++] = win;
+    void *p = g_stage.buf + g_stage.used;
+    memcpy(p, src, n);
+    g_stage.used += (n + 15) & ~(size_t)15;
+    return p;
+}
+
 /* One put or get of x, locally complete on return (the caller may reuse or read its
  * buffer); a put stays outstanding at the target until sync memory. */
 static void transfer(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
@@ -125,6 +167,13 @@ static void transfer(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
     MPI_Win win = *(MPI_Win *)ca->bk;
     if (!is_put && ca->dirty)
         MPI_Win_flush(rank, win); /* a get sees this image's earlier puts */
+    void *staged = is_put && x->levels == 0 ? stage(win, x->laddr, x->block) : NULL;
+    if (staged) {
+        MPI_Put(staged, (int)x->block, MPI_BYTE, rank, (MPI_Aint)x->roff, (int)x->block,
+                MPI_BYTE, win);
+        mark_dirty(ca, rank);
+        return;
+    }
     MPI_Datatype lt, rt;
     int lc = side_type(ca, rank, x, x->lstride, MPI_BYTE, 1, &lt);
     int rc = side_type(ca, rank, x, x->rstride, MPI_BYTE, 1, &rt);
@@ -198,6 +247,8 @@ static void sync_memory(xmpc_coarray *all)
         ca->dirty = 0;
         MPI_Win_sync(win); /* others' writes to this image become visible to loads */
     }
+    /* Every window was flushed (a staged put always leaves its coarray dirty). */
+    stage_recycle(0);
 }
 
 static void barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
