@@ -33,7 +33,7 @@ program cab_pingpong_caf
   integer(int64) :: nmin = 1, nmax = 4194304, loop = 1000, trials = 1, check_rounds = -1
   integer(int64) :: sent, recvd, torn, size
   ! watchdog, as in cab-pingpong: the paper protocol's race can deadlock it
-  real(real64) :: hang_timeout = 10, deadline
+  real(real64) :: hang_timeout = 10
   integer :: hung
   logical :: want_put = .true., want_get = .true., proto_on(3) = [.true., .false., .false.]
   integer :: me, dest, p, all_ok
@@ -133,24 +133,26 @@ contains
     logical, intent(in) :: check
     integer(atomic_int_kind) :: v
     integer(int64) :: last, polls
+    real(real64) :: since
     recvd = recvd + 1
     polls = 0
+    since = 0
     select case (p)
     case (p_paper)
       do while (rmt(n) /= flag_up)
         sync memory
-        if (timed_out(polls)) return
+        if (timed_out(polls, since)) return
       end do
     case (p_flag)
       do while (flag /= recvd)
         sync memory
-        if (timed_out(polls)) return
+        if (timed_out(polls, since)) return
       end do
     case default
       do
         call atomic_ref(v, aflag)
         if (v == recvd) exit
-        if (timed_out(polls)) return
+        if (timed_out(polls, since)) return
       end do
       sync memory
     end select
@@ -162,12 +164,17 @@ contains
     if (p == p_paper) rmt(n) = flag_down
   end subroutine
 
-  logical function timed_out(polls)
+  ! one message waited for longer than hang_timeout (clock read every 1024 polls only)
+  logical function timed_out(polls, since)
     integer(int64), intent(inout) :: polls
+    real(real64), intent(inout) :: since
+    real(real64) :: t
     polls = polls + 1
     timed_out = .false.
     if (mod(polls, 1024_int64) /= 0) return
-    if (now() < deadline) return
+    t = now()
+    if (since == 0) since = t
+    if (t - since < hang_timeout) return
     hung = 1
     timed_out = .true.
   end function
@@ -193,7 +200,6 @@ contains
     logical, intent(in) :: check
     integer(int64) :: i
     integer :: a
-    deadline = now() + hang_timeout
     do i = 1, count
       if (hung /= 0) exit
       a = int(mod(i - 1, 2_int64))

@@ -17,8 +17,8 @@
  * a[9], a[8], ..., a[5]) on either side; a zero step is an error.  Every index,
  * count and byte offset is computed overflow-checked before any transfer starts.
  *
- * Ordering and visibility model (compared with Fortran 2008/2018 coarrays and the
- * XcalableMP 1.x spec, where local-view coarrays follow Fortran):
+ * Ordering and visibility model (compared with Fortran 2008/2018 coarrays, from which
+ * the XcalableMP spec takes its local-view coarray semantics):
  *  - Completion.  A put or put-accumulate returns as soon as the local data may be
  *    reused; it is complete and visible at the target after xmpc_sync_memory() of the
  *    issuing image (also implied by xmpc_sync_all and xmpc_sync_images), and the
@@ -29,8 +29,7 @@
  *    in program order, so the later value wins even without sync memory.  xmpc
  *    DIFFERS: with no xmpc_sync_memory() between them the two complete in an
  *    unspecified order (as in MPI RMA and GASNet, which the backends are), so the
- *    earlier value may win.  Put xmpc_sync_memory() between them when it matters;
- *    Omni's XMP runtime has the same rule.
+ *    earlier value may win.  Put xmpc_sync_memory() between them when it matters.
  *  - A get observes every earlier put/put-accumulate of the calling image to that
  *    coarray on that image (program order, as in Fortran).
  *  - Put to this image's own coarray.  As in Fortran: the put is complete and
