@@ -95,16 +95,24 @@ class CabPingPong(CabBase):
         out = {}
         raw = self.backend != 'gasnet'
         ops = ('put', 'put-paper', 'get') + (('raw-put', 'raw-put-paper', 'raw-get') if raw else ())
+        # The paper protocol's race can deadlock it: the program then reports a `hung`
+        # record for that op and size (a race-free op that hangs fails the run instead),
+        # and that size's paper variables are left out rather than failing the check.
+        hung = {(r.get('op'), r.get('bytes')) for r in self.records().evaluate()
+                if r.get('metric') == 'hung' and r.get('racy') is True}
         for op in ops:
             key = op.replace('-', '_')
-            out[f'{key}_lat8_us'] = ('latency', 'us', {'op': op, 'bytes': 8})
-            out[f'{key}_bw4m'] = ('bandwidth', 'MB/s', {'op': op, 'bytes': 4 << 20})
+            if (op, 8) not in hung:
+                out[f'{key}_lat8_us'] = ('latency', 'us', {'op': op, 'bytes': 8})
+            if (op, 4 << 20) not in hung:
+                out[f'{key}_bw4m'] = ('bandwidth', 'MB/s', {'op': op, 'bytes': 4 << 20})
             if 'put' in op:  # rounds whose payload was not the one sent (every byte checked)
                 out[f'{key}_torn_rounds'] = ('torn_rounds', 'rounds', {'op': op})
         if raw:  # same protocol on both sides of each ratio
             out['put_lat8_over_raw'] = ('put_lat8_over_raw', 'ratio', {})
             out['put_bw4m_over_raw'] = ('put_bw4m_over_raw', 'ratio', {})
-            out['put_lat8_over_raw_paper'] = ('put_lat8_over_raw_paper', 'ratio', {})
+            if not any(op.endswith('put-paper') and size == 8 for op, size in hung):
+                out['put_lat8_over_raw_paper'] = ('put_lat8_over_raw_paper', 'ratio', {})
         return out
 
 
