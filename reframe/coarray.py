@@ -87,8 +87,10 @@ class CabPingPong(CabBase):
         self.executable = self.program('cab-pingpong')
         # flag: the race-free default (ops put, raw-put); paper: P002 fig. 2's protocol,
         # which races (ops put-paper, raw-put-paper), kept so the paper's numbers compare.
+        # --stream-count: P002-C2's put vs get transfer capability, no flags or barriers.
         self.executable_opts = (SIZES['pingpong'][self.size] + ['--trials', str(self.trials),
-                                                                '--protocol', 'flag,paper'] +
+                                                                '--protocol', 'flag,paper',
+                                                                '--stream-count', '32'] +
                                 (['--raw'] if self.backend != 'gasnet' else []))
 
     def named_metrics(self):
@@ -108,6 +110,8 @@ class CabPingPong(CabBase):
                 out[f'{key}_bw4m'] = ('bandwidth', 'MB/s', {'op': op, 'bytes': 4 << 20})
             if 'put' in op:  # rounds whose payload was not the one sent (every byte checked)
                 out[f'{key}_torn_rounds'] = ('torn_rounds', 'rounds', {'op': op})
+        for op in ('put', 'get'):  # one-way streams of 4 MB transfers (P002-C2)
+            out[f'{op}_stream_bw4m'] = ('stream_bandwidth', 'MB/s', {'op': op, 'bytes': 4 << 20})
         if raw:  # same protocol on both sides of each ratio
             out['put_lat8_over_raw'] = ('put_lat8_over_raw', 'ratio', {})
             out['put_bw4m_over_raw'] = ('put_bw4m_over_raw', 'ratio', {})

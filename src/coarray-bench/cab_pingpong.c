@@ -40,7 +40,14 @@
  * (racy: true) and the sweep goes on; a race-free protocol that hangs fails the run.
  *
  * Ops (JSON "op"): put, raw-put (flag protocol), put-paper, raw-put-paper,
- * put-atomic, raw-put-atomic, get, raw-get; every record also names its "protocol". */
+ * put-atomic, raw-put-atomic, get, raw-get; every record also names its "protocol".
+ *
+ * --stream-count N adds P002's other put/get comparison, put's own transfer capability
+ * (「put自体の転送能力」, the text after fig. 4), free of the ping-pong's flags and
+ * barriers: image 1 moves N messages of --max bytes to image 2 back to back, the puts
+ * completed by one sync memory, the gets one after another (XMP's get blocks); image 2
+ * only waits.  Metric "stream_bandwidth" (op put | get), N x size / time, best of
+ * --trials; image 2 checks the last put's payload, image 1 the last get's. */
 #define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "cab_common.h"
 
@@ -439,11 +446,61 @@ static void emit_ratio(const char *metric, int proto, const double v[2])
     ums_rec_emit(&rec);
 }
 
+/* One stream of `count` puts or gets of `size` bytes from image 1 to image 2 (see the
+ * top comment): the best bandwidth of g_trials runs in MB/s, and whether the last
+ * payload arrived whole (*ok, on every image). */
+static double stream(int put, size_t size, long long count, int *ok)
+{
+    const int dest = 2, last = (int)((count - 1) % 2);
+    double best = 0;
+    fill(g_alt[0], size, 0, 0);
+    fill(g_alt[1], size, 1, 0);
+    if (!put && g_me == 2) /* what image 1's gets must bring back */
+        memcpy((char *)g_rmt_mem, g_alt[last], size);
+    *ok = 1;
+    for (long long t = 0; t < g_trials; ++t) {
+        memset(g_loc, 0, size);
+        xmpc_barrier();
+        double t0 = ums_now();
+        if (g_me == 1) {
+            for (long long i = 0; i < count; ++i) {
+                if (put)
+                    CAB_RMA1(XMPC_RMA_PUT, g_rmt, g_alt[i % 2], 0, (long)size, 0, 0, dest);
+                else
+                    CAB_RMA1(XMPC_RMA_GET, g_rmt, g_loc, 0, (long)size, 0, 0, dest);
+            }
+            if (put)
+                xmpc_sync_memory();
+        }
+        double dt = ums_now() - t0;
+        xmpc_barrier(); /* the puts are complete and visible on image 2 from here */
+        if (put && g_me == 2)
+            *ok &= memcmp((const char *)g_rmt_mem, g_alt[last], size) == 0;
+        if (!put && g_me == 1)
+            *ok &= memcmp(g_loc, g_alt[last], size) == 0;
+        if (g_me == 1 && dt > 0 && (double)count * (double)size / dt / 1e6 > best)
+            best = (double)count * (double)size / dt / 1e6;
+    }
+    /* image 2 holds the put verdict: every image learns it (sync all, then image 1 reads). */
+    int flag[1] = {*ok};
+    long one[] = {1};
+    xmpc_coarray *v = xmpc_coarray_alloc("stream_ok", XMPC_INT, sizeof(int), 1, one);
+    *(int *)xmpc_coarray_data(v) = flag[0];
+    xmpc_barrier();
+    if (g_me == 1)
+        CAB_RMA1(XMPC_RMA_GET, v, flag, 0, 1, 0, 0, dest);
+    *ok &= flag[0];
+    xmpc_barrier();
+    xmpc_coarray_free(v);
+    return best;
+}
+
 int main(int argc, char **argv)
 {
     size_t min = 1, max = 4u << 20;
     const char *ops = "put,get", *protocols = "flag";
     int raw = 0;
+    long long stream_count = 0;
     const ums_arg args[] = {
         {"loop", UMS_ARG_INT, &g_loop, "round trips per size (LOOP; default 1000)", 1, 1e9, NULL},
         {"min", UMS_ARG_SIZE, &min, "smallest message, a power of two (default 1)", 1, 1 << 30, NULL},
@@ -457,6 +514,9 @@ int main(int argc, char **argv)
         {"hang-timeout", UMS_ARG_DOUBLE, &g_hang_timeout,
          "seconds a receiver waits for one message before the run counts as hung (default 10)",
          0.001, 1e6, NULL},
+        {"stream-count", UMS_ARG_INT, &stream_count,
+         "also stream this many --max-byte puts and gets from image 1 to 2 (put's own transfer "
+         "capability vs get's; default 0: off)", 0, 1e9, NULL},
         {"check-rounds", UMS_ARG_INT, &g_check_rounds,
          "untimed put rounds per size with every payload byte checked (default: LOOP; 0: none)",
          0, 1e9, NULL},
@@ -613,6 +673,22 @@ int main(int argc, char **argv)
                 ums_rec_bool(&rec, "racy", proto == P_PAPER);
                 ums_rec_emit(&rec);
             }
+        }
+    }
+    for (int put = 1; stream_count > 0 && put >= 0; --put) {
+        int ok;
+        double mbps = stream(put, max, stream_count, &ok);
+        all_ok &= ok;
+        if (g_me == 1) {
+            ums_rec rec;
+            ums_rec_begin(&rec, "stream_bandwidth", mbps, "MB/s");
+            ums_rec_str(&rec, "op", put ? "put" : "get");
+            ums_rec_int(&rec, "bytes", (long long)max);
+            ums_rec_int(&rec, "count", stream_count);
+            ums_rec_bool(&rec, "verified", ok);
+            ums_rec_emit(&rec);
+            fprintf(stderr, "stream %-4s %9zu B x %lld  %10.2f MB/s  %s\n", put ? "put" : "get", max,
+                    stream_count, mbps, ok ? "ok" : "DATA MISMATCH");
         }
     }
     /* The coarray layer's cost over raw MPI RMA: same protocol on both sides, same
