@@ -18,7 +18,8 @@ SMALL = {
 }
 BAD = {
     'pingpong': [['--loop', '0'], ['--min', '3'], ['--min', '64', '--max', '8'],
-                 ['--ops', 'teleport'], ['--ops', ','], ['--max', 'x']],
+                 ['--ops', 'teleport'], ['--ops', ','], ['--max', 'x'],
+                 ['--protocol', 'teleport'], ['--protocol', ','], ['--check-rounds', '-1']],
     'is': [['--class', 'Z'], ['--variant', 'telepathy'], ['--class'], ['--trials', '0']],
     'cg': [['--class', 'D'], ['--variant', 'allreduce'], ['--variant'], ['--trials', '1001']],
 }

@@ -10,6 +10,10 @@
  *            refuses without a single-copy transport), fenced before the unlock, so
  *            they are atomic with respect to each other (not to a concurrent AccS on
  *            the same element; see coarray.h)
+ *   atomics  ARMCI has fetch-and-add and swap but no compare-and-swap, so every
+ *            atomic is a get (+ op + put) under the target's lock word, fenced
+ *            before the unlock: atomic with respect to each other (and to the
+ *            non-native accumulates, which take the same lock)
  *   sync memory   ARMCI_AllFence;  barrier   ARMCI_Barrier (which also fences) */
 #include "xmpc_internal.h"
 
@@ -154,6 +158,30 @@ static void sync_memory(xmpc_coarray *all)
 
 static void barrier(void) { ARMCI_Barrier(); }
 
+static void atomic(xmpc_coarray *ca, int rank, size_t off, int what, long compare, long value,
+                   long *old)
+{
+    char *at = (char *)((void **)ca->bk)[rank] + off;
+    int is_int = ca->type == XMPC_INT;
+    union { int i; long l; } cur, next;
+    lock(rank);
+    if (ca->dirty)
+        ARMCI_Fence(rank); /* after this image's earlier puts */
+    ARMCI_Get(at, &cur, (int)ca->esize, rank);
+    *old = is_int ? cur.i : cur.l;
+    long v = what == XMPC_AT_ADD ? (long)((unsigned long)*old + (unsigned long)value) : value;
+    if (is_int && what == XMPC_AT_ADD)
+        v = (int)((unsigned)*old + (unsigned)value);
+    if (what == XMPC_AT_DEFINE || what == XMPC_AT_ADD || (what == XMPC_AT_CAS && *old == compare)) {
+        if (is_int)
+            next.i = (int)v;
+        else
+            next.l = v;
+        ARMCI_Put(&next, at, (int)ca->esize, rank);
+    }
+    unlock(rank); /* fences the put first */
+}
+
 const xmpc_backend xmpc_backend_armci = {
     .name = "armci",
     .init = init,
@@ -167,4 +195,6 @@ const xmpc_backend xmpc_backend_armci = {
     .sync_memory = sync_memory,
     .barrier = barrier,
     .sync_images = xmpc_mpi_sync_images,
+    .allgather = xmpc_mpi_allgather,
+    .atomic = atomic,
 };

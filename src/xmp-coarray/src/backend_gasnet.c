@@ -11,7 +11,9 @@
  *   put-acc  GASNet has no remote accumulate (P002 table 1): one AM medium request
  *            per run (split to gasnet_AMMaxMedium), applied by a handler at the
  *            target under a handler-safe lock, so every op is atomic per element
- *   sync memory   gasnet_wait_syncnbi_puts, wait for every accumulate reply, poll */
+ *   sync memory   gasnet_wait_syncnbi_puts, wait for every accumulate reply, poll
+ * Not here (yet): coarray atomics and the allocation's shape comparison (both need
+ * AM round trips this file does not have); the core reports the former by name. */
 #include "xmpc_internal.h"
 
 #include "umstudy/support.h"
@@ -46,9 +48,17 @@ static void *word_ptr(gasnet_handlerarg_t hi, gasnet_handlerarg_t lo)
 static void acc_handler(gasnet_token_t t, void *buf, size_t nbytes, gasnet_handlerarg_t hi,
                         gasnet_handlerarg_t lo, gasnet_handlerarg_t op, gasnet_handlerarg_t type)
 {
+    size_t bad = 0;
     gasnet_hsl_lock(&g_acc_lock);
-    xmpc_apply_op((xmpc_op)op, (xmpc_type)type, word_ptr(hi, lo), buf, nbytes / k_type_size[type]);
+    int rc = xmpc_apply_op((xmpc_op)op, (xmpc_type)type, word_ptr(hi, lo), buf,
+                           nbytes / k_type_size[type], &bad);
     gasnet_hsl_unlock(&g_acc_lock);
+    if (rc != XMPC_ACC_OK) { /* found at the target, the only place the dividend is */
+        fprintf(stderr, "xmpc: error: image %d (gasnet): accumulate '/': %s (element %zu of a "
+                "run)\n", g_me + 1, rc == XMPC_ACC_DIV_ZERO ? "integer division by zero"
+                : "integer division overflows: INT_MIN / -1", bad);
+        gasnet_exit(UMS_EXIT_FAILED);
+    }
     gasnet_AMReplyShort0(t, H_ACC_DONE);
 }
 

@@ -3,12 +3,20 @@
  * One window per coarray (MPI_Win_allocate), locked once for all targets with
  * MPI_Win_lock_all so every put/get is a plain RMA call with no epoch per access.
  * Strided sides are hvector datatypes built from the xfer, so nothing is packed.
- *   put      MPI_Put + MPI_Win_flush_local (the caller may reuse its buffer)
+ *   put      MPI_Put + MPI_Win_flush_local (the caller may reuse its buffer); a small
+ *            contiguous put is copied to a staging arena instead and needs no
+ *            flush_local: the arena is recycled only after the windows it fed have
+ *            been flushed (sync memory, or when it fills up)
  *   get      MPI_Win_flush to the target if this coarray has puts in flight (a get
  *            must see them), MPI_Get + MPI_Win_flush_local
  *   put-acc  MPI_Accumulate with SUM/PROD/MIN/MAX; '-' is SUM of negated values
- *            (exact in integers and IEEE); '/' has no MPI op: get + divide + put
- *            under a per-image mutex (compare-and-swap on a lock window)
+ *            (x - y == x + (-y) bit for bit in IEEE when -y flips the sign bit, which
+ *            0.0 - y does not: 0.0 - 0.0 is +0.0, and -0.0 + +0.0 gives +0.0 where
+ *            -0.0 - 0.0 is -0.0); '/' has no MPI op: get + divide + put under a
+ *            per-image mutex (compare-and-swap on a lock window)
+ *   atomics  MPI_Accumulate(MPI_REPLACE) / MPI_Fetch_and_op(MPI_NO_OP, MPI_SUM) /
+ *            MPI_Compare_and_swap on the coarray's window, flushed to the target
+ *            (long elements on Open MPI 4.x: under the per-image mutex, see below)
  *   sync memory   MPI_Win_flush_all + MPI_Win_sync on every window */
 #include "xmpc_internal.h"
 
@@ -113,6 +121,45 @@ static void mark_dirty(xmpc_coarray *ca, int rank)
     ca->dirty = (ca->dirty == 0 || ca->dirty == rank + 1) ? rank + 1 : -1;
 }
 
+/* Staging for small contiguous puts: the copy costs less than the MPI_Win_flush_local
+ * (a progress call) that reusing the caller's buffer at once would need.  A slot is
+ * reused only after every window it fed has been flushed. */
+enum { STAGE_BYTES = 64 << 10, STAGE_MAX_PUT = 512, STAGE_WINS = 16 };
+static struct {
+    char buf[STAGE_BYTES];
+    size_t used;
+    int nwins;
+    MPI_Win wins[STAGE_WINS]; /* windows with staged puts in flight */
+} g_stage;
+
+static void stage_recycle(int flush)
+{
+    for (int i = 0; flush && i < g_stage.nwins; ++i)
+        MPI_Win_flush_local_all(g_stage.wins[i]);
+    g_stage.used = 0;
+    g_stage.nwins = 0;
+}
+
+/* A staging copy of n bytes for a put on win, or NULL (then flush_local as usual). */
+static void *stage(MPI_Win win, const void *src, size_t n)
+{
+    if (n > STAGE_MAX_PUT)
+        return NULL;
+    int known = 0;
+    for (int i = 0; i < g_stage.nwins && !known; ++i)
+        known = g_stage.wins[i] == win;
+    if (g_stage.used + n > STAGE_BYTES || (!known && g_stage.nwins == STAGE_WINS)) {
+        stage_recycle(1);
+        known = 0;
+    }
+    if (!known)
+        g_stage.wins[g_stage.nwins++] = win;
+    void *p = g_stage.buf + g_stage.used;
+    memcpy(p, src, n);
+    g_stage.used += (n + 15) & ~(size_t)15;
+    return p;
+}
+
 /* One put or get of x, locally complete on return (the caller may reuse or read its
  * buffer); a put stays outstanding at the target until sync memory. */
 static void transfer(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
@@ -120,6 +167,13 @@ static void transfer(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
     MPI_Win win = *(MPI_Win *)ca->bk;
     if (!is_put && ca->dirty)
         MPI_Win_flush(rank, win); /* a get sees this image's earlier puts */
+    void *staged = is_put && x->levels == 0 ? stage(win, x->laddr, x->block) : NULL;
+    if (staged) {
+        MPI_Put(staged, (int)x->block, MPI_BYTE, rank, (MPI_Aint)x->roff, (int)x->block,
+                MPI_BYTE, win);
+        mark_dirty(ca, rank);
+        return;
+    }
     MPI_Datatype lt, rt;
     int lc = side_type(ca, rank, x, x->lstride, MPI_BYTE, 1, &lt);
     int rc = side_type(ca, rank, x, x->rstride, MPI_BYTE, 1, &rt);
@@ -168,8 +222,7 @@ static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
     void *neg = NULL;
     if (op == XMPC_OP_DIFF) { /* the core hands accumulates a contiguous local side */
         neg = xmpc_xmalloc(bytes);
-        memset(neg, 0, bytes);
-        xmpc_apply_op(XMPC_OP_DIFF, ca->type, neg, x->laddr, n);
+        xmpc_negate(ca->type, neg, x->laddr, n);
         nx.laddr = neg;
     }
     MPI_Datatype base = basic_type(ca->type), lt, rt;
@@ -194,9 +247,64 @@ static void sync_memory(xmpc_coarray *all)
         ca->dirty = 0;
         MPI_Win_sync(win); /* others' writes to this image become visible to loads */
     }
+    /* Every window was flushed (a staged put always leaves its coarray dirty). */
+    stage_recycle(0);
 }
 
 static void barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+
+/* Open MPI 4.x crashes in 64-bit MPI_Compare_and_swap over its shared-memory
+ * transport (the issue cited at g_lock_win): there every atomic on a long coarray is a
+ * get (+ op + put) under the target's mutex instead, so all of them stay atomic with
+ * respect to each other. */
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
+#define LONG_CAS_BROKEN 1
+#else
+#define LONG_CAS_BROKEN 0
+#endif
+
+static void atomic_locked(xmpc_coarray *ca, MPI_Win win, int rank, size_t off, int what,
+                          long compare, long value, long *old)
+{
+    mutex(rank, 1);
+    MPI_Get(old, 1, MPI_LONG, rank, (MPI_Aint)off, 1, MPI_LONG, win);
+    MPI_Win_flush(rank, win);
+    long next = what == XMPC_AT_ADD ? (long)((unsigned long)*old + (unsigned long)value) : value;
+    if (what == XMPC_AT_DEFINE || what == XMPC_AT_ADD || (what == XMPC_AT_CAS && *old == compare)) {
+        MPI_Put(&next, 1, MPI_LONG, rank, (MPI_Aint)off, 1, MPI_LONG, win);
+        MPI_Win_flush(rank, win);
+    }
+    mutex(rank, 0);
+    (void)ca;
+}
+
+/* Accumulate-family ops only: MPI makes them atomic with respect to each other per
+ * basic element (same datatype), which is what the atomic subroutines promise. */
+static void atomic(xmpc_coarray *ca, int rank, size_t off, int what, long compare, long value,
+                   long *old)
+{
+    MPI_Win win = *(MPI_Win *)ca->bk;
+    if (ca->dirty)
+        MPI_Win_flush(rank, win); /* after this image's earlier puts, as a get is */
+    if (LONG_CAS_BROKEN && ca->type == XMPC_LONG) {
+        atomic_locked(ca, win, rank, off, what, compare, value, old);
+        return;
+    }
+    MPI_Datatype t = ca->type == XMPC_INT ? MPI_INT : MPI_LONG;
+    int iv = (int)value, ic = (int)compare, iold = 0;
+    void *v = ca->type == XMPC_INT ? (void *)&iv : (void *)&value;
+    void *c = ca->type == XMPC_INT ? (void *)&ic : (void *)&compare;
+    void *o = ca->type == XMPC_INT ? (void *)&iold : (void *)old;
+    switch (what) {
+    case XMPC_AT_DEFINE: MPI_Accumulate(v, 1, t, rank, (MPI_Aint)off, 1, t, MPI_REPLACE, win); break;
+    case XMPC_AT_REF: MPI_Fetch_and_op(NULL, o, t, rank, (MPI_Aint)off, MPI_NO_OP, win); break;
+    case XMPC_AT_ADD: MPI_Fetch_and_op(v, o, t, rank, (MPI_Aint)off, MPI_SUM, win); break;
+    default: MPI_Compare_and_swap(v, c, o, t, rank, (MPI_Aint)off, win); break;
+    }
+    MPI_Win_flush(rank, win);
+    if (ca->type == XMPC_INT)
+        *old = iold;
+}
 
 const xmpc_backend xmpc_backend_mpi3 = {
     .name = "mpi3",
@@ -211,4 +319,6 @@ const xmpc_backend xmpc_backend_mpi3 = {
     .sync_memory = sync_memory,
     .barrier = barrier,
     .sync_images = xmpc_mpi_sync_images,
+    .allgather = xmpc_mpi_allgather,
+    .atomic = atomic,
 };

@@ -5,7 +5,9 @@
 
 #include "umstudy/support.h"
 
+#include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +26,29 @@ static const xmpc_backend *const k_backends[] = {
 };
 #define N_BACKENDS (sizeof k_backends / sizeof k_backends[0])
 
+enum { NEVER_STARTED, RUNNING, FINALIZED };
+
 static struct {
-    const xmpc_backend *b; /* NULL until xmpc_init: the use-before-init check */
+    const xmpc_backend *b; /* NULL unless RUNNING */
+    int state;             /* NEVER_STARTED -> RUNNING -> FINALIZED */
     int me, n;             /* 0-based rank, image count */
     xmpc_coarray *list;    /* live coarrays, for sync memory */
+    xmpc_coarray *freed;   /* freed handles, kept so a stale one is named (see internal.h) */
+    unsigned long gen;     /* allocations so far */
+    const xmpc_coarray *last_ok; /* the last handle found live: the common case is cheap */
+    char errmsg[512];      /* the last error a *_stat call returned */
 } g;
+
+static const char *const k_type_names[] = {"byte", "int", "long", "float", "double"};
+
+const char *xmpc_type_name(xmpc_type type)
+{
+    static _Thread_local char other[32];
+    if ((unsigned)type <= XMPC_DOUBLE)
+        return k_type_names[type];
+    snprintf(other, sizeof other, "unknown type %d", (int)type);
+    return other;
+}
 
 /* ---- errors ------------------------------------------------------------------------ */
 
@@ -85,10 +105,44 @@ void xmpc_fatal(const xmpc_coarray *ca, int image, const char *fmt, ...)
     die();
 }
 
+static const char *not_running(const char *fn, char *buf, size_t cap)
+{
+    if (g.state == RUNNING)
+        return NULL;
+    snprintf(buf, cap, "%s called %s", fn,
+             g.state == FINALIZED ? "after xmpc_finalize" : "before xmpc_init");
+    return buf;
+}
+
 static void need_init(const char *fn)
 {
-    if (!g.b)
-        fail(NULL, 0, NULL, "%s called before xmpc_init", fn);
+    char why[160];
+    if (not_running(fn, why, sizeof why))
+        fail(NULL, 0, NULL, "%s", why);
+}
+
+/* Pointer comparisons only: an unknown pointer is never dereferenced. */
+void xmpc_check_handle(const xmpc_coarray *ca, const char *fn)
+{
+    need_init(fn);
+    if (ca && ca == g.last_ok && ca->magic == XMPC_MAGIC_LIVE)
+        return;
+    if (!ca)
+        fail(NULL, 0, NULL, "%s: NULL coarray handle", fn);
+    for (const xmpc_coarray *p = g.list; p; p = p->next)
+        if (p == ca) {
+            if (ca->magic != XMPC_MAGIC_LIVE)
+                fail(NULL, 0, NULL, "%s: coarray handle %p is corrupted (magic 0x%x)", fn,
+                     (const void *)ca, ca->magic);
+            g.last_ok = ca;
+            return;
+        }
+    for (const xmpc_coarray *p = g.freed; p; p = p->next)
+        if (p == ca)
+            fail(NULL, 0, NULL, "%s: coarray '%s' (allocation #%lu) used after xmpc_coarray_free",
+                 fn, ca->name, ca->gen);
+    fail(NULL, 0, NULL, "%s: %p is not a coarray handle (from xmpc_coarray_alloc)", fn,
+         (const void *)ca);
 }
 
 void *xmpc_xmalloc(size_t bytes)
@@ -103,8 +157,14 @@ void *xmpc_xmalloc(size_t bytes)
 
 int xmpc_init(int *argc, char ***argv)
 {
-    if (g.b)
+    if (g.state == RUNNING)
         return 0;
+    if (g.state == FINALIZED) {
+        /* Not collective any more: every image that does this says so and stops. */
+        fprintf(stderr, "xmpc: error: xmpc_init called after xmpc_finalize: the runtime "
+                        "(and MPI) cannot be restarted\n");
+        exit(UMS_EXIT_FAILED);
+    }
     const char *want = getenv("XMPC_BACKEND");
     char built[64] = "";
     for (size_t i = 0; i < N_BACKENDS; ++i)
@@ -133,17 +193,21 @@ int xmpc_init(int *argc, char ***argv)
     }
     b->init(argc, argv, &g.me, &g.n);
     g.b = b;
+    g.state = RUNNING;
     return 0;
 }
 
 void xmpc_finalize(void)
 {
+    if (g.state == FINALIZED)
+        fail(NULL, 0, NULL, "xmpc_finalize called twice");
     need_init("xmpc_finalize");
     xmpc_sync_all();
     while (g.list)
         xmpc_coarray_free(g.list);
     const xmpc_backend *b = g.b;
     g.b = NULL;
+    g.state = FINALIZED;
     b->finalize();
 }
 
@@ -162,27 +226,79 @@ const char *xmpc_backend_name(void) { need_init("xmpc_backend_name"); return g.b
 
 /* ---- coarrays ---------------------------------------------------------------------- */
 
+/* What every image must agree on for one collective allocation. */
+typedef struct {
+    int type, ndims;
+    size_t esize;
+    long dims[XMPC_MAX_DIMS];
+} alloc_shape;
+
+static void format_shape(char *buf, size_t cap, const alloc_shape *s)
+{
+    size_t len = (size_t)snprintf(buf, cap, "%s", xmpc_type_name((xmpc_type)s->type));
+    if (s->type == XMPC_BYTE && len < cap)
+        len += (size_t)snprintf(buf + len, cap - len, "(%zu B)", s->esize);
+    for (int d = 0; d < s->ndims && d < XMPC_MAX_DIMS && len < cap; ++d)
+        len += (size_t)snprintf(buf + len, cap - len, "[%ld]", s->dims[d]);
+}
+
+/* Images that allocate one coarray with different shapes would each index their own
+ * idea of it (MPI catches the overrun later, sometimes): compare at the allocation. */
+static void compare_shapes(const xmpc_coarray *ca)
+{
+    if (!g.b->allgather || g.n < 2)
+        return;
+    alloc_shape mine;
+    memset(&mine, 0, sizeof mine); /* padding too: the shapes are compared bytewise */
+    mine.type = (int)ca->type;
+    mine.ndims = ca->ndims;
+    mine.esize = ca->esize;
+    memcpy(mine.dims, ca->dims, sizeof mine.dims);
+    alloc_shape *all = xmpc_xmalloc(sizeof mine * (size_t)g.n);
+    g.b->allgather(&mine, all, sizeof mine);
+    for (int r = 1; r < g.n; ++r)
+        if (memcmp(&all[0], &all[r], sizeof mine) != 0) {
+            char s0[192], sr[192];
+            format_shape(s0, sizeof s0, &all[0]);
+            format_shape(sr, sizeof sr, &all[r]);
+            fail(ca, g.me + 1, NULL, "xmpc_coarray_alloc: images allocate this coarray "
+                 "(allocation #%lu) with different shapes: %s on image 1, %s on image %d",
+                 ca->gen, s0, sr, r + 1);
+        }
+    free(all);
+}
+
 xmpc_coarray *xmpc_coarray_alloc(const char *name, xmpc_type type, size_t elem_size, int ndims,
                                  const long *dims)
 {
     need_init("xmpc_coarray_alloc");
     static const size_t type_size[] = {0, sizeof(int), sizeof(long), sizeof(float), sizeof(double)};
-    xmpc_coarray tmp = {.type = type, .esize = elem_size, .ndims = ndims, .ncodims = 1};
+    xmpc_coarray tmp = {.type = type, .esize = elem_size, .ndims = ndims, .ncodims = 1,
+                        .gen = g.gen + 1};
     snprintf(tmp.name, sizeof tmp.name, "%s", name ? name : "?");
     if ((unsigned)type > XMPC_DOUBLE || elem_size == 0 || (type != XMPC_BYTE && elem_size != type_size[type]))
-        fail(&tmp, g.me + 1, NULL, "element type %d does not match element size %zu", (int)type, elem_size);
+        fail(&tmp, g.me + 1, NULL, "xmpc_coarray_alloc: element type %s does not match element size %zu",
+             xmpc_type_name(type), elem_size);
     if (ndims < 1 || ndims > XMPC_MAX_DIMS)
-        fail(&tmp, g.me + 1, NULL, "%d dimensions (1..%d supported)", ndims, XMPC_MAX_DIMS);
+        fail(&tmp, g.me + 1, NULL, "xmpc_coarray_alloc: %d dimensions (1..%d supported)", ndims,
+             XMPC_MAX_DIMS);
+    if (!dims)
+        fail(&tmp, g.me + 1, NULL, "xmpc_coarray_alloc: NULL dims");
     tmp.bytes = elem_size;
     for (int d = 0; d < ndims; ++d) {
         if (dims[d] < 1)
-            fail(&tmp, g.me + 1, NULL, "dimension %d has extent %ld", d, dims[d]);
+            fail(&tmp, g.me + 1, NULL, "xmpc_coarray_alloc: dimension %d has extent %ld", d, dims[d]);
         tmp.dims[d] = dims[d];
-        tmp.bytes *= (size_t)dims[d];
+        /* Bytes must fit a signed byte offset: sections are walked with signed strides. */
+        if (__builtin_mul_overflow(tmp.bytes, (size_t)dims[d], &tmp.bytes) || tmp.bytes > PTRDIFF_MAX)
+            fail(&tmp, g.me + 1, NULL, "xmpc_coarray_alloc: size overflows (dimension %d)", d);
     }
+    ++g.gen;
+    compare_shapes(&tmp);
     xmpc_coarray *ca = xmpc_xmalloc(sizeof *ca);
     *ca = tmp;
     g.b->alloc(ca);
+    ca->magic = XMPC_MAGIC_LIVE;
     ca->next = g.list;
     g.list = ca;
     return ca;
@@ -190,23 +306,31 @@ xmpc_coarray *xmpc_coarray_alloc(const char *name, xmpc_type type, size_t elem_s
 
 void xmpc_coarray_free(xmpc_coarray *ca)
 {
-    need_init("xmpc_coarray_free");
+    xmpc_check_handle(ca, "xmpc_coarray_free");
     xmpc_sync_memory();
     xmpc_coarray **p = &g.list;
-    while (*p && *p != ca)
+    while (*p != ca)
         p = &(*p)->next;
-    if (!*p)
-        fail(NULL, 0, NULL, "xmpc_coarray_free: not a live coarray");
     *p = ca->next;
     g.b->free(ca);
-    free(ca);
+    /* Kept, not freed: see XMPC_MAGIC_FREED. */
+    ca->magic = XMPC_MAGIC_FREED;
+    ca->data = ca->bk = NULL;
+    ca->next = g.freed;
+    g.freed = ca;
+    if (g.last_ok == ca)
+        g.last_ok = NULL;
 }
 
-void *xmpc_coarray_data(const xmpc_coarray *ca) { return ca->data; }
+void *xmpc_coarray_data(const xmpc_coarray *ca)
+{
+    xmpc_check_handle(ca, "xmpc_coarray_data");
+    return ca->data;
+}
 
 void xmpc_coarray_set_codims(xmpc_coarray *ca, int ncodims, const int *codims)
 {
-    need_init("xmpc_coarray_set_codims");
+    xmpc_check_handle(ca, "xmpc_coarray_set_codims");
     if (ncodims < 1 || ncodims > XMPC_MAX_DIMS)
         fail(ca, g.me + 1, NULL, "%d codimensions (1..%d supported)", ncodims, XMPC_MAX_DIMS);
     for (int k = 0; k < ncodims; ++k) {
@@ -242,24 +366,180 @@ typedef struct {
     size_t count[XMPC_MAX_DIMS], stride[XMPC_MAX_DIMS];
 } shape;
 
-static size_t section_count(const xmpc_section *s)
+/* A section walked element by element in its own (row-major) order with signed byte
+ * strides: what negative steps need, on either side. */
+typedef struct {
+    int ndims;
+    long len[XMPC_MAX_DIMS];
+    ptrdiff_t stride[XMPC_MAX_DIMS];
+    char *start; /* the first element in section order */
+} walker;
+
+/* A section after check_section: all of its arithmetic is known not to overflow. */
+typedef struct {
+    size_t count;              /* elements */
+    ptrdiff_t stride[XMPC_MAX_DIMS]; /* signed byte distance between consecutive indices */
+    size_t first;              /* byte offset of the first element (base) */
+} checked;
+
+/* rs: the coarray section, named in every message; s: the side being checked. */
+static _Noreturn void section_error(const xmpc_coarray *ca, int image, const xmpc_section *rs,
+                                    const xmpc_section *s, const char *fn, const char *why)
 {
-    size_t n = 1;
-    for (int d = 0; d < s->ndims; ++d)
-        n *= (size_t)s->length[d];
-    return n;
+    char sec[256] = "";
+    if (s != rs)
+        format_section(sec, sizeof sec, s);
+    fail(ca, image, rs, "%s: %s section%s%s %s", fn, s == rs ? "coarray" : "local",
+         sec[0] ? " " : "", sec, why);
+}
+
+/* Every index, count and byte offset of the section, overflow-checked, before any
+ * transfer: a wrapped product must never pass a bounds check. */
+static checked check_section(const xmpc_coarray *ca, int image, const xmpc_section *rs,
+                             const xmpc_section *s, size_t esize, const char *fn)
+{
+    checked c = {.count = 1};
+    char why[256];
+    int empty = 0;
+    for (int d = 0; d < s->ndims; ++d) {
+        if (s->length[d] < 0) {
+            snprintf(why, sizeof why, "has negative length %ld in dimension %d", s->length[d], d);
+            section_error(ca, image, rs, s, fn, why);
+        }
+        if (s->step[d] == 0) {
+            snprintf(why, sizeof why, "has stride 0 in dimension %d (a section's stride must "
+                     "not be zero)", d);
+            section_error(ca, image, rs, s, fn, why);
+        }
+        empty |= s->length[d] == 0;
+    }
+    if (empty) /* no element is accessed: the bases do not matter (Fortran) */
+        return (checked){.count = 0};
+    size_t first = 0;
+    for (int d = 0; d < s->ndims; ++d) {
+        long last, span, ext = s->extent ? s->extent[d] : -1;
+        int ovf = __builtin_mul_overflow(s->length[d] - 1, s->step[d], &span) ||
+                  __builtin_add_overflow(s->base[d], span, &last);
+        long lo = s->step[d] > 0 ? s->base[d] : last, hi = s->step[d] > 0 ? last : s->base[d];
+        if (ovf || lo < 0 || (s->extent && hi >= ext)) {
+            if (ovf)
+                snprintf(why, sizeof why, "out of bounds in dimension %d (extent %ld): the last "
+                         "index base+(length-1)*step overflows", d, ext);
+            else
+                snprintf(why, sizeof why, "out of bounds in dimension %d (extent %ld): indices "
+                         "%ld..%ld", d, ext, lo, hi);
+            section_error(ca, image, rs, s, fn, why);
+        }
+        /* Byte offsets of base and of hi, and the signed stride: within the array when its
+         * extent is known; checked here for Omni's local side, which gives only distances. */
+        size_t boff, hoff, sbytes;
+        long astep = s->step[d] < 0 ? -s->step[d] : s->step[d];
+        if (__builtin_mul_overflow((size_t)s->base[d], s->dist[d], &boff) ||
+            __builtin_mul_overflow(boff, esize, &boff) ||
+            __builtin_mul_overflow((size_t)hi, s->dist[d], &hoff) ||
+            __builtin_mul_overflow(hoff, esize, &hoff) || hoff > PTRDIFF_MAX ||
+            __builtin_add_overflow(first, boff, &first) || first > PTRDIFF_MAX ||
+            __builtin_mul_overflow((size_t)astep, s->dist[d], &sbytes) ||
+            __builtin_mul_overflow(sbytes, esize, &sbytes) || sbytes > PTRDIFF_MAX) {
+            snprintf(why, sizeof why, "addresses overflow in dimension %d (element distance %zu)",
+                     d, s->dist[d]);
+            section_error(ca, image, rs, s, fn, why);
+        }
+        c.stride[d] = s->length[d] == 1 ? 0
+                    : s->step[d] < 0 ? -(ptrdiff_t)sbytes : (ptrdiff_t)sbytes;
+        if (__builtin_mul_overflow(c.count, (size_t)s->length[d], &c.count)) {
+            snprintf(why, sizeof why, "has more elements than fit in a size_t");
+            section_error(ca, image, rs, s, fn, why);
+        }
+    }
+    size_t bytes;
+    if (__builtin_mul_overflow(c.count, esize, &bytes) || bytes > PTRDIFF_MAX) {
+        snprintf(why, sizeof why, "has %zu elements of %zu bytes: too large", c.count, esize);
+        section_error(ca, image, rs, s, fn, why);
+    }
+    c.first = first;
+    return c;
+}
+
+static walker walker_of(const xmpc_section *s, const checked *c, char *base)
+{
+    walker w = {.ndims = s->ndims, .start = base + c->first};
+    for (int d = 0; d < s->ndims; ++d) {
+        w.len[d] = s->length[d];
+        w.stride[d] = c->stride[d];
+    }
+    return w;
+}
+
+/* Copies the walker's elements to (pack) or from (unpack) the contiguous buf, in the
+ * section's order; runs of consecutive elements go in one memcpy. */
+static void walk_copy(const walker *w, size_t esize, char *buf, int pack)
+{
+    int inner = w->ndims - 1;
+    size_t run = esize;
+    if (w->stride[inner] == (ptrdiff_t)esize || w->len[inner] == 1) {
+        run = esize * (size_t)w->len[inner];
+        --inner; /* the innermost dimension is one run */
+    }
+    long idx[XMPC_MAX_DIMS] = {0};
+    for (;;) {
+        char *p = w->start;
+        for (int d = 0; d <= inner; ++d)
+            p += idx[d] * w->stride[d];
+        if (pack)
+            memcpy(buf, p, run);
+        else
+            memcpy(p, buf, run);
+        buf += run;
+        int d = inner;
+        while (d >= 0 && ++idx[d] == w->len[d])
+            idx[d--] = 0;
+        if (d < 0)
+            return;
+    }
+}
+
+/* The coarray section with negative steps turned around (Fortran's a(9:5:-1) is
+ * a(5:9) read backwards): backends only see ascending strides.  *flip: a walker over
+ * a dense buffer of the section's shape (section order) that visits it in the order
+ * of the turned-around section, starting *flip_start bytes into the buffer;
+ * flip->ndims == 0 when nothing was turned. */
+static xmpc_section ascending(const xmpc_section *s, size_t esize, walker *flip,
+                              ptrdiff_t *flip_start)
+{
+    xmpc_section a = *s;
+    int turned = 0;
+    ptrdiff_t dstride = (ptrdiff_t)esize;
+    *flip = (walker){.ndims = s->ndims};
+    *flip_start = 0; /* flip->start is this offset into the dense buffer */
+    for (int d = s->ndims - 1; d >= 0; --d) {
+        flip->len[d] = s->length[d];
+        flip->stride[d] = dstride;
+        if (s->step[d] < 0 && s->length[d] > 1) {
+            a.base[d] = s->base[d] + (s->length[d] - 1) * s->step[d]; /* checked */
+            a.step[d] = -s->step[d];
+            *flip_start += (s->length[d] - 1) * dstride;
+            flip->stride[d] = -dstride;
+            turned = 1;
+        }
+        dstride *= s->length[d];
+    }
+    if (!turned)
+        flip->ndims = 0;
+    return a;
 }
 
 static size_t section_offset(const xmpc_section *s, size_t esize)
 {
     size_t off = 0;
     for (int d = 0; d < s->ndims; ++d)
-        off += (size_t)s->base[d] * s->dist[d];
+        off += (size_t)s->base[d] * s->dist[d]; /* checked by check_section */
     return off * esize;
 }
 
 /* Dimensions of length 1 vanish; a dimension whose stride continues the block (or the
- * level below) merges into it, so `a[0:4][0:8]` of an [4][8] array is one block. */
+ * level below) merges into it, so `a[0:4][0:8]` of an [4][8] array is one block.
+ * Ascending sections only. */
 static shape make_shape(const xmpc_section *s, size_t esize)
 {
     shape sh = {.block = esize};
@@ -279,22 +559,12 @@ static shape make_shape(const xmpc_section *s, size_t esize)
     return sh;
 }
 
-/* rs: the coarray section, named in every message; s: the side being checked. */
-static void check_section(const xmpc_coarray *ca, int image, const xmpc_section *rs,
-                          const xmpc_section *s, const char *fn)
+static int is_ascending(const xmpc_section *s)
 {
-    for (int d = 0; d < s->ndims; ++d) {
-        long last = s->base[d] + (s->length[d] - 1) * s->step[d];
-        if (s->length[d] < 0 || s->step[d] < 1 || s->base[d] < 0 ||
-            (s->extent && s->length[d] > 0 && last >= s->extent[d])) {
-            char sec[256] = "";
-            if (s != rs)
-                format_section(sec, sizeof sec, s);
-            fail(ca, image, rs, "%s: %s section%s%s out of bounds in dimension %d (extent %ld)",
-                 fn, s == rs ? "coarray" : "local", sec[0] ? " " : "", sec, d,
-                 s->extent ? s->extent[d] : -1L);
-        }
-    }
+    for (int d = 0; d < s->ndims; ++d)
+        if (s->step[d] < 0 && s->length[d] > 1)
+            return 0;
+    return 1;
 }
 
 static xmpc_section section_of(int ndims, const long *dims, const xmpc_range *r)
@@ -306,7 +576,7 @@ static xmpc_section section_of(int ndims, const long *dims, const xmpc_range *r)
         s.length[d] = r[d].length;
         s.step[d] = r[d].step;
         s.dist[d] = dist;
-        dist *= (size_t)dims[d];
+        dist *= (size_t)dims[d]; /* the coarray's: checked at allocation; local: below */
     }
     return s;
 }
@@ -326,14 +596,20 @@ static int has_zero(xmpc_type t, const void *v, size_t n)
     return 0;
 }
 
+/* A put (or accumulate) to this image completes before it returns, so the image's own
+ * loads see it (Fortran's program order; see coarray.h). */
+static void complete_if_self(int image)
+{
+    if (image == g.me + 1)
+        g.b->sync_memory(g.list);
+}
+
 /* Every access: checks, then one xmpc_xfer whose local side is either the caller's
  * memory (when its strides can follow the remote shape) or a contiguous temporary. */
 void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, char *laddr,
               const xmpc_section *ls, xmpc_op op, xmpc_type ltype, const char *fn)
 {
-    need_init(fn);
-    if (!ca)
-        fail(NULL, image, rs, "%s: NULL coarray", fn);
+    xmpc_check_handle(ca, fn);
     if (image < 1 || image > g.n)
         fail(ca, image, rs, "%s: image %d is outside 1..%d", fn, image, g.n);
     if (rs->ndims != ca->ndims)
@@ -342,17 +618,19 @@ void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, cha
         fail(ca, image, rs, "%s: local section has %d dimensions (1..%d)", fn, ls->ndims, XMPC_MAX_DIMS);
     if (!laddr)
         fail(ca, image, rs, "%s: NULL local address", fn);
-    check_section(ca, image, rs, rs, fn);
-    check_section(ca, image, rs, ls, fn);
+    size_t es = ca->esize;
+    checked rc = check_section(ca, image, rs, rs, es, fn);
+    checked lc = check_section(ca, image, rs, ls, es, fn);
     int acc = code == XMPC_RMA_GET_ACC || code == XMPC_RMA_PUT_ACC;
     if (acc) {
         if (ca->type == XMPC_BYTE || ltype != ca->type)
-            fail(ca, image, rs, "%s: element type mismatch (coarray type %d, local type %d; "
-                 "accumulates need int, long, float or double)", fn, (int)ca->type, (int)ltype);
+            fail(ca, image, rs, "%s: element type mismatch (coarray type %s, local type %s; "
+                 "accumulates need int, long, float or double)", fn, xmpc_type_name(ca->type),
+                 xmpc_type_name(ltype));
         if (!strchr("+-*/<>", (int)op) || op == 0)
             fail(ca, image, rs, "%s: unknown accumulate op '%c' (+ - * / < >)", fn, (char)op);
     }
-    size_t nr = section_count(rs), nl = section_count(ls);
+    size_t nr = rc.count, nl = lc.count;
     if (nr == 0)
         return;
     int bcast = nl == 1 && nr > 1 && code != XMPC_RMA_GET && code != XMPC_RMA_GET_ACC;
@@ -360,46 +638,55 @@ void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, cha
         fail(ca, image, rs, "%s: the local section has %zu elements, the coarray section %zu",
              fn, nl, nr);
 
-    size_t es = ca->esize, bytes = nr * es;
-    shape r = make_shape(rs, es), l = make_shape(ls, es);
-    xmpc_xfer x = {.block = r.block, .levels = r.levels, .roff = section_offset(rs, es),
-                   .laddr = laddr + section_offset(ls, es)};
+    size_t bytes = nr * es; /* checked */
+    walker flip, lw = walker_of(ls, &lc, laddr);
+    ptrdiff_t flip_start;
+    xmpc_section ra = ascending(rs, es, &flip, &flip_start);
+    shape r = make_shape(&ra, es);
+    xmpc_xfer x = {.block = r.block, .levels = r.levels, .roff = section_offset(&ra, es),
+                   .laddr = lw.start};
     memcpy(x.count, r.count, sizeof x.count);
     memcpy(x.rstride, r.stride, sizeof x.rstride);
-    /* The local side can be used in place when it has the remote shape or is one
-     * block (then it takes the remote counts), except that a transfer from/to this
-     * image's own coarray memory goes through a temporary so nothing overlaps. */
-    size_t lspan = l.block;
-    for (int i = 0; i < l.levels; ++i)
-        lspan += (l.count[i] - 1) * l.stride[i];
-    int same = l.block == r.block && l.levels == r.levels &&
-               !memcmp(l.count, r.count, (size_t)r.levels * sizeof(size_t));
-    int in_place = !bcast && !acc && (same || l.levels == 0) &&
+    int fast = flip.ndims == 0 && is_ascending(ls);
+    int in_place = 0;
+    if (fast && !bcast && !acc) {
+        /* The local side can be used in place when it has the remote shape or is one
+         * block (then it takes the remote counts), except that a transfer from/to this
+         * image's own coarray memory goes through a temporary so nothing overlaps. */
+        shape l = make_shape(ls, es);
+        size_t lspan = l.block;
+        for (int i = 0; i < l.levels; ++i)
+            lspan += (l.count[i] - 1) * l.stride[i];
+        int same = l.block == r.block && l.levels == r.levels &&
+                   !memcmp(l.count, r.count, (size_t)r.levels * sizeof(size_t));
+        in_place = (same || l.levels == 0) &&
                    !(image == g.me + 1 && overlaps(x.laddr, lspan, ca->data, ca->bytes));
-    if (in_place && same)
-        memcpy(x.lstride, l.stride, sizeof x.lstride);
-    else if (in_place)
-        x = xmpc_xfer_contiguous(&x, x.laddr);
-
+        if (in_place && same)
+            memcpy(x.lstride, l.stride, sizeof x.lstride);
+        else if (in_place)
+            x = xmpc_xfer_contiguous(&x, x.laddr);
+    }
     if (in_place) {
-        if (code == XMPC_RMA_PUT)
+        if (code == XMPC_RMA_PUT) {
             g.b->put(ca, image - 1, &x);
-        else
+            complete_if_self(image);
+        } else
             g.b->get(ca, image - 1, &x);
         return;
     }
-    /* Temporary: the local elements in row-major order, contiguous. */
-    char *tmp = xmpc_xmalloc(bytes);
-    xmpc_xfer lx = {.block = l.block, .levels = l.levels, .laddr = x.laddr};
-    memcpy(lx.count, l.count, sizeof lx.count);
-    memcpy(lx.lstride, l.stride, sizeof lx.lstride);
+    /* Temporaries: `sec` holds the elements in section order, `tmp` in the order of
+     * the ascending remote transfer (the same buffer unless steps were turned). */
+    char *tmp = xmpc_xmalloc(bytes), *sec = flip.ndims ? xmpc_xmalloc(bytes) : tmp;
+    flip.start = sec + flip_start;
     xmpc_xfer tx = xmpc_xfer_contiguous(&x, tmp);
     if (code == XMPC_RMA_PUT || code == XMPC_RMA_PUT_ACC) {
         if (bcast)
             for (size_t i = 0; i < nr; ++i)
-                memcpy(tmp + i * es, x.laddr, es);
+                memcpy(sec + i * es, lw.start, es);
         else
-            xmpc_xfer_pack(&lx, tmp);
+            walk_copy(&lw, es, sec, 1);
+        if (flip.ndims)
+            walk_copy(&flip, es, tmp, 1);
         if (code == XMPC_RMA_PUT)
             g.b->put(ca, image - 1, &tx);
         else {
@@ -407,38 +694,53 @@ void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, cha
                 fail(ca, image, rs, "%s: integer division by zero", fn);
             g.b->put_acc(ca, image - 1, &tx, op);
         }
+        complete_if_self(image);
     } else {
         g.b->get(ca, image - 1, &tx);
+        if (flip.ndims)
+            walk_copy(&flip, es, tmp, 0);
         if (code == XMPC_RMA_GET_ACC) {
-            if (op == XMPC_OP_DIV && is_int_type(ca->type) && has_zero(ca->type, tmp, nr))
-                fail(ca, image, rs, "%s: integer division by zero", fn);
             char *cur = xmpc_xmalloc(bytes);
-            xmpc_xfer_pack(&lx, cur);
-            xmpc_apply_op(op, ca->type, cur, tmp, nr);
-            memcpy(tmp, cur, bytes);
+            walk_copy(&lw, es, cur, 1);
+            xmpc_apply_op_or_die(ca, image, op, cur, sec, nr);
+            memcpy(sec, cur, bytes);
             free(cur);
         }
-        xmpc_xfer_unpack(&lx, tmp);
+        walk_copy(&lw, es, sec, 0);
     }
+    if (sec != tmp)
+        free(sec);
     free(tmp);
 }
 
-static xmpc_section local_section(const xmpc_local *l)
+static xmpc_section local_section(const xmpc_coarray *ca, int image, const xmpc_range *remote,
+                                  const xmpc_local *l, const char *fn)
 {
-    if (!l || !l->addr || !l->dims || !l->r)
-        fail(NULL, 0, NULL, "local section without address, dims or ranges");
+    xmpc_section rs = section_of(ca->ndims, ca->dims, remote);
+    const char *what = !l ? "NULL local section" : !l->addr ? "local section with a NULL address"
+                     : !l->dims ? "local section with NULL dims" : !l->r ? "local section with NULL ranges"
+                     : NULL;
+    if (what)
+        fail(ca, image, &rs, "%s: %s", fn, what);
     if (l->ndims < 1 || l->ndims > XMPC_MAX_DIMS)
-        fail(NULL, 0, NULL, "local section has %d dimensions (1..%d)", l->ndims, XMPC_MAX_DIMS);
+        fail(ca, image, &rs, "%s: local section has %d dimensions (1..%d)", fn, l->ndims, XMPC_MAX_DIMS);
+    size_t elems = 1;
+    for (int d = 0; d < l->ndims; ++d)
+        if (l->dims[d] < 1 || __builtin_mul_overflow(elems, (size_t)l->dims[d], &elems) ||
+            elems > PTRDIFF_MAX / ca->esize)
+            fail(ca, image, &rs, "%s: local array extent %ld in dimension %d is not a valid size",
+                 fn, l->dims[d], d);
     return section_of(l->ndims, l->dims, l->r);
 }
 
 static void rma_native(int code, xmpc_coarray *ca, int image, const xmpc_range *remote,
                        const xmpc_local *local, xmpc_op op, xmpc_type t, const char *fn)
 {
-    need_init(fn);
-    if (!ca || !remote)
-        fail(ca, image, NULL, "%s: NULL coarray or section", fn);
-    xmpc_section rs = section_of(ca->ndims, ca->dims, remote), ls = local_section(local);
+    xmpc_check_handle(ca, fn);
+    if (!remote)
+        fail(ca, image, NULL, "%s: NULL coarray section", fn);
+    xmpc_section rs = section_of(ca->ndims, ca->dims, remote);
+    xmpc_section ls = local_section(ca, image, remote, local, fn);
     xmpc_rma(code, ca, image, &rs, local->addr, &ls, op, t, fn);
 }
 
@@ -463,11 +765,46 @@ void xmpc_get_acc(xmpc_coarray *ca, int image, const xmpc_range *remote, xmpc_op
 
 /* ---- synchronisation ----------------------------------------------------------------- */
 
-void xmpc_sync_memory(void)
+/* An error a *_stat call may return: with status, recorded and returned; without,
+ * reported and every image stops (the plain calls). */
+static int stat_error(int *status, int code, int image, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int stat_error(int *status, int code, int image, const char *fmt, ...)
 {
-    need_init("xmpc_sync_memory");
-    g.b->sync_memory(g.list);
+    va_list ap;
+    va_start(ap, fmt);
+    if (status) {
+        vsnprintf(g.errmsg, sizeof g.errmsg, fmt, ap);
+        va_end(ap);
+        *status = code;
+        return 1;
+    }
+    vreport(NULL, image, NULL, fmt, ap);
+    va_end(ap);
+    die();
 }
+
+static int running_or_stat(int *status, const char *fn)
+{
+    char why[160];
+    if (!not_running(fn, why, sizeof why))
+        return 1;
+    stat_error(status, XMPC_STAT_NOT_RUNNING, 0, "%s", why);
+    return 0;
+}
+
+const char *xmpc_errmsg(void) { return g.errmsg; }
+
+void xmpc_sync_memory_stat(int *status)
+{
+    if (!running_or_stat(status, "xmpc_sync_memory"))
+        return;
+    g.b->sync_memory(g.list);
+    if (status)
+        *status = XMPC_STAT_OK;
+}
+
+void xmpc_sync_memory(void) { xmpc_sync_memory_stat(NULL); }
 
 void xmpc_barrier(void)
 {
@@ -475,31 +812,104 @@ void xmpc_barrier(void)
     g.b->barrier();
 }
 
-void xmpc_sync_all(void)
+void xmpc_sync_all_stat(int *status)
 {
-    xmpc_sync_memory();
+    if (!running_or_stat(status, "xmpc_sync_all"))
+        return;
+    g.b->sync_memory(g.list);
     g.b->barrier();
     /* Again after the barrier: the others' puts, complete before it, must also become
      * visible to this image's loads (MPI-3 RMA: MPI_Win_sync after the synchronisation). */
     g.b->sync_memory(g.list);
+    if (status)
+        *status = XMPC_STAT_OK;
 }
 
-void xmpc_sync_images(int n, const int *images)
+void xmpc_sync_all(void) { xmpc_sync_all_stat(NULL); }
+
+/* The list is checked whole before anything is sent: a duplicate would wait for a
+ * second notification that never comes (a hang), a negative count reach MPI. */
+void xmpc_sync_images_stat(int n, const int *images, int *status)
 {
-    need_init("xmpc_sync_images");
+    if (!running_or_stat(status, "xmpc_sync_images"))
+        return;
+    if (images && n < 0) {
+        stat_error(status, XMPC_STAT_BAD_COUNT, 0, "sync images: image count %d is negative", n);
+        return;
+    }
     int *ranks = xmpc_xmalloc(sizeof(int) * (size_t)(images ? (n > 0 ? n : 1) : g.n));
+    unsigned char *seen = calloc((size_t)g.n, 1);
+    if (!seen)
+        xmpc_fatal(NULL, 0, "out of memory");
     if (!images) /* sync images(*) */
         for (n = 0; n < g.n; ++n)
             ranks[n] = n;
-    for (int i = 0; images && i < n; ++i) {
+    int bad = 0;
+    for (int i = 0; images && i < n && !bad; ++i) {
         if (images[i] < 1 || images[i] > g.n)
-            fail(NULL, images[i], NULL, "sync images: image %d is outside 1..%d", images[i], g.n);
-        ranks[i] = images[i] - 1;
+            bad = stat_error(status, XMPC_STAT_BAD_IMAGE, images[i],
+                             "sync images: image %d (entry %d of the list) is outside 1..%d",
+                             images[i], i, g.n);
+        else if (seen[images[i] - 1]++)
+            bad = stat_error(status, XMPC_STAT_DUPLICATE_IMAGE, images[i],
+                             "sync images: image %d is listed twice (entry %d of the list); "
+                             "an image set must not repeat an image", images[i], i);
+        else
+            ranks[i] = images[i] - 1;
     }
-    g.b->sync_memory(g.list);
-    g.b->sync_images(n, ranks);
-    g.b->sync_memory(g.list); /* as in sync all: the partners' puts become visible here */
+    free(seen);
+    if (!bad) {
+        g.b->sync_memory(g.list);
+        g.b->sync_images(n, ranks);
+        g.b->sync_memory(g.list); /* as in sync all: the partners' puts become visible here */
+        if (status)
+            *status = XMPC_STAT_OK;
+    }
     free(ranks);
+}
+
+void xmpc_sync_images(int n, const int *images) { xmpc_sync_images_stat(n, images, NULL); }
+
+/* ---- atomics -------------------------------------------------------------------------- */
+
+static long atomic_op(const char *fn, int what, xmpc_coarray *ca, int image, long index,
+                      long compare, long value)
+{
+    xmpc_check_handle(ca, fn);
+    if (image < 1 || image > g.n)
+        fail(ca, image, NULL, "%s: image %d is outside 1..%d", fn, image, g.n);
+    if (ca->type != XMPC_INT && ca->type != XMPC_LONG)
+        fail(ca, image, NULL, "%s: atomics need an int or long coarray, not %s", fn,
+             xmpc_type_name(ca->type));
+    size_t elems = ca->bytes / ca->esize;
+    if (index < 0 || (size_t)index >= elems)
+        fail(ca, image, NULL, "%s: element index %ld is outside 0..%zu", fn, index, elems - 1);
+    if (ca->type == XMPC_INT && (what == XMPC_AT_DEFINE || what == XMPC_AT_CAS) &&
+        (value < INT_MIN || value > INT_MAX || compare < INT_MIN || compare > INT_MAX))
+        fail(ca, image, NULL, "%s: value %ld does not fit the coarray's int elements", fn, value);
+    if (!g.b->atomic)
+        fail(ca, image, NULL, "%s: coarray atomics are not supported by the %s backend", fn,
+             g.b->name);
+    long old = 0;
+    g.b->atomic(ca, image - 1, (size_t)index * ca->esize, what, compare, value, &old);
+    return old;
+}
+
+void xmpc_atomic_define(xmpc_coarray *ca, int image, long index, long value)
+{
+    atomic_op("xmpc_atomic_define", XMPC_AT_DEFINE, ca, image, index, 0, value);
+}
+long xmpc_atomic_ref(xmpc_coarray *ca, int image, long index)
+{
+    return atomic_op("xmpc_atomic_ref", XMPC_AT_REF, ca, image, index, 0, 0);
+}
+long xmpc_atomic_cas(xmpc_coarray *ca, int image, long index, long compare, long value)
+{
+    return atomic_op("xmpc_atomic_cas", XMPC_AT_CAS, ca, image, index, compare, value);
+}
+long xmpc_atomic_fetch_add(xmpc_coarray *ca, int image, long index, long value)
+{
+    return atomic_op("xmpc_atomic_fetch_add", XMPC_AT_ADD, ca, image, index, 0, value);
 }
 
 /* ---- helpers for backends ------------------------------------------------------------ */
@@ -567,30 +977,72 @@ xmpc_xfer xmpc_xfer_contiguous(const xmpc_xfer *x, void *buf)
     return c;
 }
 
-#define APPLY(T)                                                                          \
+/* Integer + - * in unsigned arithmetic: two's-complement wrap-around, what MPI's and
+ * ARMCI's accumulates do, and no undefined behaviour in C.  Division is checked
+ * whole before anything changes. */
+#define APPLY(T, ADD, SUB, MUL, MIN_T)                                                    \
     do {                                                                                  \
         T *d = dst;                                                                       \
         const T *s = src;                                                                 \
+        for (size_t i = 0; MIN_T != 0 && op == XMPC_OP_DIV && i < n; ++i)                  \
+            if (s[i] == 0 || (s[i] == (T)-1 && d[i] == MIN_T)) {                          \
+                *bad = i;                                                                 \
+                return s[i] == 0 ? XMPC_ACC_DIV_ZERO : XMPC_ACC_DIV_OVERFLOW;             \
+            }                                                                             \
         for (size_t i = 0; i < n; ++i)                                                    \
             switch (op) {                                                                 \
-            case XMPC_OP_SUM: d[i] += s[i]; break;                                        \
-            case XMPC_OP_DIFF: d[i] -= s[i]; break;                                       \
-            case XMPC_OP_PROD: d[i] *= s[i]; break;                                       \
+            case XMPC_OP_SUM: d[i] = ADD(d[i], s[i]); break;                              \
+            case XMPC_OP_DIFF: d[i] = SUB(d[i], s[i]); break;                             \
+            case XMPC_OP_PROD: d[i] = MUL(d[i], s[i]); break;                             \
             case XMPC_OP_DIV: d[i] /= s[i]; break;                                        \
             case XMPC_OP_MIN: d[i] = s[i] < d[i] ? s[i] : d[i]; break;                    \
             case XMPC_OP_MAX: d[i] = s[i] > d[i] ? s[i] : d[i]; break;                    \
             }                                                                             \
     } while (0)
+#define I_ADD(a, b) (int)((unsigned)(a) + (unsigned)(b))
+#define I_SUB(a, b) (int)((unsigned)(a) - (unsigned)(b))
+#define I_MUL(a, b) (int)((unsigned)(a) * (unsigned)(b))
+#define L_ADD(a, b) (long)((unsigned long)(a) + (unsigned long)(b))
+#define L_SUB(a, b) (long)((unsigned long)(a) - (unsigned long)(b))
+#define L_MUL(a, b) (long)((unsigned long)(a) * (unsigned long)(b))
+#define F_ADD(a, b) ((a) + (b))
+#define F_SUB(a, b) ((a) - (b))
+#define F_MUL(a, b) ((a) * (b))
 
-void xmpc_apply_op(xmpc_op op, xmpc_type type, void *dst, const void *src, size_t n)
+int xmpc_apply_op(xmpc_op op, xmpc_type type, void *dst, const void *src, size_t n, size_t *bad)
 {
     switch (type) {
-    case XMPC_INT: APPLY(int); break;
-    case XMPC_LONG: APPLY(long); break;
-    case XMPC_FLOAT: APPLY(float); break;
-    case XMPC_DOUBLE: APPLY(double); break;
+    case XMPC_INT: APPLY(int, I_ADD, I_SUB, I_MUL, INT_MIN); break;
+    case XMPC_LONG: APPLY(long, L_ADD, L_SUB, L_MUL, LONG_MIN); break;
+    case XMPC_FLOAT: APPLY(float, F_ADD, F_SUB, F_MUL, 0); break;
+    case XMPC_DOUBLE: APPLY(double, F_ADD, F_SUB, F_MUL, 0); break;
     default: break;
     }
+    return XMPC_ACC_OK;
+}
+
+void xmpc_apply_op_or_die(const xmpc_coarray *ca, int image, xmpc_op op, void *dst,
+                          const void *src, size_t n)
+{
+    size_t bad = 0;
+    int rc = xmpc_apply_op(op, ca->type, dst, src, n, &bad);
+    if (rc == XMPC_ACC_DIV_ZERO)
+        xmpc_fatal(ca, image, "integer division by zero (element %zu of the section)", bad);
+    if (rc == XMPC_ACC_DIV_OVERFLOW)
+        xmpc_fatal(ca, image, "integer division overflows: %s / -1 (element %zu of the section)",
+                   ca->type == XMPC_INT ? "INT_MIN" : "LONG_MIN", bad);
+}
+
+void xmpc_negate(xmpc_type type, void *dst, const void *src, size_t n)
+{
+    for (size_t i = 0; i < n; ++i)
+        switch (type) {
+        case XMPC_INT: ((int *)dst)[i] = (int)(0u - (unsigned)((const int *)src)[i]); break;
+        case XMPC_LONG: ((long *)dst)[i] = (long)(0ul - (unsigned long)((const long *)src)[i]); break;
+        case XMPC_FLOAT: ((float *)dst)[i] = -((const float *)src)[i]; break;
+        case XMPC_DOUBLE: ((double *)dst)[i] = -((const double *)src)[i]; break;
+        default: break;
+        }
 }
 
 void xmpc_rmw_acc(const xmpc_backend *b, xmpc_coarray *ca, int rank, const xmpc_xfer *x,
@@ -601,7 +1053,7 @@ void xmpc_rmw_acc(const xmpc_backend *b, xmpc_coarray *ca, int rank, const xmpc_
     xmpc_xfer cx = xmpc_xfer_contiguous(x, cur);
     xmpc_xfer_pack(x, val);
     b->get(ca, rank, &cx);
-    xmpc_apply_op(op, ca->type, cur, val, bytes / ca->esize);
+    xmpc_apply_op_or_die(ca, rank + 1, op, cur, val, bytes / ca->esize); /* before any put */
     b->put(ca, rank, &cx);
     free(cur);
     free(val);

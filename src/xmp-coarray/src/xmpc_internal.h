@@ -12,7 +12,14 @@
 
 #include <stddef.h>
 
+/* A handle is valid while it is on the core's live list; after xmpc_coarray_free the
+ * struct is kept (magic XMPC_MAGIC_FREED, data NULL) so a stale handle is reported by
+ * name, never dereferenced as memory that was given back. */
+enum { XMPC_MAGIC_LIVE = 0x786d7063, XMPC_MAGIC_FREED = 0x66726565 };
+
 struct xmpc_coarray {
+    unsigned magic;
+    unsigned long gen; /* allocation number (1, 2, ...: the same on every image) */
     char name[64];
     xmpc_type type;
     size_t esize;
@@ -57,7 +64,18 @@ typedef struct xmpc_backend {
     void (*sync_memory)(xmpc_coarray *all);
     void (*barrier)(void);
     void (*sync_images)(int n, const int *ranks); /* 0-based ranks */
+    /* Collective: all[r*bytes..] = image r's `mine`.  NULL: the backend cannot (then
+     * the allocation's shape comparison is skipped). */
+    void (*allgather)(const void *mine, void *all, size_t bytes);
+    /* Atomics on the element at byte offset `off` of ca on rank (ca->type XMPC_INT or
+     * XMPC_LONG), complete at the target on return.  NULL: not supported.
+     *   XMPC_AT_DEFINE: *old unused; XMPC_AT_REF: *old = value; XMPC_AT_CAS:
+     *   compare/value; XMPC_AT_ADD: value added.  *old gets the previous value. */
+    void (*atomic)(xmpc_coarray *ca, int rank, size_t off, int what, long compare,
+                   long value, long *old);
 } xmpc_backend;
+
+enum { XMPC_AT_DEFINE, XMPC_AT_REF, XMPC_AT_CAS, XMPC_AT_ADD };
 
 extern const xmpc_backend xmpc_backend_mpi3, xmpc_backend_armci, xmpc_backend_gasnet;
 
@@ -79,6 +97,8 @@ void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, cha
               const xmpc_section *ls, xmpc_op op, xmpc_type ltype, const char *fn);
 /* Node indices (1-based, one per codimension, last one fastest) -> image number. */
 int xmpc_image_of(const xmpc_coarray *ca, const int *idx);
+/* Aborts with a named error unless ca is a live coarray handle (fn: the API name). */
+void xmpc_check_handle(const xmpc_coarray *ca, const char *fn);
 
 /* ---- helpers the core provides to backends ---------------------------------------- */
 
@@ -98,8 +118,16 @@ void xmpc_xfer_pack(const xmpc_xfer *x, void *buf);
 void xmpc_xfer_unpack(const xmpc_xfer *x, const void *buf);
 /* The same remote side with the local side contiguous at buf. */
 xmpc_xfer xmpc_xfer_contiguous(const xmpc_xfer *x, void *buf);
-/* dst[i] = dst[i] op src[i] for n elements. */
-void xmpc_apply_op(xmpc_op op, xmpc_type type, void *dst, const void *src, size_t n);
+/* dst[i] = dst[i] op src[i] for n elements, exactly the C expression (integer + - *
+ * wrap).  Integer division by zero or INT_MIN / -1 changes nothing and returns
+ * XMPC_ACC_DIV_ZERO / XMPC_ACC_DIV_OVERFLOW with *bad the first such element. */
+enum { XMPC_ACC_OK = 0, XMPC_ACC_DIV_ZERO, XMPC_ACC_DIV_OVERFLOW };
+int xmpc_apply_op(xmpc_op op, xmpc_type type, void *dst, const void *src, size_t n, size_t *bad);
+/* The same, ending every image with the error's message (ca, image named). */
+void xmpc_apply_op_or_die(const xmpc_coarray *ca, int image, xmpc_op op, void *dst,
+                          const void *src, size_t n);
+/* dst[i] = -src[i] (IEEE sign flip, so x - y == x + neg(y) bit for bit; integers wrap). */
+void xmpc_negate(xmpc_type type, void *dst, const void *src, size_t n);
 /* Accumulate by read-modify-write for transports without the op: get the remote
  * section, apply, put it back.  The caller holds a lock that excludes other
  * read-modify-writes on the target and completes the put before releasing it. */
@@ -111,5 +139,6 @@ void xmpc_mpi_init(int *argc, char ***argv);
 void xmpc_mpi_finalize(void);
 void xmpc_mpi_sync_images(int n, const int *ranks);
 void xmpc_mpi_abort(int code);
+void xmpc_mpi_allgather(const void *mine, void *all, size_t bytes);
 
 #endif

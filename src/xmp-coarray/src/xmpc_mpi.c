@@ -49,3 +49,8 @@ void xmpc_mpi_abort(int code)
     MPI_Abort(MPI_COMM_WORLD, code);
     exit(code); /* MPI_Abort should not return; be sure */
 }
+
+void xmpc_mpi_allgather(const void *mine, void *all, size_t bytes)
+{
+    MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, g_sync_comm);
+}

@@ -25,10 +25,9 @@ static void read_dims(va_list *ap, xmpc_section *s, const xmpc_coarray *ca, cons
 
 void _XMP_coarray_rma_ARRAY(int rma_code, xmpc_coarray *desc, void *local_addr, ...)
 {
+    xmpc_check_handle(desc, "_XMP_coarray_rma_ARRAY"); /* before desc is read */
     if (rma_code < XMPC_RMA_GET || rma_code > XMPC_RMA_PUT_ACC)
         xmpc_fatal(desc, 0, "_XMP_coarray_rma_ARRAY: unknown rma_code %d (700..703)", rma_code);
-    if (!desc)
-        xmpc_fatal(NULL, 0, "_XMP_coarray_rma_ARRAY: NULL coarray descriptor");
     va_list ap;
     va_start(ap, local_addr);
     xmpc_section rs, ls;

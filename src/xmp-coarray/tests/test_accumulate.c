@@ -5,6 +5,7 @@
  * on the order the images' contributions arrive in. */
 #include "xmpc_test.h"
 
+#include <limits.h>
 #include <string.h>
 
 static const xmpc_op k_ops[] = {XMPC_OP_SUM, XMPC_OP_DIFF, XMPC_OP_PROD,
@@ -141,9 +142,88 @@ static void get_acc(xmpc_type t, xmpc_op op)
     xmpc_coarray_free(c);
 }
 
+/* Every backend computes exactly the plain C expression `remote op local`: signed zeros
+ * (x - y is not 0 - y added to x: -0.0 - 0.0 is -0.0), infinities, and integer + - *
+ * wrapping in two's complement.  Image 1 accumulates into the last image (put-acc,
+ * where mpi3 and armci use the transport's own ops) and from it (get-acc); results
+ * are compared bit for bit. */
+#define EDGE_CASE(T, XT, NAME, ...)                                                            \
+    do {                                                                                       \
+        static const T pairs[][2] = {__VA_ARGS__};                                             \
+        enum { K = sizeof pairs / sizeof pairs[0] };                                           \
+        const int me = xmpc_this_image(), last = xmpc_num_images();                            \
+        long dims[] = {K};                                                                     \
+        xmpc_range all[] = {{0, K, 1}};                                                        \
+        for (size_t j = 0; j < sizeof k_ops / sizeof k_ops[0]; ++j) {                          \
+            xmpc_op op = k_ops[j];                                                             \
+            T d[K], s[K], want[K], loc[K];                                                     \
+            for (int k = 0; k < K; ++k) {                                                      \
+                d[k] = pairs[k][0];                                                            \
+                s[k] = pairs[k][1];                                                            \
+                if (op == XMPC_OP_DIV && (s[k] == 0 || s[k] == (T)-1)) /* errors: see errors */ \
+                    s[k] = 2;                                                                  \
+                want[k] = edge_##NAME(op, d[k], s[k]);                                         \
+            }                                                                                  \
+            xmpc_coarray *c = xmpc_coarray_alloc("edge", XT, sizeof(T), 1, dims);              \
+            T *cd = xmpc_coarray_data(c);                                                      \
+            memcpy(cd, d, sizeof d);                                                           \
+            xmpc_sync_all();                                                                   \
+            xmpc_local ls = {s, 1, dims, all};                                                 \
+            if (me == 1)                                                                       \
+                xmpc_put_acc(c, last, all, op, XT, &ls);                                       \
+            xmpc_sync_all();                                                                   \
+            if (me == last)                                                                    \
+                for (int k = 0; k < K; ++k)                                                    \
+                    CHECK(!memcmp(&cd[k], &want[k], sizeof(T)),                                \
+                          "put-acc " #NAME " '%c' pair %d: got %a, want %a", (char)op, k,      \
+                          (double)cd[k], (double)want[k]);                                     \
+            memcpy(cd, s, sizeof s);                                                           \
+            memcpy(loc, d, sizeof d);                                                          \
+            xmpc_sync_all();                                                                   \
+            xmpc_local ll = {loc, 1, dims, all};                                               \
+            if (me == 1) {                                                                     \
+                xmpc_get_acc(c, last, all, op, XT, &ll);                                       \
+                for (int k = 0; k < K; ++k)                                                    \
+                    CHECK(!memcmp(&loc[k], &want[k], sizeof(T)),                               \
+                          "get-acc " #NAME " '%c' pair %d: got %a, want %a", (char)op, k,      \
+                          (double)loc[k], (double)want[k]);                                    \
+            }                                                                                  \
+            xmpc_coarray_free(c);                                                              \
+        }                                                                                      \
+    } while (0)
+
+/* The C expressions, written out (integers through unsigned: defined wrap-around). */
+#define EDGE_FN(NAME, T, ADD, SUB, MUL)                                                        \
+    static T edge_##NAME(xmpc_op op, T d, T s)                                                 \
+    {                                                                                          \
+        switch (op) {                                                                          \
+        case XMPC_OP_SUM: return ADD;                                                          \
+        case XMPC_OP_DIFF: return SUB;                                                         \
+        case XMPC_OP_PROD: return MUL;                                                         \
+        case XMPC_OP_DIV: return d / s;                                                        \
+        case XMPC_OP_MIN: return s < d ? s : d;                                                \
+        default: return s > d ? s : d;                                                         \
+        }                                                                                      \
+    }
+EDGE_FN(double, double, d + s, d - s, d * s)
+EDGE_FN(float, float, d + s, d - s, d * s)
+EDGE_FN(int, int, (int)((unsigned)d + (unsigned)s), (int)((unsigned)d - (unsigned)s),
+        (int)((unsigned)d * (unsigned)s))
+
+static void exact_edges(void)
+{
+    EDGE_CASE(double, XMPC_DOUBLE, double, {-0.0, 0.0}, {-0.0, -0.0}, {0.0, 0.0}, {0.0, -0.0},
+              {-1.5, 1.5}, {1e308, 1e308}, {-1e308, 1e308}, {-0.0, 2.0});
+    EDGE_CASE(float, XMPC_FLOAT, float, {-0.0f, 0.0f}, {-0.0f, -0.0f}, {0.0f, -0.0f},
+              {-2.5f, 2.5f}, {3e38f, 3e38f});
+    EDGE_CASE(int, XMPC_INT, int, {INT_MAX, 1}, {INT_MIN, 1}, {INT_MIN, -1}, {INT_MAX, INT_MAX},
+              {-7, 2}, {7, -2}, {0, INT_MIN});
+}
+
 int main(int argc, char **argv)
 {
     test_begin("xmpc-test-accumulate", &argc, &argv);
+    exact_edges();
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; ++i)
         for (size_t j = 0; j < sizeof k_ops / sizeof k_ops[0]; ++j) {
             put_acc(k_types[i], k_ops[j]);

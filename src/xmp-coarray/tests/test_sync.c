@@ -3,6 +3,8 @@
  * sync all and sync memory + barrier publish puts to every image. */
 #include "xmpc_test.h"
 
+#include <string.h>
+
 enum { DATA = 1 << 15, ROUNDS = 5 };
 
 static void flag_then_data(void)
@@ -70,10 +72,64 @@ static void sync_images_star_and_all(void)
     xmpc_coarray_free(slots);
 }
 
+/* The *_stat variants return the error instead of stopping every image, and leave
+ * nothing half done: a rejected list synchronises with nobody. */
+static void status_variants(void)
+{
+    const int n = xmpc_num_images(), me = xmpc_this_image();
+    int st = -1, dup[] = {me, me}, bad[] = {n + 1}, ok[] = {me};
+    xmpc_sync_images_stat(2, dup, &st);
+    CHECK(st == XMPC_STAT_DUPLICATE_IMAGE, "duplicate list: status %d (%s)", st, xmpc_errmsg());
+    CHECK(strstr(xmpc_errmsg(), "listed twice") != NULL, "duplicate list: message '%s'", xmpc_errmsg());
+    xmpc_sync_images_stat(-1, ok, &st);
+    CHECK(st == XMPC_STAT_BAD_COUNT, "negative count: status %d (%s)", st, xmpc_errmsg());
+    xmpc_sync_images_stat(1, bad, &st);
+    CHECK(st == XMPC_STAT_BAD_IMAGE, "image %d: status %d (%s)", n + 1, st, xmpc_errmsg());
+    xmpc_sync_images_stat(1, ok, &st); /* with oneself: a valid list */
+    CHECK(st == XMPC_STAT_OK, "sync images(me): status %d", st);
+    xmpc_sync_memory_stat(&st);
+    CHECK(st == XMPC_STAT_OK, "sync memory: status %d", st);
+    xmpc_sync_all_stat(&st);
+    CHECK(st == XMPC_STAT_OK, "sync all: status %d", st);
+}
+
+/* A put to this image's own coarray is visible to its own loads at once (Fortran's
+ * program order), in place and through the temporary (overlapping) path alike. */
+static void put_to_self_visible(void)
+{
+    const int me = xmpc_this_image();
+    long dims[] = {64}, one[] = {1};
+    xmpc_coarray *a = xmpc_coarray_alloc("self", XMPC_LONG, sizeof(long), 1, dims);
+    long *d = xmpc_coarray_data(a);
+    for (long round = 1; round <= 100; ++round) {
+        long v = round * 1000 + me;
+        xmpc_range at[] = {{round % 64, 1, 1}}, first[] = {{0, 1, 1}};
+        xmpc_put(a, me, at, &(xmpc_local){&v, 1, one, first});
+        CHECK(d[round % 64] == v, "put to self, round %ld: element is %ld, want %ld", round,
+              d[round % 64], v);
+        xmpc_range lo[] = {{0, 8, 1}}, hi[] = {{32, 8, 1}};
+        xmpc_put(a, me, hi, &(xmpc_local){d, 1, dims, lo}); /* from the coarray itself */
+        for (int i = 0; i < 8; ++i)
+            CHECK(d[32 + i] == d[i], "overlapping put to self, round %ld: element %d", round, 32 + i);
+    }
+    xmpc_sync_all();
+    xmpc_coarray_free(a);
+}
+
 int main(int argc, char **argv)
 {
     test_begin("xmpc-test-sync", &argc, &argv);
     flag_then_data();
     sync_images_star_and_all();
-    return test_end();
+    status_variants();
+    put_to_self_visible();
+    test_end();
+    /* After xmpc_finalize the status variants say so instead of stopping. */
+    int st = -1;
+    xmpc_sync_all_stat(&st);
+    if (st != XMPC_STAT_NOT_RUNNING || !strstr(xmpc_errmsg(), "after xmpc_finalize")) {
+        fprintf(stderr, "sync all after finalize: status %d, message '%s'\n", st, xmpc_errmsg());
+        return 1;
+    }
+    return 0;
 }

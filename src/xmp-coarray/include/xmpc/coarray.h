@@ -13,20 +13,52 @@
  * order), so the two need the same element count, or a local count of 1 (a scalar
  * right-hand side is broadcast, as in `a[0:n]:[k] = 0;`).
  *
- * Completion: put and put-accumulate return as soon as the local data may be reused;
- * they are complete and visible at the target after xmpc_sync_memory() (also implied
- * by xmpc_sync_all and xmpc_sync_images).  A get observes every earlier put/put-acc of
- * the calling image to that coarray on that image.  Two puts/accumulates to the same
- * element with no sync memory between them complete in an unspecified order, as in
- * MPI RMA and GASNet.  Accumulates of one op on one element from several images are
- * atomic per element; mixing ops on one element concurrently is not.
+ * Sections follow Fortran/XMP triplets: the step may be negative (`a[9:5:-1]` is
+ * a[9], a[8], ..., a[5]) on either side; a zero step is an error.  Every index,
+ * count and byte offset is computed overflow-checked before any transfer starts.
+ *
+ * Ordering and visibility model (compared with Fortran 2008/2018 coarrays, from which
+ * the XcalableMP spec takes its local-view coarray semantics):
+ *  - Completion.  A put or put-accumulate returns as soon as the local data may be
+ *    reused; it is complete and visible at the target after xmpc_sync_memory() of the
+ *    issuing image (also implied by xmpc_sync_all and xmpc_sync_images), and the
+ *    target sees it once it has itself executed an image control call (sync memory,
+ *    sync all, sync images) after that.  This is Fortran's segment model: data written
+ *    in one segment is visible to another image in segments ordered after it.
+ *  - Two puts to one element from one image.  Fortran orders them: statements execute
+ *    in program order, so the later value wins even without sync memory.  xmpc
+ *    DIFFERS: with no xmpc_sync_memory() between them the two complete in an
+ *    unspecified order (as in MPI RMA and GASNet, which the backends are), so the
+ *    earlier value may win.  Put xmpc_sync_memory() between them when it matters.
+ *  - A get observes every earlier put/put-accumulate of the calling image to that
+ *    coarray on that image (program order, as in Fortran).
+ *  - Put to this image's own coarray.  As in Fortran: the put is complete and
+ *    visible to this image's own loads of xmpc_coarray_data() when it returns (the
+ *    runtime completes puts and accumulates to oneself at once), so a load right
+ *    after it sees the new value.  Other images still need the usual sync.
+ *  - Within one put nothing orders the bytes: another image that watches one byte
+ *    of a put change cannot conclude that the rest has arrived (Fortran: a data
+ *    race).  To signal "data ready", complete the data with xmpc_sync_memory(), then
+ *    write a separate flag (a put or xmpc_atomic_define) that the other image
+ *    waits on (with xmpc_atomic_ref, or by polling with xmpc_sync_memory()).
+ *  - Accumulates of one op on one element from several images are atomic per
+ *    element; mixing ops on one element concurrently is not.  Accumulates compute
+ *    exactly the plain C expression `remote op local` in the element type (IEEE
+ *    signed zeros included) on every backend; integer + - * wrap in two's
+ *    complement; integer division by zero and INT_MIN / -1 are errors.
+ *  - Atomics (xmpc_atomic_*) are atomic with respect to each other on the same
+ *    element (Fortran's atomic subroutines); they are not ordered with puts/gets
+ *    unless separated by xmpc_sync_memory(), as in Fortran.
  *
  * A loop that waits for another image's put (a flag) must call xmpc_sync_memory()
  * in its body: that is what makes progress (AM-based conduits) and orders memory.
  *
- * Every error (section out of bounds, bad image, type/op mismatch, use before
- * xmpc_init) prints one line naming the coarray, image and section to stderr and
- * aborts all images (MPI_Abort / gasnet_exit(1)): nothing is silently corrupted.
+ * Every error (section out of bounds or overflowing, zero step, bad image, type/op
+ * mismatch, different shapes of one coarray on different images, bad or freed
+ * handle, use before xmpc_init or after xmpc_finalize) prints one line naming the
+ * coarray, image and section to stderr and aborts all images (MPI_Abort /
+ * gasnet_exit(1)): nothing is silently corrupted.  The *_stat variants of the sync
+ * calls return a status code instead of aborting for the errors they can report.
  *
  * Backend: XMPC_BACKEND=mpi3|armci|gasnet at run time (default: the first built, in
  * that order); xmpc_backend_name() says which one runs.
@@ -77,10 +109,11 @@ typedef struct {
 typedef struct xmpc_coarray xmpc_coarray;
 
 /* Starts the runtime (and MPI where the backend needs it and nobody has yet).
- * Collective; returns 0.  Calling it twice is harmless. */
+ * Collective; returns 0.  Calling it again while running is harmless; calling it
+ * after xmpc_finalize is an error (MPI cannot be restarted). */
 int xmpc_init(int *argc, char ***argv);
 /* Completes all coarray operations, frees what is left, and shuts the backend (and
- * MPI if xmpc_init started it) down.  Collective.  With the gasnet backend it does
+ * MPI if xmpc_init started it) down.  Collective; a second call is an error.  With the gasnet backend it does
  * not return: GASNet ends the process in gasnet_exit(0), as Omni's runtime does. */
 void xmpc_finalize(void);
 
@@ -95,9 +128,12 @@ int xmpc_this_image(void); /* 1..num_images */
 int xmpc_num_images(void);
 const char *xmpc_backend_name(void); /* "mpi3", "armci" or "gasnet" */
 
-/* Collective: every image passes the same arguments.  `name` is used in messages.
- * The elements (zeroed) are at xmpc_coarray_data(); one codimension [*] unless
- * xmpc_coarray_set_codims says otherwise. */
+/* Collective: every image passes the same arguments (type, size and shape are
+ * compared across images on mpi3 and armci: a difference aborts with both shapes
+ * named).  `name` is used in messages.  The elements (zeroed) are at
+ * xmpc_coarray_data(); one codimension [*] unless xmpc_coarray_set_codims says
+ * otherwise.  A handle stays recognisable after xmpc_coarray_free (a use of it is
+ * reported as a use after free, never a crash). */
 xmpc_coarray *xmpc_coarray_alloc(const char *name, xmpc_type type, size_t elem_size,
                                  int ndims, const long *dims);
 void xmpc_coarray_free(xmpc_coarray *ca); /* collective; implies sync memory */
@@ -118,12 +154,46 @@ void xmpc_put_acc(xmpc_coarray *ca, int image, const xmpc_range *remote, xmpc_op
 void xmpc_get_acc(xmpc_coarray *ca, int image, const xmpc_range *remote, xmpc_op op,
                   xmpc_type type, const xmpc_local *local);
 
+/* The C names of the element types ("int", "double", ...), for messages. */
+const char *xmpc_type_name(xmpc_type type);
+
+/* ---- atomics: one element of an XMPC_INT or XMPC_LONG coarray on `image`, named by
+ * its row-major element index (0..elements-1).  Values are carried as long and must
+ * fit the element type.  Each call is complete at the target when it returns (so a
+ * spin loop on xmpc_atomic_ref sees an xmpc_atomic_define eventually); atomic with
+ * respect to the other xmpc_atomic_* calls on that element, not to puts/accumulates
+ * (as Fortran's atomic subroutines).  mpi3: MPI-3 accumulate-family ops; armci: the
+ * target's lock word around a get/put; gasnet: not supported (error). */
+void xmpc_atomic_define(xmpc_coarray *ca, int image, long index, long value);
+long xmpc_atomic_ref(xmpc_coarray *ca, int image, long index);
+/* Sets the element to `value` if it equals `compare`; returns the old value. */
+long xmpc_atomic_cas(xmpc_coarray *ca, int image, long index, long compare, long value);
+/* Adds `value`; returns the old value (integers wrap). */
+long xmpc_atomic_fetch_add(xmpc_coarray *ca, int image, long index, long value);
+
 void xmpc_sync_memory(void); /* every earlier coarray op of this image complete+visible */
 void xmpc_sync_all(void);    /* sync memory + barrier */
 void xmpc_barrier(void);     /* barrier only: does not complete outstanding puts */
 /* sync memory, then wait until each listed image has called sync images naming this
  * one (pairwise, counted: the k-th call pairs with the k-th call). */
 void xmpc_sync_images(int n, const int *images);
+
+/* Status variants (XMP/C and Fortran's stat=): with status non-NULL, an error these
+ * calls can detect (not running, a bad image list) sets *status to an XMPC_STAT_*
+ * code and returns without synchronising (xmpc_errmsg() says why); success sets 0.
+ * With status NULL they behave as the plain calls (abort on error). */
+enum {
+    XMPC_STAT_OK = 0,
+    XMPC_STAT_NOT_RUNNING = 1,     /* before xmpc_init or after xmpc_finalize */
+    XMPC_STAT_BAD_IMAGE = 2,       /* an image outside 1..num_images */
+    XMPC_STAT_DUPLICATE_IMAGE = 3, /* an image listed twice in sync images */
+    XMPC_STAT_BAD_COUNT = 4        /* a negative image count */
+};
+void xmpc_sync_memory_stat(int *status);
+void xmpc_sync_all_stat(int *status);
+void xmpc_sync_images_stat(int n, const int *images, int *status);
+/* The message of the last error a *_stat call returned ("" if none). */
+const char *xmpc_errmsg(void);
 
 /* Omni-compatible entry point (P002 fig. 1):
  *   _XMP_coarray_rma_ARRAY(code, desc, local_addr,
