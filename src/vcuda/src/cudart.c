@@ -7,17 +7,21 @@
  * configuration push/pop, __cudaGetKernel and __cudaLaunchKernel (CUDA 12.8+) and
  * cudaLaunchKernel.  Each kernel's parameter sizes come from the server
  * (cuFuncGetParamInfo on the loaded image) and are cached per function, so the
- * arguments nvcc passes as void*[] are packed without recompiling anything.  An API
- * this library does not export stops the program at load or first call with the
- * dynamic linker naming it; the few exported ones vcuda cannot provide (managed
- * memory) print their name and return cudaErrorNotSupported. */
+ * arguments nvcc passes as void*[] are packed without recompiling anything.  Every
+ * symbol the real runtime exports is exported here too: what this file does not
+ * define is a generated stub (cudart_stub.h), and what vcuda cannot provide (managed
+ * and zero-copy memory, graphs, arrays and textures, IPC, graphics interop) returns
+ * cudaErrorNotSupported after "vcuda: NAME is not supported remotely" on stderr,
+ * once per function. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 
 #include "vcuda/client.h"
 #include "vcuda/sha256.h"
+#include "cudart_stub.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,9 +77,18 @@ static cudaError_t ready(void)
     return open_error;
 }
 
-/* Status of a call -> cudaError_t, with the server's code for its own errors. */
+static void fetch_output(int device);
+
+/* Status of a call -> cudaError_t, with the server's code for its own errors.  A reply
+ * that says device printf output waits has it fetched and written to stdout first, so
+ * it comes before anything the program prints after the call. */
 static cudaError_t result(vcuda_client_status s, const vcuda_msg *reply, const char *api, const char *why)
 {
+    if ((s == VCUDA_CLIENT_OK || s == VCUDA_CLIENT_REMOTE_ERROR) && (reply->hdr.flags & VCUDA_FLAG_OUTPUT)) {
+        cudaError_t code = s == VCUDA_CLIENT_OK ? cudaSuccess : (cudaError_t)(int)(int64_t)reply->v[0];
+        fetch_output(current_device);
+        return code ? record(code) : cudaSuccess;
+    }
     if (s == VCUDA_CLIENT_OK) return cudaSuccess;
     if (s == VCUDA_CLIENT_REMOTE_ERROR) return record((cudaError_t)(int)(int64_t)reply->v[0]);
     if (s != VCUDA_CLIENT_UNAVAILABLE) fprintf(stderr, "vcuda: %s: %s\n", api, why);
@@ -95,11 +108,21 @@ static cudaError_t call(unsigned op, const uint64_t *v, unsigned nv, vcuda_msg *
     return result(vcuda_client_call(current_device, &m, reply, 0, why), reply, api, why);
 }
 
-static cudaError_t unsupported(const char *api, const char *reason)
+/* Once per function (said: its own flag), the name on stderr; cudaErrorNotSupported. */
+int vcuda_cudart_unsupported(const char *name, int *said)
 {
-    fprintf(stderr, "vcuda: %s is not supported: %s\n", api, reason);
+    if (!atomic_exchange((_Atomic int *)said, 1)) fprintf(stderr, "vcuda: %s is not supported remotely\n", name);
     return record(cudaErrorNotSupported);
 }
+
+/* The same for the functions defined here that refuse some uses, with the reason. */
+#define unsupported(api, reason)                                                          \
+    ({                                                                                    \
+        static int said_;                                                                 \
+        if (!atomic_exchange((_Atomic int *)&said_, 1))                                    \
+            fprintf(stderr, "vcuda: %s is not supported remotely: %s\n", api, reason);   \
+        record(cudaErrorNotSupported);                                                    \
+    })
 
 /* ---- remote streams and events ---------------------------------------------------- */
 
@@ -109,6 +132,8 @@ typedef struct {
     uint32_t magic;
     int device;
     uint64_t handle;
+    unsigned flags; /* as created (streams: also their priority) */
+    int priority;
 } remote_object;
 #define STREAM_MAGIC 0x5354524du
 #define EVENT_MAGIC 0x45564e54u
@@ -135,7 +160,7 @@ static cudaError_t create_object(unsigned op, unsigned flags, uint32_t magic, vo
     if (e) return e;
     remote_object *o = malloc(sizeof *o);
     if (!o) return record(cudaErrorMemoryAllocation);
-    *o = (remote_object){magic, current_device, r.v[0]};
+    *o = (remote_object){magic, current_device, r.v[0], flags, 0};
     *out = o;
     return cudaSuccess;
 }
@@ -172,6 +197,26 @@ typedef struct {
 static pthread_mutex_t alloc_mu = PTHREAD_MUTEX_INITIALIZER;
 static allocation *allocs;
 static size_t nalloc, cap_alloc;
+
+/* A new allocation of the current device; one the table cannot hold is freed again. */
+static cudaError_t remember(uint64_t base, uint64_t size)
+{
+    pthread_mutex_lock(&alloc_mu);
+    if (nalloc == cap_alloc) {
+        size_t n = cap_alloc ? 2 * cap_alloc : 64;
+        allocation *q = realloc(allocs, n * sizeof *q);
+        if (q) allocs = q, cap_alloc = n;
+    }
+    int ok = nalloc < cap_alloc;
+    if (ok) allocs[nalloc++] = (allocation){current_device, base, size};
+    pthread_mutex_unlock(&alloc_mu);
+    if (!ok) {
+        vcuda_msg r;
+        call(VCUDA_OP_FREE, &base, 1, &r, "cudaFree");
+        return record(cudaErrorMemoryAllocation);
+    }
+    return cudaSuccess;
+}
 
 /* Is p inside an allocation of the current device?  (cudaMemcpyDefault's question.) */
 static int is_device_pointer(const void *p)
@@ -269,12 +314,35 @@ EXPORT void __cudaRegisterFunction(void **handle, const char *host_fun, char *de
     pthread_mutex_unlock(&reg_mu);
 }
 
-/* __device__ variables need no host-side action unless the program copies to or from
- * them by symbol, which this library does not export (the loader says so). */
+/* __device__ and __constant__ variables: the host shadow's address names the variable
+ * in cudaMemcpyToSymbol & co.; its device address comes from the server's module. */
+typedef struct {
+    const void *host_var;
+    const char *name;
+    fatbin *fb;
+    uint64_t dptr[VCUDA_MAX_DEVICES], size[VCUDA_MAX_DEVICES]; /* 0: not looked up yet */
+} device_var;
+static device_var **vars;
+static size_t nvars, cap_vars;
+
 EXPORT void __cudaRegisterVar(void **handle, char *host_var, char *device_address, const char *device_name,
                               int ext, size_t size, int constant, int global)
 {
-    (void)handle, (void)host_var, (void)device_address, (void)device_name, (void)ext, (void)size, (void)constant, (void)global;
+    (void)device_address, (void)ext, (void)size, (void)constant, (void)global;
+    device_var *v = calloc(1, sizeof *v);
+    pthread_mutex_lock(&reg_mu);
+    if (v && nvars == cap_vars) {
+        size_t n = cap_vars ? 2 * cap_vars : 64;
+        device_var **q = realloc(vars, n * sizeof *q);
+        if (q) vars = q, cap_vars = n;
+    }
+    if (!v || nvars == cap_vars) {
+        fprintf(stderr, "vcuda: __cudaRegisterVar(%s): out of memory\n", device_name);
+        abort();
+    }
+    v->host_var = host_var, v->name = device_name, v->fb = (fatbin *)handle;
+    vars[nvars++] = v;
+    pthread_mutex_unlock(&reg_mu);
 }
 
 EXPORT void __cudaRegisterManagedVar(void **handle, void **host_var_ptr, char *device_address,
@@ -388,7 +456,8 @@ static cudaError_t check_limits(dim3 grid, dim3 block, size_t shmem)
     return cudaSuccess;
 }
 
-static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream)
+static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
+                             unsigned op)
 {
     static _Thread_local uint8_t packed[VCUDA_MAX_PARAM_BYTES];
     char why[VCUDA_WHY_LEN];
@@ -400,7 +469,7 @@ static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t 
     if (shmem > UINT32_MAX) return record(cudaErrorInvalidValue);
     if ((e = resolve(k, &fn)) || (e = stream_handle(stream, &sh))) return e;
     memset(&m, 0, sizeof m);
-    m.hdr.opcode = VCUDA_OP_LAUNCH;
+    m.hdr.opcode = (uint16_t)op;
     uint64_t v[] = {fn, grid.x, grid.y, grid.z, block.x, block.y, block.z, shmem, sh};
     memcpy(m.v, v, sizeof v);
     m.nv = 9;
@@ -413,7 +482,7 @@ static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t 
     m.nsizes = k->nparams;
     memcpy(m.sizes, k->sizes, k->nparams * sizeof *k->sizes);
     m.blob = packed, m.blob_len = (uint32_t)at;
-    if (async_launch) {
+    if (async_launch && op == VCUDA_OP_LAUNCH) {
         /* like the real runtime: the launch returns once queued; what fails on the
          * server is returned by this device's next call (limits are checked here first,
          * so a bad configuration is still reported at the launch) */
@@ -421,6 +490,11 @@ static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t 
         return result(vcuda_client_post(current_device, &m, why), &r, "kernel launch", why);
     }
     return result(vcuda_client_call(current_device, &m, &r, 0, why), &r, "kernel launch", why);
+}
+
+static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream)
+{
+    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH);
 }
 
 typedef struct {
@@ -582,6 +656,7 @@ EXPORT cudaError_t cudaDeviceReset(void)
     /* the server dropped this client's modules and functions on this device too */
     pthread_mutex_lock(&reg_mu);
     for (size_t i = 0; i < nkernels; ++i) kernels[i]->handle[current_device] = 0, kernels[i]->fb->module[current_device] = 0;
+    for (size_t i = 0; i < nvars; ++i) vars[i]->dptr[current_device] = 0, vars[i]->fb->module[current_device] = 0;
     pthread_mutex_unlock(&reg_mu);
     pthread_mutex_lock(&alloc_mu);
     for (size_t i = 0; i < nalloc;)
@@ -627,46 +702,26 @@ EXPORT cudaError_t cudaGetLastError(void)
 
 EXPORT cudaError_t cudaPeekAtLastError(void) { return last_error; }
 
-#define ERRORS(X)                                                                            \
-    X(cudaSuccess, "no error")                                                               \
-    X(cudaErrorInvalidValue, "invalid argument")                                             \
-    X(cudaErrorMemoryAllocation, "out of memory")                                            \
-    X(cudaErrorInitializationError, "initialization error (vcuda: see VCUDA_SERVERS and the message above)") \
-    X(cudaErrorInvalidConfiguration, "invalid configuration argument")                       \
-    X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                   \
-    X(cudaErrorMissingConfiguration, "__global__ function call is not configured")           \
-    X(cudaErrorDevicesUnavailable, "CUDA-capable device(s) is/are busy or unavailable (vcuda: server lost)") \
-    X(cudaErrorInvalidDeviceFunction, "invalid device function")                             \
-    X(cudaErrorNoDevice, "no CUDA-capable device is detected")                               \
-    X(cudaErrorInvalidDevice, "invalid device ordinal")                                      \
-    X(cudaErrorInvalidKernelImage, "device kernel image is invalid")                         \
-    X(cudaErrorNoKernelImageForDevice, "no kernel image is available for execution on the device") \
-    X(cudaErrorInvalidResourceHandle, "invalid resource handle")                             \
-    X(cudaErrorSymbolNotFound, "named symbol not found")                                     \
-    X(cudaErrorNotReady, "device not ready")                                                 \
-    X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                   \
-    X(cudaErrorLaunchOutOfResources, "too many resources requested for launch")              \
-    X(cudaErrorLaunchFailure, "unspecified launch failure")                                  \
-    X(cudaErrorNotPermitted, "operation not permitted (vcuda: authentication)")              \
-    X(cudaErrorNotSupported, "operation not supported")                                      \
-    X(cudaErrorUnknown, "unknown error")
-
+/* The runtime's own names and texts for every code it names (generated from it); any
+ * other code is an "unrecognized error code", as there. */
 EXPORT const char *cudaGetErrorName(cudaError_t e)
 {
-#define NAME(code, text) if (e == code) return #code;
-    ERRORS(NAME)
-#undef NAME
-    return "cudaErrorUnknown";
+    switch ((int)e) {
+#define X(code, name, text) case code: return name;
+#include "cudart_errors.h"
+#undef X
+    default: return "unrecognized error code";
+    }
 }
 
 EXPORT const char *cudaGetErrorString(cudaError_t e)
 {
-#define TEXT(code, text) if (e == code) return text;
-    ERRORS(TEXT)
-#undef TEXT
-    static _Thread_local char other[48];
-    snprintf(other, sizeof other, "CUDA error %d", (int)e);
-    return other;
+    switch ((int)e) {
+#define X(code, name, text) case code: return text;
+#include "cudart_errors.h"
+#undef X
+    default: return "unrecognized error code";
+    }
 }
 
 /* ---- memory ------------------------------------------------------------------------ */
@@ -679,20 +734,7 @@ EXPORT cudaError_t cudaMalloc(void **p, size_t size)
     if (size == 0) return *p = NULL, cudaSuccess;
     cudaError_t e = call(VCUDA_OP_MALLOC, &v, 1, &r, "cudaMalloc");
     if (e) return e;
-    pthread_mutex_lock(&alloc_mu);
-    if (nalloc == cap_alloc) {
-        size_t n = cap_alloc ? 2 * cap_alloc : 64;
-        allocation *q = realloc(allocs, n * sizeof *q);
-        if (q) allocs = q, cap_alloc = n;
-    }
-    int ok = nalloc < cap_alloc;
-    if (ok) allocs[nalloc++] = (allocation){current_device, r.v[0], size};
-    pthread_mutex_unlock(&alloc_mu);
-    if (!ok) {
-        uint64_t fv = r.v[0];
-        call(VCUDA_OP_FREE, &fv, 1, &r, "cudaFree");
-        return record(cudaErrorMemoryAllocation);
-    }
+    if ((e = remember(r.v[0], size))) return e;
     *p = (void *)(uintptr_t)r.v[0];
     return cudaSuccess;
 }
@@ -872,4 +914,923 @@ EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_
         memcpy(ms, &bits, sizeof *ms);
     }
     return e;
+}
+
+/* ---- device printf ------------------------------------------------------------------ */
+
+/* The server's reply said output waits: fetched (in chunks) and written to this
+ * process's stdout stream, where the real runtime's driver writes it too. */
+static void fetch_output(int device)
+{
+    char why[VCUDA_WHY_LEN];
+    vcuda_msg m, r;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_PRINTF_FETCH;
+    for (int more = 1; more;) {
+        vcuda_client_status st = vcuda_client_call(device, &m, &r, 0, why);
+        if (st != VCUDA_CLIENT_OK) {
+            if (st != VCUDA_CLIENT_UNAVAILABLE) fprintf(stderr, "vcuda: device printf output lost: %s\n", why);
+            return;
+        }
+        if (r.blob_len) fwrite(r.blob, 1, r.blob_len, stdout);
+        more = (r.hdr.flags & VCUDA_FLAG_OUTPUT) && r.blob_len;
+    }
+}
+
+/* ---- more of events and streams ------------------------------------------------------ */
+
+/* A query's "not ready" is an answer, not an error: it does not become the last error. */
+static cudaError_t query(cudaError_t e, cudaError_t before)
+{
+    if (e == cudaErrorNotReady) last_error = before;
+    return e;
+}
+
+EXPORT cudaError_t cudaEventQuery(cudaEvent_t ev)
+{
+    cudaError_t before = last_error;
+    return query(object_call(VCUDA_OP_EVENT_QUERY, ev, EVENT_MAGIC, "cudaEventQuery", NULL), before);
+}
+
+EXPORT cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+    cudaError_t before = last_error;
+    vcuda_msg r;
+    uint64_t zero = 0;
+    if (!s || s == cudaStreamLegacy) return query(call(VCUDA_OP_STREAM_QUERY, &zero, 1, &r, "cudaStreamQuery"), before);
+    return query(object_call(VCUDA_OP_STREAM_QUERY, s, STREAM_MAGIC, "cudaStreamQuery", NULL), before);
+}
+
+EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t stream, unsigned flags)
+{
+    /* cudaEventRecordExternal only matters inside a graph capture, which vcuda refuses */
+    if (flags & ~(unsigned)cudaEventRecordExternal) return record(cudaErrorInvalidValue);
+    return cudaEventRecord(ev, stream);
+}
+
+/* The device a stream belongs to (the default stream: the current device). */
+static int stream_device(cudaStream_t s)
+{
+    const remote_object *o = (const remote_object *)s;
+    return !s || s == cudaStreamLegacy || s == cudaStreamPerThread || o->magic != STREAM_MAGIC ? current_device : o->device;
+}
+
+EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned flags)
+{
+    const remote_object *o = (const remote_object *)ev;
+    vcuda_msg r;
+    uint64_t sh;
+    cudaError_t e;
+    if (!o || o->magic != EVENT_MAGIC) return record(cudaErrorInvalidResourceHandle);
+    int dev = stream_device(s), saved = current_device;
+    /* an event of another server: waited for here, so the stream's later work follows it */
+    if (o->device != dev) return cudaEventSynchronize(ev);
+    current_device = dev;
+    if (!(e = stream_handle(s, &sh))) {
+        uint64_t v[] = {sh, o->handle, flags};
+        e = call(VCUDA_OP_STREAM_WAIT_EVENT, v, 3, &r, "cudaStreamWaitEvent");
+    }
+    current_device = saved;
+    return e;
+}
+
+EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority)
+{
+    vcuda_msg r;
+    if (!s) return record(cudaErrorInvalidValue);
+    uint64_t v[] = {flags, (uint64_t)(int64_t)priority};
+    cudaError_t e = call(VCUDA_OP_STREAM_CREATE_PRIORITY, v, 2, &r, "cudaStreamCreateWithPriority");
+    if (e) return e;
+    remote_object *o = malloc(sizeof *o);
+    if (!o) return record(cudaErrorMemoryAllocation);
+    int least = 0, greatest = 0;
+    cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    /* the driver clamps to the range; so does what cudaStreamGetPriority reports */
+    priority = priority > least ? least : priority < greatest ? greatest : priority;
+    *o = (remote_object){STREAM_MAGIC, current_device, r.v[0], flags, priority};
+    *s = (cudaStream_t)o;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
+{
+    static struct { int known, least, greatest; } range[VCUDA_MAX_DEVICES];
+    vcuda_msg r;
+    cudaError_t e = ready();
+    if (e) return record(e);
+    if (!range[current_device].known) {
+        if ((e = call(VCUDA_OP_STREAM_PRIORITY_RANGE, NULL, 0, &r, "cudaDeviceGetStreamPriorityRange"))) return e;
+        range[current_device].least = (int)(int64_t)r.v[0], range[current_device].greatest = (int)(int64_t)r.v[1];
+        range[current_device].known = 1;
+    }
+    if (least) *least = range[current_device].least;
+    if (greatest) *greatest = range[current_device].greatest;
+    return cudaSuccess;
+}
+
+static const remote_object *stream_object(cudaStream_t s)
+{
+    const remote_object *o = (const remote_object *)s;
+    return s && s != cudaStreamLegacy && s != cudaStreamPerThread && o->magic == STREAM_MAGIC ? o : NULL;
+}
+
+EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority)
+{
+    const remote_object *o = stream_object(s);
+    if (!priority) return record(cudaErrorInvalidValue);
+    *priority = o ? o->priority : 0;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned *flags)
+{
+    const remote_object *o = stream_object(s);
+    if (!flags) return record(cudaErrorInvalidValue);
+    *flags = o ? o->flags : cudaStreamDefault;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device)
+{
+    if (!device) return record(cudaErrorInvalidValue);
+    *device = stream_device(s);
+    return cudaSuccess;
+}
+
+/* vcuda never captures (graphs are refused by name), so no stream is ever capturing. */
+EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
+{
+    (void)s;
+    if (!status) return record(cudaErrorInvalidValue);
+    *status = cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+
+/* ---- host functions in stream order ----------------------------------------------- */
+
+/* Run here, on the calling thread, once the server says the stream reached them: the
+ * stream's earlier work is complete, and its later work is queued after they return. */
+EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data)
+{
+    if (!fn) return record(cudaErrorInvalidValue);
+    cudaError_t e = cudaStreamSynchronize(s);
+    if (e) return e;
+    fn(data);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void *data, unsigned flags)
+{
+    if (!cb || flags) return record(cudaErrorInvalidValue);
+    cudaError_t e = cudaStreamSynchronize(s);
+    if (e == cudaErrorDevicesUnavailable) return e;
+    cb(s, e, data); /* as the runtime does: the callback is told the stream's error */
+    return cudaSuccess;
+}
+
+/* ---- device management -------------------------------------------------------------- */
+
+static struct {
+    unsigned flags;
+    enum cudaFuncCache cache;
+    enum cudaSharedMemConfig smem;
+} device_config[VCUDA_MAX_DEVICES];
+
+/* Scheduling flags decide how the host thread waits: here it waits on a socket, so they
+ * are kept (and reported back) but change nothing. */
+EXPORT cudaError_t cudaSetDeviceFlags(unsigned flags)
+{
+    cudaError_t e = ready();
+    if (e) return record(e);
+    if (flags & ~(unsigned)cudaDeviceMask) return record(cudaErrorInvalidValue);
+    device_config[current_device].flags = flags;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetDeviceFlags(unsigned *flags)
+{
+    if (!flags) return record(cudaErrorInvalidValue);
+    *flags = device_config[current_device].flags;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
+{
+    vcuda_msg r;
+    uint64_t v[] = {(uint64_t)limit, value};
+    return call(VCUDA_OP_LIMIT_SET, v, 2, &r, "cudaDeviceSetLimit");
+}
+
+EXPORT cudaError_t cudaDeviceGetLimit(size_t *value, enum cudaLimit limit)
+{
+    vcuda_msg r;
+    uint64_t v = (uint64_t)limit;
+    if (!value) return record(cudaErrorInvalidValue);
+    cudaError_t e = call(VCUDA_OP_LIMIT_GET, &v, 1, &r, "cudaDeviceGetLimit");
+    if (!e) *value = r.v[0];
+    return e;
+}
+
+/* Cache and shared-memory preferences are hints the driver may ignore (Hopper does for
+ * the bank size): kept and reported, not forwarded. */
+EXPORT cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache c)
+{
+    device_config[current_device].cache = c;
+    return cudaSuccess;
+}
+EXPORT cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *c)
+{
+    if (!c) return record(cudaErrorInvalidValue);
+    *c = device_config[current_device].cache;
+    return cudaSuccess;
+}
+EXPORT cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig c)
+{
+    device_config[current_device].smem = c;
+    return cudaSuccess;
+}
+EXPORT cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig *c)
+{
+    if (!c) return record(cudaErrorInvalidValue);
+    *c = device_config[current_device].smem;
+    return cudaSuccess;
+}
+EXPORT cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache c)
+{
+    (void)c;
+    return find_kernel(func) ? cudaSuccess : record(cudaErrorInvalidDeviceFunction);
+}
+EXPORT cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig c)
+{
+    (void)c;
+    return find_kernel(func) ? cudaSuccess : record(cudaErrorInvalidDeviceFunction);
+}
+
+static cudaError_t valid_device(int d)
+{
+    cudaError_t e = ready();
+    if (e) return record(e);
+    return d < 0 || d >= vcuda_client_device_count() ? record(cudaErrorInvalidDevice) : cudaSuccess;
+}
+
+/* Each server exports one GPU, so no two vcuda devices share a server: no peer access. */
+EXPORT cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
+{
+    cudaError_t e;
+    if (!can) return record(cudaErrorInvalidValue);
+    if ((e = valid_device(device)) || (e = valid_device(peer))) return e;
+    *can = 0;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags)
+{
+    cudaError_t e = valid_device(peer);
+    if (e) return e;
+    return flags ? record(cudaErrorInvalidValue) : record(cudaErrorPeerAccessUnsupported);
+}
+
+EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peer)
+{
+    cudaError_t e = valid_device(peer);
+    return e ? e : record(cudaErrorPeerAccessNotEnabled);
+}
+
+EXPORT cudaError_t cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr attr, int src, int dst)
+{
+    cudaError_t e;
+    (void)attr;
+    if (!value) return record(cudaErrorInvalidValue);
+    if ((e = valid_device(src)) || (e = valid_device(dst))) return e;
+    *value = 0;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaInitDevice(int device, unsigned device_flags, unsigned flags)
+{
+    (void)device_flags, (void)flags;
+    return valid_device(device);
+}
+
+EXPORT cudaError_t cudaSetValidDevices(int *devices, int n)
+{
+    cudaError_t e;
+    if (n < 0 || (n && !devices)) return record(cudaErrorInvalidValue);
+    for (int i = 0; i < n; ++i)
+        if ((e = valid_device(devices[i]))) return e;
+    return n ? cudaSetDevice(devices[0]) : cudaSuccess;
+}
+
+/* The device whose major.minor is closest to what is asked (the runtime's criterion). */
+EXPORT cudaError_t cudaChooseDevice(int *device, const struct cudaDeviceProp *want)
+{
+    cudaError_t e = ready();
+    if (!device || !want) return record(cudaErrorInvalidValue);
+    if (e) return record(e);
+    int best = 0, best_d = INT32_MAX;
+    for (int d = 0; d < vcuda_client_device_count(); ++d) {
+        int major = 0, minor = 0;
+        if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d)) ||
+            (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d)))
+            return e;
+        int dist = abs((major * 10 + minor) - (want->major * 10 + want->minor));
+        if (dist < best_d) best_d = dist, best = d;
+    }
+    *device = best;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGetByPCIBusId(int *device, const char *bus_id)
+{
+    char id[32];
+    cudaError_t e = ready();
+    if (!device || !bus_id) return record(cudaErrorInvalidValue);
+    if (e) return record(e);
+    for (int d = 0; d < vcuda_client_device_count(); ++d) {
+        if ((e = cudaDeviceGetPCIBusId(id, sizeof id, d))) return e;
+        if (!strcasecmp(id, bus_id) || !strcasecmp(id + 4, bus_id)) return *device = d, cudaSuccess;
+    }
+    return record(cudaErrorInvalidDevice);
+}
+
+EXPORT cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDMAWritesTarget t,
+                                                      enum cudaFlushGPUDirectRDMAWritesScope scope)
+{
+    (void)t, (void)scope;
+    return cudaSuccess; /* no third-party device writes into a vcuda client's GPU memory */
+}
+
+EXPORT cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+EXPORT cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
+
+/* ---- kernels: attributes, occupancy (computed on the server), launches ------------ */
+
+static cudaError_t kernel_call(const void *func, unsigned op, uint64_t *v, unsigned nv, vcuda_msg *r, const char *api)
+{
+    kernel *k = find_kernel(func);
+    cudaError_t e;
+    if (!k) return record(cudaErrorInvalidDeviceFunction);
+    if ((e = resolve(k, &v[0]))) return e;
+    return call(op, v, nv, r, api);
+}
+
+EXPORT cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *func)
+{
+    vcuda_msg r;
+    uint64_t v[1];
+    if (!a) return record(cudaErrorInvalidValue);
+    cudaError_t e = kernel_call(func, VCUDA_OP_FUNC_ATTRIBUTES, v, 1, &r, "cudaFuncGetAttributes");
+    if (e) return e;
+    memset(a, 0, sizeof *a);
+    int x[16];
+    for (int i = 0; i < 16; ++i) x[i] = (int)(int64_t)r.v[i];
+    a->maxThreadsPerBlock = x[0], a->sharedSizeBytes = (size_t)x[1], a->constSizeBytes = (size_t)x[2];
+    a->localSizeBytes = (size_t)x[3], a->numRegs = x[4], a->ptxVersion = x[5], a->binaryVersion = x[6];
+    a->cacheModeCA = x[7], a->maxDynamicSharedSizeBytes = x[8], a->preferredShmemCarveout = x[9];
+    a->clusterDimMustBeSet = x[10], a->requiredClusterWidth = x[11], a->requiredClusterHeight = x[12];
+    a->requiredClusterDepth = x[13], a->nonPortableClusterSizeAllowed = x[14];
+    a->clusterSchedulingPolicyPreference = x[15];
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    vcuda_msg r;
+    uint64_t v[] = {0, (uint64_t)(int64_t)(int)attr, (uint64_t)(int64_t)value};
+    return kernel_call(func, VCUDA_OP_FUNC_SET_ATTRIBUTE, v, 3, &r, "cudaFuncSetAttribute");
+}
+
+EXPORT cudaError_t cudaFuncGetName(const char **name, const void *func)
+{
+    kernel *k = find_kernel(func);
+    if (!name) return record(cudaErrorInvalidValue);
+    if (!k) return record(cudaErrorInvalidDeviceFunction);
+    *name = k->name;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetKernel(cudaKernel_t *out, const void *func) { return __cudaGetKernel(out, func); }
+
+EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, const void *func, int block,
+                                                                          size_t smem, unsigned flags)
+{
+    vcuda_msg r;
+    if (!n || block <= 0) return record(cudaErrorInvalidValue);
+    uint64_t v[] = {0, (uint64_t)block, smem, flags};
+    cudaError_t e = kernel_call(func, VCUDA_OP_OCCUPANCY_BLOCKS, v, 4, &r, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (!e) *n = (int)(int64_t)r.v[0];
+    return e;
+}
+
+EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *func, int block, size_t smem)
+{
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, func, block, smem, cudaOccupancyDefault);
+}
+
+EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, const void *func, int blocks, int block)
+{
+    vcuda_msg r;
+    if (!bytes || blocks <= 0 || block <= 0) return record(cudaErrorInvalidValue);
+    uint64_t v[] = {0, (uint64_t)blocks, (uint64_t)block};
+    cudaError_t e = kernel_call(func, VCUDA_OP_OCCUPANCY_DYNAMIC_SMEM, v, 3, &r, "cudaOccupancyAvailableDynamicSMemPerBlock");
+    if (!e) *bytes = r.v[0];
+    return e;
+}
+
+/* Cooperative launches are answered at once: a grid too large to be co-resident fails
+ * the launch itself (cudaErrorCooperativeLaunchTooLarge), as with the real runtime. */
+static cudaError_t launch_cooperative(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream)
+{
+    if (!k) return record(cudaErrorInvalidDeviceFunction);
+    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH_COOPERATIVE);
+}
+
+EXPORT cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
+                                               cudaStream_t stream)
+{
+    return launch_cooperative(find_kernel(func), grid, block, args, shmem, stream);
+}
+
+/* cudaLaunchKernelEx (a template in cuda_runtime.h) lands here.  Attributes that only
+ * tune scheduling are accepted; cooperative is honoured; the rest are refused. */
+EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+    int cooperative = 0;
+    if (!config) return record(cudaErrorInvalidValue);
+    for (unsigned i = 0; i < config->numAttrs; ++i) {
+        const cudaLaunchAttribute *a = &config->attrs[i];
+        switch (a->id) {
+        case cudaLaunchAttributeIgnore: case cudaLaunchAttributePriority: break;
+        case cudaLaunchAttributeCooperative: cooperative = a->val.cooperative != 0; break;
+        default: return unsupported("cudaLaunchKernelEx", "a launch attribute other than cooperative or priority");
+        }
+    }
+    kernel *k = find_kernel(func);
+    return cooperative ? launch_cooperative(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream)
+                       : launch(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream);
+}
+
+/* ---- symbols ------------------------------------------------------------------------ */
+
+/* The device address and size of a __device__/__constant__ variable on the current
+ * device, from its module on the server. */
+static cudaError_t symbol(const void *host_var, uint64_t *dptr, uint64_t *size)
+{
+    device_var *v = NULL;
+    cudaError_t e = ready();
+    int d = current_device;
+    if (e) return record(e);
+    pthread_mutex_lock(&reg_mu);
+    for (size_t i = 0; i < nvars && !v; ++i)
+        if (vars[i]->host_var == host_var) v = vars[i];
+    if (!v) {
+        pthread_mutex_unlock(&reg_mu);
+        return record(cudaErrorInvalidSymbol);
+    }
+    if (!v->dptr[d]) {
+        if (!v->fb->module[d]) e = load_module(v->fb, &v->fb->module[d]);
+        if (!e) {
+            char why[VCUDA_WHY_LEN];
+            vcuda_msg m, r;
+            memset(&m, 0, sizeof m);
+            m.hdr.opcode = VCUDA_OP_MODULE_GLOBAL;
+            m.v[0] = v->fb->module[d], m.nv = 1;
+            m.str = (const uint8_t *)v->name, m.str_len = (uint32_t)strlen(v->name);
+            vcuda_client_status s = vcuda_client_call(d, &m, &r, 0, why);
+            if (!(e = result(s, &r, "symbol lookup", why))) v->dptr[d] = r.v[0], v->size[d] = r.v[1];
+        }
+    }
+    *dptr = v->dptr[d], *size = v->size[d];
+    pthread_mutex_unlock(&reg_mu);
+    return e;
+}
+
+EXPORT cudaError_t cudaGetSymbolAddress(void **p, const void *sym)
+{
+    uint64_t a, n;
+    if (!p) return record(cudaErrorInvalidValue);
+    cudaError_t e = symbol(sym, &a, &n);
+    if (!e) *p = (void *)(uintptr_t)a;
+    return e;
+}
+
+EXPORT cudaError_t cudaGetSymbolSize(size_t *size, const void *sym)
+{
+    uint64_t a, n;
+    if (!size) return record(cudaErrorInvalidValue);
+    cudaError_t e = symbol(sym, &a, &n);
+    if (!e) *size = n;
+    return e;
+}
+
+static cudaError_t symbol_copy(const void *sym, size_t count, size_t offset, enum cudaMemcpyKind kind, int to,
+                               void *host, cudaStream_t stream, const char *api)
+{
+    uint64_t a, n;
+    cudaError_t e = symbol(sym, &a, &n);
+    if (e) return e;
+    if (offset > n || count > n - offset) return record(cudaErrorInvalidValue);
+    void *dev = (void *)(uintptr_t)(a + offset);
+    if (kind == cudaMemcpyDefault) kind = is_device_pointer(host) ? cudaMemcpyDeviceToDevice
+                                                                  : to ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    if (to && kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice) return record(cudaErrorInvalidMemcpyDirection);
+    if (!to && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice) return record(cudaErrorInvalidMemcpyDirection);
+    return to ? memcpy_remote(dev, host, count, kind, stream, api) : memcpy_remote(host, dev, count, kind, stream, api);
+}
+
+EXPORT cudaError_t cudaMemcpyToSymbol(const void *sym, const void *src, size_t count, size_t offset, enum cudaMemcpyKind kind)
+{
+    return symbol_copy(sym, count, offset, kind, 1, (void *)src, NULL, "cudaMemcpyToSymbol");
+}
+EXPORT cudaError_t cudaMemcpyFromSymbol(void *dst, const void *sym, size_t count, size_t offset, enum cudaMemcpyKind kind)
+{
+    return symbol_copy(sym, count, offset, kind, 0, dst, NULL, "cudaMemcpyFromSymbol");
+}
+EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void *sym, const void *src, size_t count, size_t offset,
+                                           enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    return symbol_copy(sym, count, offset, kind, 1, (void *)src, s, "cudaMemcpyToSymbolAsync");
+}
+EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *sym, size_t count, size_t offset,
+                                             enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    return symbol_copy(sym, count, offset, kind, 0, dst, s, "cudaMemcpyFromSymbolAsync");
+}
+
+/* ---- pitched, 2-D and 3-D memory ---------------------------------------------------- */
+
+/* The pitch is the driver's own (cuMemAllocPitch on the server). */
+EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height)
+{
+    vcuda_msg r;
+    if (!p || !pitch) return record(cudaErrorInvalidValue);
+    if (!width || !height) return *p = NULL, *pitch = 0, cudaSuccess;
+    uint64_t v[] = {width, height};
+    cudaError_t e = call(VCUDA_OP_MALLOC_PITCH, v, 2, &r, "cudaMallocPitch");
+    if (e || (e = remember(r.v[0], r.v[1] * height))) return e;
+    *p = (void *)(uintptr_t)r.v[0], *pitch = r.v[1];
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pp, struct cudaExtent ext)
+{
+    void *p = NULL;
+    size_t pitch = 0;
+    if (!pp) return record(cudaErrorInvalidValue);
+    if (ext.height && ext.depth > SIZE_MAX / ext.height) return record(cudaErrorInvalidValue);
+    cudaError_t e = cudaMallocPitch(&p, &pitch, ext.width, ext.height * ext.depth);
+    if (!e) *pp = (struct cudaPitchedPtr){p, pitch, ext.width, ext.height};
+    return e;
+}
+
+/* Rows one by one, unless both sides are contiguous (one copy) or the source is on the
+ * device (one copy of the whole span, then the rows taken out here). */
+static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                           enum cudaMemcpyKind kind, cudaStream_t stream, const char *api)
+{
+    cudaError_t e = cudaSuccess;
+    if (!width || !height) return cudaSuccess;
+    if (width > dpitch || width > spitch) return record(cudaErrorInvalidPitchValue);
+    if (kind == cudaMemcpyDefault)
+        kind = is_device_pointer(dst) ? (is_device_pointer(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                      : (is_device_pointer(src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    if (dpitch == width && spitch == width) return memcpy_remote(dst, src, width * height, kind, stream, api);
+    if (kind == cudaMemcpyDeviceToHost) {
+        size_t span = (height - 1) * spitch + width;
+        uint8_t *tmp = malloc(span);
+        if (!tmp) return record(cudaErrorMemoryAllocation);
+        if (!(e = memcpy_remote(tmp, src, span, kind, stream, api)))
+            for (size_t y = 0; y < height; ++y) memcpy((uint8_t *)dst + y * dpitch, tmp + y * spitch, width);
+        free(tmp);
+        return e;
+    }
+    for (size_t y = 0; y < height && !e; ++y)
+        e = memcpy_remote((uint8_t *)dst + y * dpitch, (const uint8_t *)src + y * spitch, width, kind, stream, api);
+    return e;
+}
+
+EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                                enum cudaMemcpyKind kind)
+{
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, NULL, "cudaMemcpy2D");
+}
+
+EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                     size_t height, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, s, "cudaMemcpy2DAsync");
+}
+
+static cudaError_t set_2d(void *p, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream)
+{
+    vcuda_msg r;
+    uint64_t sh;
+    cudaError_t e = ready();
+    if (e || (e = stream_handle(stream, &sh))) return record(e);
+    if (!width || !height) return cudaSuccess;
+    if (width > pitch) return record(cudaErrorInvalidPitchValue);
+    uint64_t v[] = {(uint64_t)(uintptr_t)p, pitch, (uint64_t)(int64_t)value, width, height, sh};
+    return call(VCUDA_OP_MEMSET_2D, v, 6, &r, "cudaMemset2D");
+}
+
+EXPORT cudaError_t cudaMemset2D(void *p, size_t pitch, int value, size_t width, size_t height)
+{
+    return set_2d(p, pitch, value, width, height, NULL);
+}
+EXPORT cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width, size_t height, cudaStream_t s)
+{
+    return set_2d(p, pitch, value, width, height, s);
+}
+
+/* A 3-D set is one 2-D set where the slices are contiguous, else one per slice. */
+static cudaError_t set_3d(struct cudaPitchedPtr pp, int value, struct cudaExtent ext, cudaStream_t s)
+{
+    cudaError_t e = cudaSuccess;
+    if (!ext.depth) return cudaSuccess;
+    if (ext.height == pp.ysize || ext.depth == 1)
+        return set_2d(pp.ptr, pp.pitch, value, ext.width, ext.height + (ext.depth - 1) * pp.ysize, s) ;
+    for (size_t z = 0; z < ext.depth && !e; ++z)
+        e = set_2d((uint8_t *)pp.ptr + z * pp.pitch * pp.ysize, pp.pitch, value, ext.width, ext.height, s);
+    return e;
+}
+EXPORT cudaError_t cudaMemset3D(struct cudaPitchedPtr pp, int value, struct cudaExtent ext) { return set_3d(pp, value, ext, NULL); }
+EXPORT cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr pp, int value, struct cudaExtent ext, cudaStream_t s)
+{
+    return set_3d(pp, value, ext, s);
+}
+
+/* Linear memory only (CUDA arrays are not remoted): one 2-D copy per slice. */
+static cudaError_t copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, const char *api)
+{
+    cudaError_t e = cudaSuccess;
+    if (!p) return record(cudaErrorInvalidValue);
+    if (p->srcArray || p->dstArray) return unsupported(api, "CUDA arrays are not remoted");
+    const struct cudaPitchedPtr *sp = &p->srcPtr, *dp = &p->dstPtr;
+    for (size_t z = 0; z < p->extent.depth && !e; ++z) {
+        const uint8_t *src = (const uint8_t *)sp->ptr + ((p->srcPos.z + z) * sp->ysize + p->srcPos.y) * sp->pitch + p->srcPos.x;
+        uint8_t *dst = (uint8_t *)dp->ptr + ((p->dstPos.z + z) * dp->ysize + p->dstPos.y) * dp->pitch + p->dstPos.x;
+        e = copy_2d(dst, dp->pitch, src, sp->pitch, p->extent.width, p->extent.height, p->kind, s, api);
+    }
+    return e;
+}
+EXPORT cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return copy_3d(p, NULL, "cudaMemcpy3D"); }
+EXPORT cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t s) { return copy_3d(p, s, "cudaMemcpy3DAsync"); }
+
+/* Between two servers through this host, in chunks. */
+static cudaError_t copy_peer(void *dst, int dst_dev, const void *src, int src_dev, size_t n, cudaStream_t s)
+{
+    cudaError_t e;
+    if ((e = valid_device(dst_dev)) || (e = valid_device(src_dev))) return e;
+    if (!n) return cudaSuccess;
+    size_t chunk = n < ((size_t)64 << 20) ? n : ((size_t)64 << 20);
+    uint8_t *tmp = malloc(chunk);
+    if (!tmp) return record(cudaErrorMemoryAllocation);
+    int saved = current_device;
+    for (size_t off = 0; off < n && !e; off += chunk) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        current_device = src_dev;
+        e = memcpy_remote(tmp, (const uint8_t *)src + off, k, cudaMemcpyDeviceToHost, src_dev == saved ? s : NULL, "cudaMemcpyPeer");
+        current_device = dst_dev;
+        if (!e) e = memcpy_remote((uint8_t *)dst + off, tmp, k, cudaMemcpyHostToDevice, dst_dev == saved ? s : NULL, "cudaMemcpyPeer");
+    }
+    current_device = saved;
+    free(tmp);
+    return e;
+}
+EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, size_t n) { return copy_peer(dst, dd, src, sd, n, NULL); }
+EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t s)
+{
+    return copy_peer(dst, dd, src, sd, n, s);
+}
+
+/* ---- stream-ordered allocation ------------------------------------------------------ */
+
+/* Allocated at once (earlier than the stream would, which no program can tell) and freed
+ * once the stream has reached the free.  Pools are kept here: their attributes are the
+ * program's settings and this process's usage. */
+typedef struct {
+    uint32_t magic;
+    int device;
+    int reuse[3];
+    uint64_t release_threshold, used, used_high;
+} mem_pool;
+#define POOL_MAGIC 0x504f4f4cu
+static mem_pool default_pools[VCUDA_MAX_DEVICES];
+static mem_pool *current_pools[VCUDA_MAX_DEVICES];
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static mem_pool *default_pool(int d)
+{
+    pthread_mutex_lock(&pool_mu);
+    if (!default_pools[d].magic) default_pools[d] = (mem_pool){POOL_MAGIC, d, {1, 1, 1}, 0, 0, 0};
+    if (!current_pools[d]) current_pools[d] = &default_pools[d];
+    mem_pool *p = current_pools[d];
+    pthread_mutex_unlock(&pool_mu);
+    return p;
+}
+
+typedef struct {
+    uint64_t base, size;
+    mem_pool *pool;
+} pool_block;
+static pool_block *blocks;
+static size_t nblocks, cap_blocks;
+
+static cudaError_t pool_alloc(void **p, size_t size, mem_pool *pool, cudaStream_t s)
+{
+    uint64_t sh;
+    cudaError_t e = ready();
+    if (e || (e = stream_handle(s, &sh))) return record(e);
+    if (!pool || pool->magic != POOL_MAGIC) return record(cudaErrorInvalidValue);
+    int saved = current_device;
+    current_device = pool->device;
+    e = cudaMalloc(p, size);
+    current_device = saved;
+    if (e || !size) return e;
+    pthread_mutex_lock(&pool_mu);
+    if (nblocks == cap_blocks) {
+        size_t n = cap_blocks ? 2 * cap_blocks : 64;
+        pool_block *q = realloc(blocks, n * sizeof *q);
+        if (q) blocks = q, cap_blocks = n;
+    }
+    if (nblocks < cap_blocks) {
+        blocks[nblocks++] = (pool_block){(uint64_t)(uintptr_t)*p, size, pool};
+        pool->used += size;
+        if (pool->used > pool->used_high) pool->used_high = pool->used;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t s)
+{
+    cudaError_t e = ready();
+    if (e) return record(e);
+    return pool_alloc(p, size, default_pool(stream_device(s)), s);
+}
+
+EXPORT cudaError_t cudaMallocFromPoolAsync(void **p, size_t size, cudaMemPool_t pool, cudaStream_t s)
+{
+    return pool_alloc(p, size, (mem_pool *)pool, s);
+}
+
+EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
+{
+    cudaError_t e;
+    if (!p) return cudaSuccess;
+    if ((e = cudaStreamSynchronize(s))) return e;
+    pthread_mutex_lock(&pool_mu);
+    for (size_t i = 0; i < nblocks; ++i)
+        if (blocks[i].base == (uint64_t)(uintptr_t)p) {
+            blocks[i].pool->used -= blocks[i].size;
+            blocks[i] = blocks[--nblocks];
+            break;
+        }
+    pthread_mutex_unlock(&pool_mu);
+    return cudaFree(p);
+}
+
+EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
+{
+    cudaError_t e = valid_device(device);
+    if (!pool) return record(cudaErrorInvalidValue);
+    if (e) return e;
+    default_pool(device);
+    *pool = (cudaMemPool_t)&default_pools[device];
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *pool, int device)
+{
+    cudaError_t e = valid_device(device);
+    if (!pool) return record(cudaErrorInvalidValue);
+    if (e) return e;
+    *pool = (cudaMemPool_t)default_pool(device);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool)
+{
+    mem_pool *p = (mem_pool *)pool;
+    cudaError_t e = valid_device(device);
+    if (e) return e;
+    if (!p || p->magic != POOL_MAGIC || p->device != device) return record(cudaErrorInvalidValue);
+    default_pool(device);
+    pthread_mutex_lock(&pool_mu);
+    current_pools[device] = p;
+    pthread_mutex_unlock(&pool_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
+{
+    cudaError_t e;
+    if (!pool || !props) return record(cudaErrorInvalidValue);
+    if (props->allocType != cudaMemAllocationTypePinned || props->location.type != cudaMemLocationTypeDevice ||
+        props->handleTypes != cudaMemHandleTypeNone)
+        return unsupported("cudaMemPoolCreate", "only device pools without export handles are remoted");
+    if ((e = valid_device(props->location.id))) return e;
+    mem_pool *p = malloc(sizeof *p);
+    if (!p) return record(cudaErrorMemoryAllocation);
+    *p = (mem_pool){POOL_MAGIC, props->location.id, {1, 1, 1}, 0, 0, 0};
+    *pool = (cudaMemPool_t)p;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool)
+{
+    mem_pool *p = (mem_pool *)pool;
+    if (!p || p->magic != POOL_MAGIC || p == &default_pools[p->device]) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&pool_mu);
+    if (current_pools[p->device] == p) current_pools[p->device] = &default_pools[p->device];
+    pthread_mutex_unlock(&pool_mu);
+    p->magic = 0; /* its blocks stay valid until freed, as the runtime allows */
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep)
+{
+    (void)keep; /* freed blocks are returned to the server at once: nothing is held */
+    return pool && ((mem_pool *)pool)->magic == POOL_MAGIC ? cudaSuccess : record(cudaErrorInvalidValue);
+}
+
+EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    mem_pool *p = (mem_pool *)pool;
+    if (!p || p->magic != POOL_MAGIC || !value) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&pool_mu);
+    cudaError_t e = cudaSuccess;
+    switch (attr) {
+    case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
+    case cudaMemPoolReuseAllowInternalDependencies:
+        p->reuse[attr - cudaMemPoolReuseFollowEventDependencies] = *(int *)value; break;
+    case cudaMemPoolAttrReleaseThreshold: p->release_threshold = *(uint64_t *)value; break;
+    case cudaMemPoolAttrReservedMemHigh: case cudaMemPoolAttrUsedMemHigh:
+        if (*(uint64_t *)value) e = cudaErrorInvalidValue; /* only a reset to 0 is allowed */
+        else p->used_high = p->used;
+        break;
+    default: e = cudaErrorInvalidValue;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return e ? record(e) : cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    mem_pool *p = (mem_pool *)pool;
+    if (!p || p->magic != POOL_MAGIC || !value) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&pool_mu);
+    cudaError_t e = cudaSuccess;
+    switch (attr) {
+    case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
+    case cudaMemPoolReuseAllowInternalDependencies:
+        *(int *)value = p->reuse[attr - cudaMemPoolReuseFollowEventDependencies]; break;
+    case cudaMemPoolAttrReleaseThreshold: *(uint64_t *)value = p->release_threshold; break;
+    /* nothing is held beyond what is in use: reserved == used */
+    case cudaMemPoolAttrReservedMemCurrent: case cudaMemPoolAttrUsedMemCurrent: *(uint64_t *)value = p->used; break;
+    case cudaMemPoolAttrReservedMemHigh: case cudaMemPoolAttrUsedMemHigh: *(uint64_t *)value = p->used_high; break;
+    default: e = cudaErrorInvalidValue;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return e ? record(e) : cudaSuccess;
+}
+
+/* ---- host memory and pointers ------------------------------------------------------- */
+
+/* Registering host memory pins it for DMA; a copy that crosses a socket needs no pin. */
+EXPORT cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags)
+{
+    if (!p || !n) return record(cudaErrorInvalidValue);
+    if (flags & (cudaHostRegisterMapped | cudaHostRegisterIoMemory | cudaHostRegisterReadOnly))
+        return unsupported("cudaHostRegister", "mapped (zero-copy) host memory needs memory coherent with the GPU");
+    return cudaSuccess;
+}
+EXPORT cudaError_t cudaHostUnregister(void *p) { return p ? cudaSuccess : record(cudaErrorInvalidValue); }
+
+EXPORT cudaError_t cudaHostGetDevicePointer(void **dp, void *hp, unsigned flags)
+{
+    (void)dp, (void)hp, (void)flags;
+    return unsupported("cudaHostGetDevicePointer", "zero-copy host memory needs memory coherent with the GPU");
+}
+
+EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *ptr)
+{
+    uint64_t p = (uint64_t)(uintptr_t)ptr;
+    if (!a) return record(cudaErrorInvalidValue);
+    memset(a, 0, sizeof *a);
+    a->type = cudaMemoryTypeUnregistered, a->device = -2;
+    pthread_mutex_lock(&alloc_mu);
+    for (size_t i = 0; i < nalloc; ++i)
+        if (p >= allocs[i].base && p - allocs[i].base < allocs[i].size) {
+            a->type = cudaMemoryTypeDevice, a->device = allocs[i].device, a->devicePointer = (void *)ptr;
+            break;
+        }
+    pthread_mutex_unlock(&alloc_mu);
+    return cudaSuccess;
+}
+
+EXPORT struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, enum cudaChannelFormatKind f)
+{
+    struct cudaChannelFormatDesc d = {x, y, z, w, f};
+    return d;
 }

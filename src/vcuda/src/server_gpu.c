@@ -1,14 +1,19 @@
 /* vcuda server GPU side (see server_gpu.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "vcuda/server_gpu.h"
 
 #include "vcuda/sha256.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The few driver types used, declared here so the server needs no CUDA toolkit to
  * build (the driver ABI of these has been stable since CUDA 4). */
@@ -52,7 +57,25 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
     X(cuLaunchKernel, CUresult,                                                              \
       (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,     \
        CUstream, void **, void **))                                                          \
-    X(cuGetErrorString, CUresult, (CUresult, const char **))
+    X(cuGetErrorString, CUresult, (CUresult, const char **))                                 \
+    X(cuEventQuery, CUresult, (CUevent))                                                     \
+    X(cuStreamQuery, CUresult, (CUstream))                                                   \
+    X(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned))                            \
+    X(cuStreamCreateWithPriority, CUresult, (CUstream *, unsigned, int))                     \
+    X(cuCtxGetStreamPriorityRange, CUresult, (int *, int *))                                 \
+    X(cuCtxSetLimit, CUresult, (int, size_t))                                                \
+    X(cuCtxGetLimit, CUresult, (size_t *, int))                                              \
+    X(cuFuncGetAttribute, CUresult, (int *, int, CUfunction))                                \
+    X(cuFuncSetAttribute, CUresult, (CUfunction, int, int))                                  \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, CUresult,                        \
+      (int *, CUfunction, int, size_t, unsigned))                                            \
+    X(cuOccupancyAvailableDynamicSMemPerBlock, CUresult, (size_t *, CUfunction, int, int))   \
+    X(cuModuleGetGlobal_v2, CUresult, (CUdeviceptr *, size_t *, CUmodule, const char *))     \
+    X(cuLaunchCooperativeKernel, CUresult,                                                   \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,     \
+       CUstream, void **))                                                                   \
+    X(cuMemAllocPitch_v2, CUresult, (CUdeviceptr *, size_t *, size_t, size_t, unsigned))     \
+    X(cuMemsetD2D8_v2, CUresult, (CUdeviceptr, size_t, unsigned char, size_t, size_t))
 
 typedef struct {
 #define DECLARE(name, ret, args) ret(*name) args;
@@ -99,6 +122,8 @@ typedef struct {
     int launch_error;        /* failure of an asynchronous launch, for the next reply */
     char launch_msg[MSG_LEN];
     char msg[MSG_LEN]; /* error reply text; lives until the next request */
+    allocation *globals; /* __device__ variables the client looked up: copyable, not freeable */
+    uint32_t nglobal, cap_global;
 } client;
 
 typedef struct {
@@ -119,6 +144,14 @@ struct vcuda_gpu {
     int nmodules;
     volatile sig_atomic_t *stop;
     char name[256];
+    /* Device printf: the driver writes it to this process's stdout, which is a pipe
+     * drained into out[] (by the request that synchronized, or by out_thread when the
+     * pipe fills between requests) and shipped to the client on PRINTF_FETCH. */
+    int out_fd;
+    pthread_t out_thread;
+    pthread_mutex_t out_mu;
+    char *out;
+    size_t out_len, out_dropped;
 };
 
 
@@ -190,13 +223,19 @@ static void remove_handle(client *cl, handle *h) { *h = cl->handles[--cl->nhandl
 
 /* The allocation holding [p, p+n) entirely, or NULL: no copy, set or free ever touches
  * memory this client did not allocate. */
-static allocation *find_range(client *cl, uint64_t p, uint64_t n)
+static allocation *in_table(allocation *t, uint32_t n_entries, uint64_t p, uint64_t n)
 {
-    for (uint32_t i = 0; i < cl->nalloc; ++i) {
-        allocation *a = &cl->allocs[i];
+    for (uint32_t i = 0; i < n_entries; ++i) {
+        allocation *a = &t[i];
         if (p >= a->base && p - a->base <= a->size && n <= a->size - (p - a->base)) return a;
     }
     return NULL;
+}
+
+static allocation *find_range(client *cl, uint64_t p, uint64_t n)
+{
+    allocation *a = in_table(cl->allocs, cl->nalloc, p, n);
+    return a ? a : in_table(cl->globals, cl->nglobal, p, n);
 }
 
 /* Stream handle -> CUstream (0: the legacy default stream).  -1 if not this client's. */
@@ -324,10 +363,14 @@ static int launch(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
         from += fi->sizes[i];
         at += (fi->sizes[i] + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN;
     }
-    CUresult rc = g->cu.cuLaunchKernel(fi->f, (unsigned)q->v[1], (unsigned)q->v[2], (unsigned)q->v[3],
-                                       (unsigned)q->v[4], (unsigned)q->v[5], (unsigned)q->v[6],
-                                       (unsigned)q->v[7], s, fi->n ? params : NULL, NULL);
-    return rc ? reply_cu(g, cl, r, "LAUNCH", rc) : 0;
+    CUresult rc = q->hdr.opcode == VCUDA_OP_LAUNCH_COOPERATIVE
+        ? g->cu.cuLaunchCooperativeKernel(fi->f, (unsigned)q->v[1], (unsigned)q->v[2], (unsigned)q->v[3],
+                                          (unsigned)q->v[4], (unsigned)q->v[5], (unsigned)q->v[6],
+                                          (unsigned)q->v[7], s, fi->n ? params : NULL)
+        : g->cu.cuLaunchKernel(fi->f, (unsigned)q->v[1], (unsigned)q->v[2], (unsigned)q->v[3],
+                               (unsigned)q->v[4], (unsigned)q->v[5], (unsigned)q->v[6],
+                               (unsigned)q->v[7], s, fi->n ? params : NULL, NULL);
+    return rc ? reply_cu(g, cl, r, vcuda_opcode_name(q->hdr.opcode), rc) : 0;
 }
 
 static int function_get(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
@@ -414,7 +457,9 @@ static int properties(vcuda_gpu *g, client *cl, vcuda_msg *r)
     return 0;
 }
 
-static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *r, char *why)
+static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r);
+
+static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *r, char *why)
 {
     vcuda_gpu *g = ctx;
     client *cl = c->user;
@@ -576,8 +621,220 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
             snprintf(cl->launch_msg, sizeof cl->launch_msg, "an earlier kernel launch failed: %.280s", cl->msg);
         }
         return 0;
+    default: return more_requests(g, cl, q, r);
+    }
+}
+
+/* ---- device printf ---------------------------------------------------------------- */
+
+#define OUT_MAX (64u << 20) /* output kept for a client that does not synchronize */
+
+/* Moves what the pipe holds into g->out (out_mu held). */
+static void drain_locked(vcuda_gpu *g)
+{
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(g->out_fd, buf, sizeof buf)) > 0) {
+        size_t keep = g->out_len + (size_t)n > OUT_MAX ? OUT_MAX - g->out_len : (size_t)n;
+        char *q = keep ? realloc(g->out, g->out_len + keep) : g->out;
+        if (!q) keep = 0;
+        else g->out = q;
+        memcpy(g->out + g->out_len, buf, keep);
+        g->out_len += keep;
+        g->out_dropped += (size_t)n - keep;
+    }
+}
+
+/* The driver writes device printf output while a synchronizing call runs; fflush
+ * pushes what stdio holds, the drain takes it, so the reply to that call says so. */
+static void drain_output(vcuda_gpu *g)
+{
+    fflush(stdout);
+    pthread_mutex_lock(&g->out_mu);
+    drain_locked(g);
+    pthread_mutex_unlock(&g->out_mu);
+}
+
+/* Between requests nobody drains: a kernel printing more than the pipe holds would
+ * block the driver, so this thread empties it whenever it has data. */
+static void *out_reader(void *arg)
+{
+    vcuda_gpu *g = arg;
+    struct pollfd p = {g->out_fd, POLLIN, 0};
+    while (!*g->stop) {
+        if (poll(&p, 1, 200) > 0) {
+            pthread_mutex_lock(&g->out_mu);
+            drain_locked(g);
+            pthread_mutex_unlock(&g->out_mu);
+            if (p.revents & (POLLHUP | POLLERR)) break;
+        }
+    }
+    return NULL;
+}
+
+static int printf_fetch(vcuda_gpu *g, client *cl, vcuda_msg *r)
+{
+    static char *sent; /* the reply's bytes, alive until the next fetch */
+    pthread_mutex_lock(&g->out_mu);
+    if (g->out_dropped) {
+        char note[96];
+        int n = snprintf(note, sizeof note, "\n[vcuda-server: %zu bytes of device printf output dropped]\n",
+                         g->out_dropped);
+        char *q = realloc(g->out, g->out_len + (size_t)n);
+        if (q) memcpy(q + g->out_len, note, (size_t)n), g->out = q, g->out_len += (size_t)n, g->out_dropped = 0;
+    }
+    size_t n = g->out_len < g->chunk ? g->out_len : g->chunk;
+    char *b = realloc(sent, n ? n : 1);
+    if (b) {
+        sent = b;
+        memcpy(sent, g->out, n);
+        memmove(g->out, g->out + n, g->out_len - n);
+        g->out_len -= n;
+    }
+    pthread_mutex_unlock(&g->out_mu);
+    if (!b) return reply_invalid(cl, r, 2, "PRINTF_FETCH: server out of memory");
+    r->blob = (const uint8_t *)sent, r->blob_len = (uint32_t)n;
+    return 0;
+}
+
+static int synchronizes(unsigned op)
+{
+    return op == VCUDA_OP_DEVICE_SYNCHRONIZE || op == VCUDA_OP_STREAM_SYNCHRONIZE || op == VCUDA_OP_EVENT_SYNCHRONIZE ||
+           op == VCUDA_OP_MEMCPY_D2H || op == VCUDA_OP_EVENT_QUERY || op == VCUDA_OP_STREAM_QUERY ||
+           op == VCUDA_OP_DEVICE_RESET;
+}
+
+static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *r, char *why)
+{
+    vcuda_gpu *g = ctx;
+    int rc = handle_core(ctx, c, q, r, why);
+    if (g->out_fd >= 0) {
+        if (synchronizes(q->hdr.opcode)) drain_output(g);
+        pthread_mutex_lock(&g->out_mu);
+        if (g->out_len || g->out_dropped) r->hdr.flags |= VCUDA_FLAG_OUTPUT;
+        pthread_mutex_unlock(&g->out_mu);
+    }
+    return rc;
+}
+
+/* ---- the calls added for whole programs (wire codes 33..) ------------------------- */
+
+static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
+{
+    const char *op = vcuda_opcode_name(q->hdr.opcode);
+    CUresult rc = 0;
+    CUstream s;
+    handle *h, *e;
+    switch (q->hdr.opcode) {
+    case VCUDA_OP_EVENT_QUERY:
+        if (!(h = find_handle(cl, q->v[0], H_EVENT))) return reply_invalid(cl, r, 400, "EVENT_QUERY: unknown event");
+        return (rc = g->cu.cuEventQuery(h->obj)) ? reply_cu(g, cl, r, op, rc) : 0;
+    case VCUDA_OP_STREAM_QUERY:
+        if (stream_of(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_QUERY: unknown stream");
+        return (rc = g->cu.cuStreamQuery(s)) ? reply_cu(g, cl, r, op, rc) : 0;
+    case VCUDA_OP_STREAM_WAIT_EVENT:
+        if (stream_of(cl, q->v[0], &s) || !(e = find_handle(cl, q->v[1], H_EVENT)))
+            return reply_invalid(cl, r, 400, "STREAM_WAIT_EVENT: unknown stream or event");
+        if (q->v[2] & ~(uint64_t)1) return reply_invalid(cl, r, 1, "STREAM_WAIT_EVENT: flags 0x%llx", (unsigned long long)q->v[2]);
+        return (rc = g->cu.cuStreamWaitEvent(s, e->obj, 0)) ? reply_cu(g, cl, r, op, rc) : 0;
+    case VCUDA_OP_STREAM_CREATE_PRIORITY: {
+        CUstream o;
+        if (q->v[0] & ~(uint64_t)1) return reply_invalid(cl, r, 1, "STREAM_CREATE_PRIORITY: flags 0x%llx", (unsigned long long)q->v[0]);
+        if ((rc = g->cu.cuStreamCreateWithPriority(&o, (unsigned)q->v[0], (int)(int64_t)q->v[1])))
+            return reply_cu(g, cl, r, op, rc);
+        uint64_t id = add_handle(cl, H_STREAM, o);
+        if (!id) return g->cu.cuStreamDestroy_v2(o), reply_invalid(cl, r, 2, "handle limit reached");
+        r->v[0] = id, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_STREAM_PRIORITY_RANGE: {
+        int least = 0, greatest = 0;
+        if ((rc = g->cu.cuCtxGetStreamPriorityRange(&least, &greatest))) return reply_cu(g, cl, r, op, rc);
+        r->v[0] = (uint64_t)(int64_t)least, r->v[1] = (uint64_t)(int64_t)greatest, r->nv = 2;
+        return 0;
+    }
+    case VCUDA_OP_LIMIT_SET:
+        /* the context is shared by the server's clients: a limit set is set for all */
+        return (rc = g->cu.cuCtxSetLimit((int)q->v[0], q->v[1])) ? reply_cu(g, cl, r, op, rc) : 0;
+    case VCUDA_OP_LIMIT_GET: {
+        size_t v = 0;
+        if ((rc = g->cu.cuCtxGetLimit(&v, (int)q->v[0]))) return reply_cu(g, cl, r, op, rc);
+        r->v[0] = v, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_FUNC_ATTRIBUTES:
+        if (!(h = find_handle(cl, q->v[0], H_FUNCTION))) return reply_invalid(cl, r, 98, "FUNC_ATTRIBUTES: unknown function");
+        for (int a = 0; a < 16; ++a) {
+            int v = 0;
+            /* attributes a driver does not know (cluster ones on old GPUs) read as 0 */
+            if ((rc = g->cu.cuFuncGetAttribute(&v, a, ((function_info *)h->obj)->f)) && rc != CU_INVALID_VALUE)
+                return reply_cu(g, cl, r, op, rc);
+            r->v[r->nv++] = (uint64_t)(int64_t)(rc ? 0 : v);
+        }
+        return 0;
+    case VCUDA_OP_FUNC_SET_ATTRIBUTE:
+        if (!(h = find_handle(cl, q->v[0], H_FUNCTION))) return reply_invalid(cl, r, 98, "FUNC_SET_ATTRIBUTE: unknown function");
+        return (rc = g->cu.cuFuncSetAttribute(((function_info *)h->obj)->f, (int)(int64_t)q->v[1], (int)(int64_t)q->v[2]))
+                   ? reply_cu(g, cl, r, op, rc) : 0;
+    case VCUDA_OP_OCCUPANCY_BLOCKS: {
+        int n = 0;
+        if (!(h = find_handle(cl, q->v[0], H_FUNCTION))) return reply_invalid(cl, r, 98, "OCCUPANCY_BLOCKS: unknown function");
+        if ((rc = g->cu.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, ((function_info *)h->obj)->f, (int)q->v[1],
+                                                                            q->v[2], (unsigned)q->v[3])))
+            return reply_cu(g, cl, r, op, rc);
+        r->v[0] = (uint64_t)(int64_t)n, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_OCCUPANCY_DYNAMIC_SMEM: {
+        size_t n = 0;
+        if (!(h = find_handle(cl, q->v[0], H_FUNCTION))) return reply_invalid(cl, r, 98, "OCCUPANCY_DYNAMIC_SMEM: unknown function");
+        if ((rc = g->cu.cuOccupancyAvailableDynamicSMemPerBlock(&n, ((function_info *)h->obj)->f, (int)q->v[1], (int)q->v[2])))
+            return reply_cu(g, cl, r, op, rc);
+        r->v[0] = n, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_MODULE_GLOBAL: {
+        char name[VCUDA_MAX_STRING + 1];
+        CUdeviceptr p;
+        size_t size;
+        if (!(h = find_handle(cl, q->v[0], H_MODULE))) return reply_invalid(cl, r, 400, "MODULE_GLOBAL: unknown module");
+        memcpy(name, q->str, q->str_len), name[q->str_len] = 0;
+        if ((rc = g->cu.cuModuleGetGlobal_v2(&p, &size, ((cached_module *)h->obj)->mod, name)))
+            return reply_cu(g, cl, r, op, rc);
+        if (!in_table(cl->globals, cl->nglobal, p, size)) {
+            if (grow((void **)&cl->globals, &cl->cap_global, cl->nglobal + 1, sizeof(allocation), MAX_HANDLES))
+                return reply_invalid(cl, r, 2, "MODULE_GLOBAL: limit reached");
+            cl->globals[cl->nglobal++] = (allocation){p, size};
+        }
+        r->v[0] = p, r->v[1] = size, r->nv = 2;
+        return 0;
+    }
+    case VCUDA_OP_LAUNCH_COOPERATIVE: return launch(g, cl, q, r);
+    case VCUDA_OP_MALLOC_PITCH: {
+        CUdeviceptr p;
+        size_t pitch;
+        if (!q->v[0] || !q->v[1]) return reply_invalid(cl, r, 1, "MALLOC_PITCH: empty extent");
+        if (grow((void **)&cl->allocs, &cl->cap_alloc, cl->nalloc + 1, sizeof(allocation), MAX_ALLOCS))
+            return reply_invalid(cl, r, 2, "MALLOC_PITCH: allocation limit reached");
+        /* element size 16: the runtime's own choice for cudaMallocPitch */
+        if ((rc = g->cu.cuMemAllocPitch_v2(&p, &pitch, q->v[0], q->v[1], 16))) return reply_cu(g, cl, r, op, rc);
+        cl->allocs[cl->nalloc++] = (allocation){p, (uint64_t)pitch * q->v[1]};
+        r->v[0] = p, r->v[1] = pitch, r->nv = 2;
+        return 0;
+    }
+    case VCUDA_OP_MEMSET_2D: {
+        uint64_t dst = q->v[0], pitch = q->v[1], w = q->v[3], ht = q->v[4];
+        if (stream_of(cl, q->v[5], &s)) return reply_invalid(cl, r, 400, "MEMSET_2D: unknown stream");
+        if (!w || !ht) return 0;
+        if (w > pitch || (ht - 1) > (VCUDA_MAX_SIZE / pitch) || !find_range(cl, dst, (ht - 1) * pitch + w))
+            return reply_invalid(cl, r, 1, "MEMSET_2D: the rows are not inside an allocation of this client");
+        if ((rc = wait_for(g, s)) || (rc = g->cu.cuMemsetD2D8_v2(dst, pitch, (unsigned char)q->v[2], w, ht)))
+            return reply_cu(g, cl, r, op, rc);
+        return 0;
+    }
+    case VCUDA_OP_PRINTF_FETCH: return printf_fetch(g, cl, r);
     default:
-        return reply_invalid(cl, r, 801, "%s is not served by vcuda-server", vcuda_opcode_name(q->hdr.opcode));
+        return reply_invalid(cl, r, 801, "%s is not served by vcuda-server", op);
     }
 }
 
@@ -600,6 +857,7 @@ static void release_client(void *ctx, vcuda_conn *c)
                 (unsigned long long)c->id, cl->nalloc, cl->nhandle);
     free(cl->allocs);
     free(cl->handles);
+    free(cl->globals);
     free(cl);
     c->user = NULL;
 }
@@ -610,13 +868,42 @@ struct vcuda_handler vcuda_gpu_handler(vcuda_gpu *g)
     return h;
 }
 
+/* stdout becomes the printf pipe (the server logs on stderr).  Without it, device
+ * printf output stays in the server's stdout, as before, and the server says so. */
+static void capture_output(vcuda_gpu *g)
+{
+    int fds[2];
+    fflush(stdout);
+    if (pipe(fds)) {
+        fprintf(stderr, "vcuda-server: device printf stays on the server's stdout (pipe: %s)\n", strerror(errno));
+        return;
+    }
+#ifdef F_SETPIPE_SZ
+    fcntl(fds[1], F_SETPIPE_SZ, 1 << 20); /* fewer wake-ups; the size is only a hint */
+#endif
+    fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    if (dup2(fds[1], STDOUT_FILENO) < 0) {
+        fprintf(stderr, "vcuda-server: device printf stays on the server's stdout (dup2: %s)\n", strerror(errno));
+        close(fds[0]), close(fds[1]);
+        return;
+    }
+    close(fds[1]);
+    g->out_fd = fds[0];
+    pthread_mutex_init(&g->out_mu, NULL);
+    if (pthread_create(&g->out_thread, NULL, out_reader, g)) {
+        fprintf(stderr, "vcuda-server: device printf: no reader thread; output beyond the pipe's size waits\n");
+        g->out_fd = -1; /* keep the pipe as stdout, drained by nobody: as without capture */
+    }
+}
+
 vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop, char *why)
 {
     vcuda_gpu *g = calloc(1, sizeof *g);
     CUresult rc;
     int n = 0;
     if (!g) return vcuda_fail(why, 0, "out of memory"), NULL;
-    g->ordinal = ordinal, g->chunk = chunk, g->stop = stop;
+    g->ordinal = ordinal, g->chunk = chunk, g->stop = stop, g->out_fd = -1;
     if (!(g->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL))) {
         vcuda_fail(why, 0, "no CUDA driver (libcuda.so.1: %s)", dlerror());
         free(g);
@@ -652,6 +939,7 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
         vcuda_fail(why, 0, "device %d: set-up failed: %s (CUresult %d)", ordinal, cu_error_text(g, rc), rc);
         goto fail;
     }
+    capture_output(g);
     return g;
 fail:
     dlclose(g->lib);
@@ -662,6 +950,12 @@ fail:
 void vcuda_gpu_close(vcuda_gpu *g)
 {
     if (!g) return;
+    if (g->out_fd >= 0) {
+        *g->stop = 1;
+        pthread_join(g->out_thread, NULL);
+        close(g->out_fd);
+        free(g->out);
+    }
     g->cu.cuCtxSynchronize();
     g->cu.cuMemFreeHost(g->pinned[0]);
     g->cu.cuMemFreeHost(g->pinned[1]);

@@ -165,7 +165,7 @@ static void reject_header(void)
     frame[4] = 2;
     expect(frame, n, VCUDA_E_BAD_VERSION);
     frame[4] = 1;
-    uint16_t bad_ops[] = {0, 33, 1000, 0xFFFF}; /* 33: one past the last opcode */
+    uint16_t bad_ops[] = {0, 99, 1000, 0xFFFF}; /* 99: no such opcode */
     for (int i = 0; i < 4; ++i) {
         frame[6] = (uint8_t)bad_ops[i], frame[7] = (uint8_t)(bad_ops[i] >> 8);
         expect(frame, n, VCUDA_E_BAD_OPCODE);
