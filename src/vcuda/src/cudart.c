@@ -566,13 +566,14 @@ EXPORT cudaError_t cudaGetDevice(int *device)
     return cudaSuccess;
 }
 
-/* Managed and pageable memory cannot cross the network: report them absent, so that
+/* Managed, pageable and mapped (zero-copy) host memory cannot cross the network: report them absent, so that
  * programs which check (umbench does) take their explicit-copy path. */
 static int hidden_attribute(int attr)
 {
     return attr == cudaDevAttrManagedMemory || attr == cudaDevAttrConcurrentManagedAccess ||
            attr == cudaDevAttrPageableMemoryAccess || attr == cudaDevAttrPageableMemoryAccessUsesHostPageTables ||
-           attr == cudaDevAttrDirectManagedMemAccessFromHost;
+           attr == cudaDevAttrDirectManagedMemAccessFromHost || attr == cudaDevAttrCanMapHostMemory ||
+           attr == cudaDevAttrHostNativeAtomicSupported || attr == cudaDevAttrCanUseHostPointerForRegisteredMem;
 }
 
 EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
@@ -621,11 +622,38 @@ EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
         {&p->unifiedAddressing, cudaDevAttrUnifiedAddressing}};
     for (size_t i = 0; i < sizeof more / sizeof *more; ++i)
         if ((e = cudaDeviceGetAttribute(more[i].field, more[i].attr, device))) return e;
-    int smem_sm = 0, const_mem = 0;
-    if ((e = cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) ||
-        (e = cudaDeviceGetAttribute(&const_mem, cudaDevAttrTotalConstantMemory, device)))
-        return e;
-    p->sharedMemPerMultiprocessor = (size_t)smem_sm, p->totalConstMem = (size_t)const_mem;
+    struct { int *field; enum cudaDeviceAttr attr; } flags[] = {
+        {&p->integrated, cudaDevAttrIntegrated}, {&p->canMapHostMemory, cudaDevAttrCanMapHostMemory},
+        {&p->concurrentKernels, cudaDevAttrConcurrentKernels}, {&p->ECCEnabled, cudaDevAttrEccEnabled},
+        {&p->tccDriver, cudaDevAttrTccDriver}, {&p->asyncEngineCount, cudaDevAttrAsyncEngineCount},
+        {&p->persistingL2CacheMaxSize, cudaDevAttrMaxPersistingL2CacheSize},
+        {&p->streamPrioritiesSupported, cudaDevAttrStreamPrioritiesSupported},
+        {&p->globalL1CacheSupported, cudaDevAttrGlobalL1CacheSupported},
+        {&p->localL1CacheSupported, cudaDevAttrLocalL1CacheSupported},
+        {&p->regsPerMultiprocessor, cudaDevAttrMaxRegistersPerMultiprocessor},
+        {&p->isMultiGpuBoard, cudaDevAttrIsMultiGpuBoard}, {&p->multiGpuBoardGroupID, cudaDevAttrMultiGpuBoardGroupID},
+        {&p->hostNativeAtomicSupported, cudaDevAttrHostNativeAtomicSupported},
+        {&p->computePreemptionSupported, cudaDevAttrComputePreemptionSupported},
+        {&p->canUseHostPointerForRegisteredMem, cudaDevAttrCanUseHostPointerForRegisteredMem},
+        {&p->cooperativeLaunch, cudaDevAttrCooperativeLaunch},
+        {&p->maxBlocksPerMultiProcessor, cudaDevAttrMaxBlocksPerMultiprocessor},
+        {&p->accessPolicyMaxWindowSize, cudaDevAttrMaxAccessPolicyWindowSize},
+        {&p->hostRegisterSupported, cudaDevAttrHostRegisterSupported},
+        {&p->memoryPoolsSupported, cudaDevAttrMemoryPoolsSupported}, {&p->clusterLaunch, cudaDevAttrClusterLaunch}};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; ++i)
+        if ((e = cudaDeviceGetAttribute(flags[i].field, flags[i].attr, device))) return e;
+    struct { size_t *field; enum cudaDeviceAttr attr; } sizes[] = {
+        {&p->sharedMemPerMultiprocessor, cudaDevAttrMaxSharedMemoryPerMultiprocessor},
+        {&p->totalConstMem, cudaDevAttrTotalConstantMemory}, {&p->memPitch, cudaDevAttrMaxPitch},
+        {&p->textureAlignment, cudaDevAttrTextureAlignment}, {&p->texturePitchAlignment, cudaDevAttrTexturePitchAlignment},
+        {&p->surfaceAlignment, cudaDevAttrSurfaceAlignment},
+        {&p->sharedMemPerBlockOptin, cudaDevAttrMaxSharedMemoryPerBlockOptin},
+        {&p->reservedSharedMemPerBlock, cudaDevAttrReservedSharedMemoryPerBlock}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; ++i) {
+        int v = 0;
+        if ((e = cudaDeviceGetAttribute(&v, sizes[i].attr, device))) return e;
+        *sizes[i].field = (size_t)(unsigned)v;
+    }
     return cudaSuccess;
 }
 

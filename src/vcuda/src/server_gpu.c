@@ -163,7 +163,7 @@ static const char *cu_error_text(vcuda_gpu *g, CUresult r)
 }
 
 /* Driver errors after which the context is unusable for everyone (the sticky ones). */
-static int context_lost(CUresult r) { return r == 700 || (r >= 714 && r <= 720) || r == 999; }
+static int context_lost(CUresult r) { return r == 700 || r == 710 /* device assert */ || (r >= 714 && r <= 720) || r == 999; }
 
 /* Error reply from a failed driver call.  CUresult and cudaError_t share numbers for
  * every error a client can provoke here, so the code passes through (bounded to the
