@@ -887,8 +887,10 @@ EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
     return create_object(VCUDA_OP_STREAM_CREATE, flags, STREAM_MAGIC, (void **)s, "cudaStreamCreate");
 }
 EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+static void forget_stream_attrs(cudaStream_t s);
 EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    forget_stream_attrs(s); /* a later stream may get the same address */
     return destroy_object(VCUDA_OP_STREAM_DESTROY, s, STREAM_MAGIC, "cudaStreamDestroy");
 }
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s)
@@ -1861,4 +1863,86 @@ EXPORT struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, i
 {
     struct cudaChannelFormatDesc d = {x, y, z, w, f};
     return d;
+}
+
+/* ---- stream attributes -------------------------------------------------------------- */
+
+/* Access-policy windows, synchronization policy and the like tune how the GPU caches and
+ * waits; they never change results.  Kept per stream here, reported back, not forwarded. */
+typedef struct {
+    cudaStream_t stream;
+    cudaStreamAttrID id;
+    cudaStreamAttrValue value;
+} stream_attr;
+static stream_attr *stream_attrs;
+static size_t nstream_attrs, cap_stream_attrs;
+static pthread_mutex_t attr_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static stream_attr *find_stream_attr(cudaStream_t s, cudaStreamAttrID id, int add)
+{
+    for (size_t i = 0; i < nstream_attrs; ++i)
+        if (stream_attrs[i].stream == s && stream_attrs[i].id == id) return &stream_attrs[i];
+    if (!add) return NULL;
+    if (nstream_attrs == cap_stream_attrs) {
+        size_t n = cap_stream_attrs ? 2 * cap_stream_attrs : 16;
+        stream_attr *q = realloc(stream_attrs, n * sizeof *q);
+        if (!q) return NULL;
+        stream_attrs = q, cap_stream_attrs = n;
+    }
+    stream_attr *a = &stream_attrs[nstream_attrs++];
+    memset(a, 0, sizeof *a);
+    a->stream = s, a->id = id;
+    return a;
+}
+
+static void forget_stream_attrs(cudaStream_t s)
+{
+    pthread_mutex_lock(&attr_mu);
+    for (size_t i = 0; i < nstream_attrs;)
+        if (stream_attrs[i].stream == s) stream_attrs[i] = stream_attrs[--nstream_attrs];
+        else ++i;
+    pthread_mutex_unlock(&attr_mu);
+}
+
+EXPORT cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID id, const cudaStreamAttrValue *value)
+{
+    uint64_t sh;
+    cudaError_t e = ready();
+    if (e || (e = stream_handle(s, &sh))) return record(e);
+    if (!value) return record(cudaErrorInvalidValue);
+    if (id == cudaLaunchAttributePriority) return unsupported("cudaStreamSetAttribute", "a stream's priority is fixed when it is created");
+    pthread_mutex_lock(&attr_mu);
+    stream_attr *a = find_stream_attr(s, id, 1);
+    if (a) a->value = *value;
+    pthread_mutex_unlock(&attr_mu);
+    return a ? cudaSuccess : record(cudaErrorMemoryAllocation);
+}
+
+EXPORT cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID id, cudaStreamAttrValue *value)
+{
+    uint64_t sh;
+    cudaError_t e = ready();
+    if (e || (e = stream_handle(s, &sh))) return record(e);
+    if (!value) return record(cudaErrorInvalidValue);
+    memset(value, 0, sizeof *value);
+    if (id == cudaLaunchAttributePriority) return cudaStreamGetPriority(s, &value->priority);
+    pthread_mutex_lock(&attr_mu);
+    stream_attr *a = find_stream_attr(s, id, 0);
+    if (a) *value = a->value;
+    pthread_mutex_unlock(&attr_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
+{
+    cudaError_t e = cudaSuccess;
+    pthread_mutex_lock(&attr_mu);
+    for (size_t i = 0; i < nstream_attrs && !e; ++i)
+        if (stream_attrs[i].stream == src) {
+            stream_attr copy = stream_attrs[i], *a = find_stream_attr(dst, copy.id, 1);
+            if (a) a->value = copy.value;
+            else e = cudaErrorMemoryAllocation;
+        }
+    pthread_mutex_unlock(&attr_mu);
+    return e ? record(e) : cudaSuccess;
 }
