@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -234,6 +235,82 @@ int main()
     EXPECT(total == 4 * 32 + 2 * 16, "cooperative and LaunchKernelEx launches");
     CHECK(cudaProfilerStart());
     CHECK(cudaProfilerStop());
+
+    // graphs: stream capture across two streams, and a graph built node by node
+    {
+        float *g_in, *g_out;
+        std::vector<float> src(n), dst(n);
+        for (int i = 0; i < n; ++i) src[i] = (float)(i % 97);
+        CHECK(cudaMalloc(&g_in, n * sizeof(float)));
+        CHECK(cudaMalloc(&g_out, n * sizeof(float)));
+        cudaStream_t side;
+        cudaEvent_t fork, join;
+        CHECK(cudaStreamCreate(&side));
+        CHECK(cudaEventCreate(&fork));
+        CHECK(cudaEventCreate(&join));
+        int host_runs = 0;
+        cudaStreamCaptureStatus cs;
+        CHECK(cudaStreamBeginCapture(hi, cudaStreamCaptureModeGlobal));
+        CHECK(cudaStreamIsCapturing(hi, &cs));
+        EXPECT(cs == cudaStreamCaptureStatusActive, "stream capture active");
+        CHECK(cudaMemcpyAsync(g_in, src.data(), n * sizeof(float), cudaMemcpyHostToDevice, hi));
+        CHECK(cudaEventRecord(fork, hi));
+        CHECK(cudaStreamWaitEvent(side, fork, 0));
+        CHECK(cudaMemsetAsync(g_out, 0, n * sizeof(float), side));
+        CHECK(cudaEventRecord(join, side));
+        CHECK(cudaStreamWaitEvent(hi, join, 0));
+        scale<<<(n + 255) / 256, 256, 0, hi>>>(g_out, g_in, n);
+        CHECK(cudaMemcpyAsync(dst.data(), g_out, n * sizeof(float), cudaMemcpyDeviceToHost, hi));
+        CHECK(cudaLaunchHostFunc(hi, on_host, &host_runs));
+        cudaGraph_t graph;
+        CHECK(cudaStreamEndCapture(hi, &graph));
+        size_t nodes = 0;
+        CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+        printf("captured graph: %zu nodes\n", nodes);
+        cudaGraphExec_t exec;
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        EXPECT(host_runs == 0, "nothing ran while capturing");
+        for (int rep = 0; rep < 2; ++rep) CHECK(cudaGraphLaunch(exec, hi));
+        CHECK(cudaStreamSynchronize(hi));
+        bool good = host_runs == 2;
+        for (int i = 0; i < n; ++i) good &= dst[i] == src[i] * c[i % 16];
+        EXPECT(good, "captured graph launched twice: results and host node");
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
+        // by hand: memset -> kernel -> copy back, with a host node at the end
+        cudaGraph_t g2;
+        CHECK(cudaGraphCreate(&g2, 0));
+        cudaGraphNode_t set_node, kern_node, copy_node, host_node;
+        cudaMemsetParams mp = {};
+        mp.dst = g_out, mp.value = 0, mp.elementSize = sizeof(float), mp.width = n, mp.height = 1;
+        CHECK(cudaGraphAddMemsetNode(&set_node, g2, nullptr, 0, &mp));
+        int nn = n;
+        void *kargs[] = {&g_out, &g_in, &nn};
+        cudaKernelNodeParams kp = {};
+        kp.func = (void *)scale, kp.gridDim = dim3((n + 255) / 256), kp.blockDim = dim3(256), kp.kernelParams = kargs;
+        CHECK(cudaGraphAddKernelNode(&kern_node, g2, &set_node, 1, &kp));
+        std::fill(dst.begin(), dst.end(), -1.0f);
+        CHECK(cudaGraphAddMemcpyNode1D(&copy_node, g2, &kern_node, 1, dst.data(), g_out, n * sizeof(float),
+                                       cudaMemcpyDeviceToHost));
+        cudaHostNodeParams hp = {on_host, &host_runs};
+        CHECK(cudaGraphAddHostNode(&host_node, g2, &copy_node, 1, &hp));
+        cudaGraph_t g3;
+        CHECK(cudaGraphClone(&g3, g2));
+        CHECK(cudaGraphInstantiate(&exec, g3, 0));
+        CHECK(cudaGraphLaunch(exec, 0));
+        CHECK(cudaStreamSynchronize(0));
+        good = host_runs == 3;
+        for (int i = 0; i < n; ++i) good &= dst[i] == src[i] * c[i % 16];
+        EXPECT(good, "graph built by hand, cloned, launched");
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(g2));
+        CHECK(cudaGraphDestroy(g3));
+        CHECK(cudaStreamDestroy(side));
+        CHECK(cudaEventDestroy(fork));
+        CHECK(cudaEventDestroy(join));
+        CHECK(cudaFree(g_in));
+        CHECK(cudaFree(g_out));
+    }
 
     // device printf, in order with the host's output
     printf("host: before the kernel\n");

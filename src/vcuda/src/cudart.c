@@ -134,7 +134,17 @@ typedef struct {
     uint64_t handle;
     unsigned flags; /* as created (streams: also their priority) */
     int priority;
+    struct graph *capture; /* streams: the graph being captured into; events: recorded in it */
 } remote_object;
+
+/* Stream capture (see "graphs" below): each hook records what a capturing stream is
+ * given instead of sending it, and returns 1; 0 where the stream is not capturing. */
+static struct graph *capturing(cudaStream_t s);
+static int capture_kernel(cudaStream_t s, void *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaError_t *e);
+static int capture_copy(cudaStream_t s, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaError_t *e);
+static int capture_set(cudaStream_t s, void *p, size_t pitch, int value, size_t width, size_t height, cudaError_t *e);
+static int capture_host(cudaStream_t s, cudaHostFn_t fn, void *data, cudaError_t *e);
+static cudaError_t join_capture(struct graph *g, remote_object *stream);
 #define STREAM_MAGIC 0x5354524du
 #define EVENT_MAGIC 0x45564e54u
 
@@ -160,7 +170,7 @@ static cudaError_t create_object(unsigned op, unsigned flags, uint32_t magic, vo
     if (e) return e;
     remote_object *o = malloc(sizeof *o);
     if (!o) return record(cudaErrorMemoryAllocation);
-    *o = (remote_object){magic, current_device, r.v[0], flags, 0};
+    *o = (remote_object){magic, current_device, r.v[0], flags, 0, NULL};
     *out = o;
     return cudaSuccess;
 }
@@ -392,7 +402,7 @@ static cudaError_t load_module(fatbin *fb, uint64_t *module)
     return e;
 }
 
-/* The kernel's function handle on the current device, loading what is missing. */
+/* The kernel's function handle on the current device, loading what is new_index. */
 static cudaError_t resolve(kernel *k, uint64_t *fn)
 {
     cudaError_t e = ready();
@@ -467,6 +477,7 @@ static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size
     if (!k) return record(cudaErrorInvalidDeviceFunction);
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z) return record(cudaErrorInvalidConfiguration);
     if (shmem > UINT32_MAX) return record(cudaErrorInvalidValue);
+    if (op == VCUDA_OP_LAUNCH && capture_kernel(stream, k, grid, block, args, shmem, &e)) return e;
     if ((e = resolve(k, &fn)) || (e = stream_handle(stream, &sh))) return e;
     memset(&m, 0, sizeof m);
     m.hdr.opcode = (uint16_t)op;
@@ -831,7 +842,9 @@ static cudaError_t memcpy_remote(void *dst, const void *src, size_t n, enum cuda
     vcuda_msg m, r;
     uint64_t sh;
     cudaError_t e = ready();
-    if (e || (e = stream_handle(stream, &sh))) return record(e);
+    if (e) return record(e);
+    if (capture_copy(stream, dst, src, n, kind, &e)) return e;
+    if ((e = stream_handle(stream, &sh))) return record(e);
     if (kind == cudaMemcpyDefault)
         kind = is_device_pointer(dst) ? (is_device_pointer(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                       : (is_device_pointer(src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
@@ -872,7 +885,9 @@ EXPORT cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t st
     vcuda_msg r;
     uint64_t sh;
     cudaError_t e = ready();
-    if (e || (e = stream_handle(stream, &sh))) return record(e);
+    if (e) return record(e);
+    if (capture_set(stream, p, n, value, n, 1, &e)) return e;
+    if ((e = stream_handle(stream, &sh))) return record(e);
     if (n == 0) return cudaSuccess;
     uint64_t v[] = {(uint64_t)(uintptr_t)p, (uint64_t)(int64_t)value, n, sh};
     return call(VCUDA_OP_MEMSET, v, 4, &r, "cudaMemset");
@@ -898,6 +913,7 @@ EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s)
     vcuda_msg r;
     uint64_t zero = 0;
     if (!s || s == cudaStreamLegacy) return call(VCUDA_OP_STREAM_SYNCHRONIZE, &zero, 1, &r, "cudaStreamSynchronize");
+    if (capturing(s)) return record(cudaErrorStreamCaptureUnsupported);
     return object_call(VCUDA_OP_STREAM_SYNCHRONIZE, s, STREAM_MAGIC, "cudaStreamSynchronize", NULL);
 }
 
@@ -922,6 +938,8 @@ EXPORT cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t stream)
     uint64_t sh;
     cudaError_t e;
     if (!o || o->magic != EVENT_MAGIC || o->device != current_device) return record(cudaErrorInvalidResourceHandle);
+    /* recorded into a capture, the event only lets another stream join it */
+    if ((((remote_object *)ev)->capture = capturing(stream))) return cudaSuccess;
     if ((e = stream_handle(stream, &sh))) return e;
     uint64_t v[] = {o->handle, sh};
     return call(VCUDA_OP_EVENT_RECORD, v, 2, &r, "cudaEventRecord");
@@ -1012,6 +1030,12 @@ EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned 
     uint64_t sh;
     cudaError_t e;
     if (!o || o->magic != EVENT_MAGIC) return record(cudaErrorInvalidResourceHandle);
+    if (o->capture) { /* the stream joins the capture (its nodes are replayed in order) */
+        remote_object *so = (remote_object *)s;
+        if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread || so->magic != STREAM_MAGIC)
+            return record(cudaErrorStreamCaptureImplicit);
+        return so->capture == o->capture ? cudaSuccess : join_capture(o->capture, so);
+    }
     int dev = stream_device(s), saved = current_device;
     /* an event of another server: waited for here, so the stream's later work follows it */
     if (o->device != dev) return cudaEventSynchronize(ev);
@@ -1037,7 +1061,7 @@ EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags,
     cudaDeviceGetStreamPriorityRange(&least, &greatest);
     /* the driver clamps to the range; so does what cudaStreamGetPriority reports */
     priority = priority > least ? least : priority < greatest ? greatest : priority;
-    *o = (remote_object){STREAM_MAGIC, current_device, r.v[0], flags, priority};
+    *o = (remote_object){STREAM_MAGIC, current_device, r.v[0], flags, priority, NULL};
     *s = (cudaStream_t)o;
     return cudaSuccess;
 }
@@ -1090,9 +1114,8 @@ EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device)
 /* vcuda never captures (graphs are refused by name), so no stream is ever capturing. */
 EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
 {
-    (void)s;
     if (!status) return record(cudaErrorInvalidValue);
-    *status = cudaStreamCaptureStatusNone;
+    *status = capturing(s) ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
     return cudaSuccess;
 }
 
@@ -1102,8 +1125,10 @@ EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureS
  * stream's earlier work is complete, and its later work is queued after they return. */
 EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data)
 {
+    cudaError_t e;
     if (!fn) return record(cudaErrorInvalidValue);
-    cudaError_t e = cudaStreamSynchronize(s);
+    if (capture_host(s, fn, data, &e)) return e;
+    e = cudaStreamSynchronize(s);
     if (e) return e;
     fn(data);
     return cudaSuccess;
@@ -1556,7 +1581,9 @@ static cudaError_t set_2d(void *p, size_t pitch, int value, size_t width, size_t
     vcuda_msg r;
     uint64_t sh;
     cudaError_t e = ready();
-    if (e || (e = stream_handle(stream, &sh))) return record(e);
+    if (e) return record(e);
+    if (capture_set(stream, p, pitch, value, width, height, &e)) return e;
+    if ((e = stream_handle(stream, &sh))) return record(e);
     if (!width || !height) return cudaSuccess;
     if (width > pitch) return record(cudaErrorInvalidPitchValue);
     uint64_t v[] = {(uint64_t)(uintptr_t)p, pitch, (uint64_t)(int64_t)value, width, height, sh};
@@ -1945,4 +1972,469 @@ EXPORT cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
         }
     pthread_mutex_unlock(&attr_mu);
     return e ? record(e) : cudaSuccess;
+}
+
+/* ---- graphs ------------------------------------------------------------------------- */
+
+/* A graph is kept here, as the list of its nodes and their dependencies, built by the
+ * cudaGraphAdd* calls or by stream capture (a capturing stream, and every stream that
+ * waits on an event recorded in it, appends what it is given instead of sending it).
+ * Instantiation fixes an order that respects every dependency; cudaGraphLaunch then
+ * issues the nodes in that order into the launch stream, each executed on the server
+ * as the call it was made from (kernels, copies, sets) or run here (host nodes).  Only
+ * the concurrency between independent branches is given up: results are the same. */
+typedef enum { NODE_EMPTY, NODE_KERNEL, NODE_COPY, NODE_COPY3D, NODE_SET, NODE_HOST } node_kind;
+
+typedef struct graph_node {
+    node_kind kind;
+    struct graph *owner;
+    size_t ndeps, index;
+    struct graph_node **deps;
+    /* kernel */
+    kernel *k;
+    dim3 grid, block;
+    size_t shmem;
+    uint8_t *args; /* the argument values, copied when the node was made */
+    /* copies and sets */
+    void *dst;
+    const void *src;
+    size_t n, pitch, width, height;
+    int value;
+    enum cudaMemcpyKind copy_kind;
+    struct cudaMemcpy3DParms p3;
+    /* host */
+    cudaHostFn_t fn;
+    void *data;
+} graph_node;
+
+typedef struct graph {
+    uint32_t magic;
+    graph_node **nodes;
+    size_t nnodes, cap;
+    graph_node *last;      /* capture: the node the next one depends on */
+    cudaStream_t origin;   /* capture: the stream that began it */
+    remote_object *joined[64]; /* capture: the other streams that joined it */
+    size_t njoined;
+} graph;
+#define GRAPH_MAGIC 0x47524150u
+#define EXEC_MAGIC 0x47455845u
+
+static pthread_mutex_t graph_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static graph *as_graph(const void *g, uint32_t magic)
+{
+    const graph *x = g;
+    return x && x->magic == magic ? (graph *)x : NULL;
+}
+
+static cudaError_t join_capture(graph *g, remote_object *so)
+{
+    pthread_mutex_lock(&graph_mu);
+    int full = g->njoined == sizeof g->joined / sizeof *g->joined;
+    if (!full) g->joined[g->njoined++] = so, so->capture = g;
+    pthread_mutex_unlock(&graph_mu);
+    return full ? unsupported("cudaStreamWaitEvent", "more than 64 streams joining one capture") : cudaSuccess;
+}
+
+static graph *capturing(cudaStream_t s)
+{
+    const remote_object *o = (const remote_object *)s;
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread || o->magic != STREAM_MAGIC) return NULL;
+    return o->capture;
+}
+
+/* A new node of g after deps (or, when capturing, after the last captured node). */
+static graph_node *add_node(graph *g, node_kind kind, graph_node *const *deps, size_t ndeps, int capture)
+{
+    graph_node *n = calloc(1, sizeof *n);
+    graph_node *const *d = capture ? (g->last ? &g->last : NULL) : deps;
+    size_t nd = capture ? (g->last != NULL) : ndeps;
+    if (!n || (nd && !(n->deps = malloc(nd * sizeof *n->deps)))) return free(n), NULL;
+    for (size_t i = 0; i < nd; ++i) {
+        if (!d[i] || d[i]->owner != g) return free(n->deps), free(n), NULL;
+        n->deps[i] = d[i];
+    }
+    n->ndeps = nd, n->kind = kind, n->owner = g;
+    if (g->nnodes == g->cap) {
+        size_t c = g->cap ? 2 * g->cap : 16;
+        graph_node **q = realloc(g->nodes, c * sizeof *q);
+        if (!q) return free(n->deps), free(n), NULL;
+        g->nodes = q, g->cap = c;
+    }
+    n->index = g->nnodes;
+    g->nodes[g->nnodes++] = n;
+    if (capture) g->last = n;
+    return n;
+}
+
+static cudaError_t kernel_node(graph_node *n, kernel *k, dim3 grid, dim3 block, size_t shmem, void **args)
+{
+    uint64_t fn;
+    cudaError_t e;
+    if (!k) return record(cudaErrorInvalidDeviceFunction);
+    if ((e = resolve(k, &fn))) return e; /* the argument sizes */
+    size_t total = 0;
+    for (uint32_t i = 0; i < k->nparams; ++i) total += k->sizes[i];
+    if (!(n->args = malloc(total ? total : 1))) return record(cudaErrorMemoryAllocation);
+    for (uint32_t i = 0, at = 0; i < k->nparams; at += k->sizes[i++]) memcpy(n->args + at, args[i], k->sizes[i]);
+    n->k = k, n->grid = grid, n->block = block, n->shmem = shmem;
+    return cudaSuccess;
+}
+
+static int capture_kernel(cudaStream_t s, void *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaError_t *e)
+{
+    graph *g = capturing(s);
+    if (!g) return 0;
+    pthread_mutex_lock(&graph_mu);
+    graph_node *n = add_node(g, NODE_KERNEL, NULL, 0, 1);
+    *e = n ? kernel_node(n, k, grid, block, shmem, args) : record(cudaErrorMemoryAllocation);
+    if (n && *e) n->kind = NODE_EMPTY; /* keeps the order; the error is the capture's */
+    pthread_mutex_unlock(&graph_mu);
+    return 1;
+}
+
+static int capture_copy(cudaStream_t s, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaError_t *e)
+{
+    graph *g = capturing(s);
+    if (!g) return 0;
+    pthread_mutex_lock(&graph_mu);
+    graph_node *x = add_node(g, NODE_COPY, NULL, 0, 1);
+    if (x) x->dst = dst, x->src = src, x->n = n, x->copy_kind = kind;
+    *e = x ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    pthread_mutex_unlock(&graph_mu);
+    return 1;
+}
+
+static int capture_set(cudaStream_t s, void *p, size_t pitch, int value, size_t width, size_t height, cudaError_t *e)
+{
+    graph *g = capturing(s);
+    if (!g) return 0;
+    pthread_mutex_lock(&graph_mu);
+    graph_node *x = add_node(g, NODE_SET, NULL, 0, 1);
+    if (x) x->dst = p, x->pitch = pitch, x->value = value, x->width = width, x->height = height;
+    *e = x ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    pthread_mutex_unlock(&graph_mu);
+    return 1;
+}
+
+static int capture_host(cudaStream_t s, cudaHostFn_t fn, void *data, cudaError_t *e)
+{
+    graph *g = capturing(s);
+    if (!g) return 0;
+    pthread_mutex_lock(&graph_mu);
+    graph_node *x = add_node(g, NODE_HOST, NULL, 0, 1);
+    if (x) x->fn = fn, x->data = data;
+    *e = x ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    pthread_mutex_unlock(&graph_mu);
+    return 1;
+}
+
+EXPORT cudaError_t cudaGraphCreate(cudaGraph_t *out, unsigned flags)
+{
+    if (!out || flags) return record(cudaErrorInvalidValue);
+    graph *g = calloc(1, sizeof *g);
+    if (!g) return record(cudaErrorMemoryAllocation);
+    g->magic = GRAPH_MAGIC;
+    *out = (cudaGraph_t)g;
+    return cudaSuccess;
+}
+
+static void free_graph(graph *g)
+{
+    for (size_t i = 0; i < g->nnodes; ++i) free(g->nodes[i]->deps), free(g->nodes[i]->args), free(g->nodes[i]);
+    free(g->nodes);
+    g->magic = 0;
+    free(g);
+}
+
+EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t gr)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC);
+    if (!g) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    free_graph(g);
+    pthread_mutex_unlock(&graph_mu);
+    return cudaSuccess;
+}
+
+/* Node creation for the cudaGraphAdd* calls: checks, adds, fills (fill may fail). */
+#define ADD_NODE(kind_, fill)                                                                  \
+    do {                                                                                       \
+        graph *g = as_graph(gr, GRAPH_MAGIC);                                                  \
+        cudaError_t e_ = cudaSuccess;                                                          \
+        if (!out || !g || (ndeps && !deps)) return record(cudaErrorInvalidValue);              \
+        pthread_mutex_lock(&graph_mu);                                                         \
+        graph_node *n = add_node(g, kind_, (graph_node *const *)deps, ndeps, 0);               \
+        if (!n) e_ = cudaErrorInvalidValue;                                                    \
+        else {                                                                                 \
+            fill;                                                                              \
+            if (e_) --g->nnodes, free(n->deps), free(n);                                       \
+            else *out = (cudaGraphNode_t)n;                                                    \
+        }                                                                                      \
+        pthread_mutex_unlock(&graph_mu);                                                       \
+        return e_ ? record(e_) : cudaSuccess;                                                  \
+    } while (0)
+
+EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps)
+{
+    ADD_NODE(NODE_EMPTY, (void)0);
+}
+
+EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps,
+                                          const struct cudaKernelNodeParams *p)
+{
+    if (!p || p->extra) return p ? unsupported("cudaGraphAddKernelNode", "arguments through 'extra'") : record(cudaErrorInvalidValue);
+    ADD_NODE(NODE_KERNEL, e_ = kernel_node(n, find_kernel(p->func), p->gridDim, p->blockDim, p->sharedMemBytes, p->kernelParams));
+}
+
+EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps,
+                                          const struct cudaMemcpy3DParms *p)
+{
+    if (!p) return record(cudaErrorInvalidValue);
+    if (p->srcArray || p->dstArray) return unsupported("cudaGraphAddMemcpyNode", "CUDA arrays are not remoted");
+    ADD_NODE(NODE_COPY3D, n->p3 = *p);
+}
+
+EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps,
+                                            size_t ndeps, void *dst, const void *src, size_t count,
+                                            enum cudaMemcpyKind kind)
+{
+    ADD_NODE(NODE_COPY, (n->dst = dst, n->src = src, n->n = count, n->copy_kind = kind));
+}
+
+EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps,
+                                          const struct cudaMemsetParams *p)
+{
+    if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) return record(cudaErrorInvalidValue);
+    /* sets are bytewise here: a wider element must repeat one byte (0 and -1 do) */
+    unsigned v = p->value, b = v & 0xff;
+    if (p->elementSize > 1 && v != (b * (p->elementSize == 2 ? 0x0101u : 0x01010101u)))
+        return unsupported("cudaGraphAddMemsetNode", "a 2- or 4-byte pattern whose bytes differ");
+    ADD_NODE(NODE_SET, (n->dst = p->dst, n->pitch = p->pitch ? p->pitch : p->width * p->elementSize,
+                        n->value = (int)b, n->width = p->width * p->elementSize, n->height = p->height ? p->height : 1));
+}
+
+EXPORT cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps,
+                                        const struct cudaHostNodeParams *p)
+{
+    if (!p || !p->fn) return record(cudaErrorInvalidValue);
+    ADD_NODE(NODE_HOST, (n->fn = p->fn, n->data = p->userData));
+}
+
+EXPORT cudaError_t cudaGraphAddDependencies(cudaGraph_t gr, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
+                                            const cudaGraphEdgeData *edge, size_t count)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC);
+    cudaError_t e = cudaSuccess;
+    (void)edge; /* edge data (programmatic ports) only tunes overlap */
+    if (!g || (count && (!from || !to))) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    for (size_t i = 0; i < count && !e; ++i) {
+        graph_node *a = (graph_node *)from[i], *b = (graph_node *)to[i];
+        graph_node **q;
+        if (!a || !b || a->owner != g || b->owner != g) e = cudaErrorInvalidValue;
+        else if (!(q = realloc(b->deps, (b->ndeps + 1) * sizeof *q))) e = cudaErrorMemoryAllocation;
+        else b->deps = q, b->deps[b->ndeps++] = a;
+    }
+    pthread_mutex_unlock(&graph_mu);
+    return e ? record(e) : cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphGetNodes(cudaGraph_t gr, cudaGraphNode_t *nodes, size_t *count)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC);
+    if (!g || !count) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    if (nodes)
+        for (size_t i = 0; i < *count; ++i) nodes[i] = i < g->nnodes ? (cudaGraphNode_t)g->nodes[i] : NULL;
+    *count = g->nnodes;
+    pthread_mutex_unlock(&graph_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphGetRootNodes(cudaGraph_t gr, cudaGraphNode_t *nodes, size_t *count)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC);
+    size_t k = 0;
+    if (!g || !count) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    for (size_t i = 0; i < g->nnodes; ++i)
+        if (!g->nodes[i]->ndeps) {
+            if (nodes && k < *count) nodes[k] = (cudaGraphNode_t)g->nodes[i];
+            ++k;
+        }
+    if (nodes)
+        for (size_t i = k; i < *count; ++i) nodes[i] = NULL;
+    *count = k;
+    pthread_mutex_unlock(&graph_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *type)
+{
+    static const enum cudaGraphNodeType types[] = {cudaGraphNodeTypeEmpty, cudaGraphNodeTypeKernel, cudaGraphNodeTypeMemcpy,
+                                                   cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeMemset, cudaGraphNodeTypeHost};
+    if (!node || !type) return record(cudaErrorInvalidValue);
+    *type = types[((graph_node *)node)->kind];
+    return cudaSuccess;
+}
+
+/* A copy of g whose nodes are in an order that respects every dependency (Kahn's,
+ * stable: among ready nodes, the one made first), under the given magic.  graph_mu held. */
+static cudaError_t copy_graph(const graph *g, uint32_t magic, int ordered, graph **out)
+{
+    size_t n = g->nnodes, done = 0;
+    graph *c = calloc(1, sizeof *c);
+    size_t *new_index = calloc(n ? n : 1, sizeof *new_index), *order = calloc(n ? n : 1, sizeof *order);
+    uint8_t *placed = calloc(n ? n : 1, 1);
+    cudaError_t e = cudaSuccess;
+    if (!c || !new_index || !order || !placed || (n && !(c->nodes = calloc(n, sizeof *c->nodes)))) e = cudaErrorMemoryAllocation;
+    while (!e && done < n) {
+        size_t pick = n;
+        for (size_t i = 0; i < n && pick == n; ++i) {
+            if (placed[i]) continue;
+            size_t waiting = 0;
+            for (size_t d = 0; d < g->nodes[i]->ndeps; ++d) waiting += !placed[g->nodes[i]->deps[d]->index];
+            if (!waiting || !ordered) pick = i;
+        }
+        if (pick == n) e = cudaErrorInvalidValue; /* a cycle */
+        else placed[pick] = 1, order[done++] = pick;
+    }
+    for (size_t i = 0; !e && i < n; ++i) { /* order[i]: the original index of the i-th node */
+        const graph_node *o = g->nodes[order[i]];
+        graph_node *x = calloc(1, sizeof *x);
+        if (!x) { e = cudaErrorMemoryAllocation; break; }
+        *x = *o;
+        x->owner = c, x->index = i, x->deps = NULL, x->args = NULL, c->nodes[c->nnodes++] = x;
+        new_index[order[i]] = i;
+        size_t total = 0;
+        if (o->kind == NODE_KERNEL)
+            for (uint32_t p = 0; p < o->k->nparams; ++p) total += o->k->sizes[p];
+        if ((o->ndeps && !(x->deps = malloc(o->ndeps * sizeof *x->deps))) ||
+            (o->kind == NODE_KERNEL && !(x->args = malloc(total ? total : 1))))
+            e = cudaErrorMemoryAllocation;
+        else if (o->kind == NODE_KERNEL) memcpy(x->args, o->args, total);
+    }
+    for (size_t i = 0; !e && i < c->nnodes; ++i) /* dependencies, in the copy's nodes */
+        for (size_t d = 0; d < c->nodes[i]->ndeps; ++d)
+            c->nodes[i]->deps[d] = c->nodes[new_index[g->nodes[order[i]]->deps[d]->index]];
+    free(new_index), free(order), free(placed);
+    if (e) {
+        if (c) free_graph(c);
+        return record(e);
+    }
+    c->magic = magic, c->cap = c->nnodes;
+    *out = c;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphClone(cudaGraph_t *out, cudaGraph_t gr)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC), *c = NULL;
+    if (!out || !g) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    cudaError_t e = copy_graph(g, GRAPH_MAGIC, 0, &c);
+    pthread_mutex_unlock(&graph_mu);
+    if (!e) *out = (cudaGraph_t)c;
+    return e;
+}
+
+EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t gr, unsigned long long flags)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC), *c = NULL;
+    if (!out || !g) return record(cudaErrorInvalidValue);
+    if (flags & ~(unsigned long long)(cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority))
+        return unsupported("cudaGraphInstantiate", "device launch and upload flags");
+    pthread_mutex_lock(&graph_mu);
+    cudaError_t e = copy_graph(g, EXEC_MAGIC, 1, &c);
+    pthread_mutex_unlock(&graph_mu);
+    if (!e) *out = (cudaGraphExec_t)c;
+    return e;
+}
+
+EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *out, cudaGraph_t gr, unsigned long long flags)
+{
+    return cudaGraphInstantiate(out, gr, flags);
+}
+
+EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ex)
+{
+    graph *g = as_graph(ex, EXEC_MAGIC);
+    if (!g) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    free_graph(g);
+    pthread_mutex_unlock(&graph_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t ex, cudaStream_t s)
+{
+    (void)s; /* nothing to upload: nodes are sent when launched */
+    return as_graph(ex, EXEC_MAGIC) ? cudaSuccess : record(cudaErrorInvalidValue);
+}
+
+EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
+{
+    graph *g = as_graph(ex, EXEC_MAGIC);
+    cudaError_t e = cudaSuccess;
+    void *argv[VCUDA_MAX_PARAMS];
+    if (!g) return record(cudaErrorInvalidValue);
+    if (capturing(s)) return unsupported("cudaGraphLaunch", "a graph launched into a capturing stream (child graphs)");
+    for (size_t i = 0; i < g->nnodes && !e; ++i) {
+        graph_node *n = g->nodes[i];
+        switch (n->kind) {
+        case NODE_EMPTY: break;
+        case NODE_KERNEL:
+            for (uint32_t p = 0, at = 0; p < n->k->nparams; at += n->k->sizes[p++]) argv[p] = n->args + at;
+            e = launch(n->k, n->grid, n->block, argv, n->shmem, s);
+            break;
+        case NODE_COPY: e = memcpy_remote(n->dst, n->src, n->n, n->copy_kind, s, "cudaGraphLaunch"); break;
+        case NODE_COPY3D: e = copy_3d(&n->p3, s, "cudaGraphLaunch"); break;
+        case NODE_SET: e = set_2d(n->dst, n->pitch, n->value, n->width, n->height, s); break;
+        case NODE_HOST: e = cudaLaunchHostFunc(s, n->fn, n->data); break;
+        }
+    }
+    return e;
+}
+
+EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+    remote_object *o = (remote_object *)s;
+    cudaGraph_t gr;
+    (void)mode; /* the modes police other threads' unsafe calls; nothing here is unsafe */
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return record(cudaErrorStreamCaptureUnsupported);
+    if (o->magic != STREAM_MAGIC) return record(cudaErrorInvalidResourceHandle);
+    if (o->capture) return record(cudaErrorIllegalState);
+    cudaError_t e = cudaGraphCreate(&gr, 0);
+    if (e) return e;
+    o->capture = (graph *)gr;
+    o->capture->origin = s;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *out)
+{
+    remote_object *o = (remote_object *)s;
+    graph *g = capturing(s);
+    if (!out) return record(cudaErrorInvalidValue);
+    if (!g) return record(cudaErrorIllegalState);
+    if (g->origin != s) return record(cudaErrorStreamCaptureUnmatched);
+    o->capture = NULL;
+    /* the streams that joined leave with it */
+    pthread_mutex_lock(&graph_mu);
+    for (size_t i = 0; i < g->njoined; ++i)
+        if (g->joined[i]->magic == STREAM_MAGIC && g->joined[i]->capture == g) g->joined[i]->capture = NULL;
+    g->last = NULL, g->origin = NULL, g->njoined = 0;
+    pthread_mutex_unlock(&graph_mu);
+    *out = (cudaGraph_t)g;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    static _Thread_local enum cudaStreamCaptureMode current = cudaStreamCaptureModeGlobal;
+    if (!mode) return record(cudaErrorInvalidValue);
+    enum cudaStreamCaptureMode m = *mode;
+    *mode = current, current = m;
+    return cudaSuccess;
 }
