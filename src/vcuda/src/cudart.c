@@ -43,6 +43,18 @@ static cudaError_t record(cudaError_t e)
     return e;
 }
 
+/* Room for one more element in a growing array (*cap doubles): 0, or -1 if out of memory. */
+static int grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+    void **p = arr;
+    if (n < *cap) return 0;
+    size_t c = *cap ? 2 * *cap : 64;
+    void *q = realloc(*p, c * elem);
+    if (!q) return -1;
+    *p = q, *cap = c;
+    return 0;
+}
+
 /* ---- connection set-up, once per process ----------------------------------------- */
 
 static pthread_once_t open_once = PTHREAD_ONCE_INIT;
@@ -212,12 +224,7 @@ static size_t nalloc, cap_alloc;
 static cudaError_t remember(uint64_t base, uint64_t size)
 {
     pthread_mutex_lock(&alloc_mu);
-    if (nalloc == cap_alloc) {
-        size_t n = cap_alloc ? 2 * cap_alloc : 64;
-        allocation *q = realloc(allocs, n * sizeof *q);
-        if (q) allocs = q, cap_alloc = n;
-    }
-    int ok = nalloc < cap_alloc;
+    int ok = !grow(&allocs, &cap_alloc, nalloc, sizeof *allocs);
     if (ok) allocs[nalloc++] = (allocation){current_device, base, size};
     pthread_mutex_unlock(&alloc_mu);
     if (!ok) {
@@ -303,25 +310,27 @@ EXPORT char __cudaInitModule(void **handle) { (void)handle; return 1; }
 /* At exit: the server keeps the image cached; our side has nothing worth freeing. */
 EXPORT void __cudaUnregisterFatBinary(void **handle) { (void)handle; }
 
+/* Appends item to a registration list; a program whose registration fails cannot run
+ * (nvcc's start-up code has no way to hear of it), so that stops it with the reason. */
+static void add_registered(void *list, size_t *n, size_t *cap, void *item, const char *api, const char *name)
+{
+    pthread_mutex_lock(&reg_mu);
+    if (!item || grow(list, cap, *n, sizeof item)) {
+        fprintf(stderr, "vcuda: %s(%s): out of memory\n", api, name);
+        abort();
+    }
+    (*(void ***)list)[(*n)++] = item;
+    pthread_mutex_unlock(&reg_mu);
+}
+
 EXPORT void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun,
                                    const char *device_name, int thread_limit, uint3 *tid,
                                    uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize)
 {
     (void)device_fun, (void)thread_limit, (void)tid, (void)bid, (void)bdim, (void)gdim, (void)wsize;
     kernel *k = calloc(1, sizeof *k);
-    pthread_mutex_lock(&reg_mu);
-    if (k && nkernels == cap_kernels) {
-        size_t n = cap_kernels ? 2 * cap_kernels : 64;
-        kernel **q = realloc(kernels, n * sizeof *q);
-        if (q) kernels = q, cap_kernels = n;
-    }
-    if (!k || nkernels == cap_kernels) {
-        fprintf(stderr, "vcuda: __cudaRegisterFunction(%s): out of memory\n", device_name);
-        abort();
-    }
-    k->host_fun = host_fun, k->name = device_name, k->fb = (fatbin *)handle;
-    kernels[nkernels++] = k;
-    pthread_mutex_unlock(&reg_mu);
+    if (k) k->host_fun = host_fun, k->name = device_name, k->fb = (fatbin *)handle;
+    add_registered(&kernels, &nkernels, &cap_kernels, k, "__cudaRegisterFunction", device_name);
 }
 
 /* __device__ and __constant__ variables: the host shadow's address names the variable
@@ -340,19 +349,8 @@ EXPORT void __cudaRegisterVar(void **handle, char *host_var, char *device_addres
 {
     (void)device_address, (void)ext, (void)size, (void)constant, (void)global;
     device_var *v = calloc(1, sizeof *v);
-    pthread_mutex_lock(&reg_mu);
-    if (v && nvars == cap_vars) {
-        size_t n = cap_vars ? 2 * cap_vars : 64;
-        device_var **q = realloc(vars, n * sizeof *q);
-        if (q) vars = q, cap_vars = n;
-    }
-    if (!v || nvars == cap_vars) {
-        fprintf(stderr, "vcuda: __cudaRegisterVar(%s): out of memory\n", device_name);
-        abort();
-    }
-    v->host_var = host_var, v->name = device_name, v->fb = (fatbin *)handle;
-    vars[nvars++] = v;
-    pthread_mutex_unlock(&reg_mu);
+    if (v) v->host_var = host_var, v->name = device_name, v->fb = (fatbin *)handle;
+    add_registered(&vars, &nvars, &cap_vars, v, "__cudaRegisterVar", device_name);
 }
 
 EXPORT void __cudaRegisterManagedVar(void **handle, void **host_var_ptr, char *device_address,
@@ -402,7 +400,24 @@ static cudaError_t load_module(fatbin *fb, uint64_t *module)
     return e;
 }
 
-/* The kernel's function handle on the current device, loading what is new_index. */
+/* A name in fb's module on device d (a kernel: FUNCTION_GET, a variable: MODULE_GLOBAL),
+ * loading the module first where it is not.  reg_mu held. */
+static cudaError_t module_lookup(fatbin *fb, int d, unsigned op, const char *name, vcuda_msg *r)
+{
+    char why[VCUDA_WHY_LEN];
+    vcuda_msg m;
+    cudaError_t e = fb->module[d] ? cudaSuccess : load_module(fb, &fb->module[d]);
+    if (e) return e;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = (uint16_t)op;
+    m.v[0] = fb->module[d], m.nv = 1;
+    m.str = (const uint8_t *)name, m.str_len = (uint32_t)strlen(name);
+    vcuda_client_status s = vcuda_client_call(d, &m, r, 0, why);
+    if (s == VCUDA_CLIENT_REMOTE_ERROR) fprintf(stderr, "vcuda: %s: %.*s\n", name, (int)r->str_len, (const char *)r->str);
+    return result(s, r, op == VCUDA_OP_FUNCTION_GET ? "function lookup" : "symbol lookup", why);
+}
+
+/* The kernel's function handle on the current device, loading what is missing. */
 static cudaError_t resolve(kernel *k, uint64_t *fn)
 {
     cudaError_t e = ready();
@@ -411,23 +426,12 @@ static cudaError_t resolve(kernel *k, uint64_t *fn)
     if (d < 0 || d >= vcuda_client_device_count()) return record(cudaErrorInvalidDevice);
     pthread_mutex_lock(&reg_mu);
     if (!k->handle[d]) {
-        if (!k->fb->module[d]) e = load_module(k->fb, &k->fb->module[d]);
-        if (!e) {
-            char why[VCUDA_WHY_LEN];
-            vcuda_msg m, r;
-            memset(&m, 0, sizeof m);
-            m.hdr.opcode = VCUDA_OP_FUNCTION_GET;
-            m.v[0] = k->fb->module[d], m.nv = 1;
-            m.str = (const uint8_t *)k->name, m.str_len = (uint32_t)strlen(k->name);
-            vcuda_client_status s = vcuda_client_call(d, &m, &r, 0, why);
-            if (s == VCUDA_CLIENT_REMOTE_ERROR)
-                fprintf(stderr, "vcuda: kernel %s: %.*s\n", k->name, (int)r.str_len, (const char *)r.str);
-            if (!(e = result(s, &r, "function lookup", why))) {
-                k->handle[d] = r.v[0];
-                k->nparams = r.nsizes;
-                memcpy(k->sizes, r.sizes, r.nsizes * sizeof *r.sizes);
-                k->have_sizes = 1;
-            }
+        vcuda_msg r;
+        if (!(e = module_lookup(k->fb, d, VCUDA_OP_FUNCTION_GET, k->name, &r))) {
+            k->handle[d] = r.v[0];
+            k->nparams = r.nsizes;
+            memcpy(k->sizes, r.sizes, r.nsizes * sizeof *r.sizes);
+            k->have_sizes = 1;
         }
     }
     *fn = k->handle[d];
@@ -1188,38 +1192,32 @@ EXPORT cudaError_t cudaDeviceGetLimit(size_t *value, enum cudaLimit limit)
 
 /* Cache and shared-memory preferences are hints the driver may ignore (Hopper does for
  * the bank size): kept and reported, not forwarded. */
-EXPORT cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache c)
-{
-    device_config[current_device].cache = c;
-    return cudaSuccess;
-}
-EXPORT cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *c)
-{
-    if (!c) return record(cudaErrorInvalidValue);
-    *c = device_config[current_device].cache;
-    return cudaSuccess;
-}
-EXPORT cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig c)
-{
-    device_config[current_device].smem = c;
-    return cudaSuccess;
-}
-EXPORT cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig *c)
-{
-    if (!c) return record(cudaErrorInvalidValue);
-    *c = device_config[current_device].smem;
-    return cudaSuccess;
-}
-EXPORT cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache c)
-{
-    (void)c;
-    return find_kernel(func) ? cudaSuccess : record(cudaErrorInvalidDeviceFunction);
-}
-EXPORT cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig c)
-{
-    (void)c;
-    return find_kernel(func) ? cudaSuccess : record(cudaErrorInvalidDeviceFunction);
-}
+#define DEVICE_SETTING(set, get, type, field)                                                    \
+    EXPORT cudaError_t set(type c)                                                             \
+    {                                                                                          \
+        device_config[current_device].field = c;                                               \
+        return cudaSuccess;                                                                    \
+    }                                                                                          \
+    EXPORT cudaError_t get(type *c)                                                            \
+    {                                                                                          \
+        if (!c) return record(cudaErrorInvalidValue);                                          \
+        *c = device_config[current_device].field;                                              \
+        return cudaSuccess;                                                                    \
+    }
+DEVICE_SETTING(cudaDeviceSetCacheConfig, cudaDeviceGetCacheConfig, enum cudaFuncCache, cache)
+DEVICE_SETTING(cudaDeviceSetSharedMemConfig, cudaDeviceGetSharedMemConfig, enum cudaSharedMemConfig, smem)
+#undef DEVICE_SETTING
+
+/* Per kernel the same hints: accepted for a kernel this program registered. */
+#define FUNC_HINT(name, type)                                                                  \
+    EXPORT cudaError_t name(const void *func, type c)                                          \
+    {                                                                                          \
+        (void)c;                                                                               \
+        return find_kernel(func) ? cudaSuccess : record(cudaErrorInvalidDeviceFunction);       \
+    }
+FUNC_HINT(cudaFuncSetCacheConfig, enum cudaFuncCache)
+FUNC_HINT(cudaFuncSetSharedMemConfig, enum cudaSharedMemConfig)
+#undef FUNC_HINT
 
 static cudaError_t valid_device(int d)
 {
@@ -1443,17 +1441,8 @@ static cudaError_t symbol(const void *host_var, uint64_t *dptr, uint64_t *size)
         return record(cudaErrorInvalidSymbol);
     }
     if (!v->dptr[d]) {
-        if (!v->fb->module[d]) e = load_module(v->fb, &v->fb->module[d]);
-        if (!e) {
-            char why[VCUDA_WHY_LEN];
-            vcuda_msg m, r;
-            memset(&m, 0, sizeof m);
-            m.hdr.opcode = VCUDA_OP_MODULE_GLOBAL;
-            m.v[0] = v->fb->module[d], m.nv = 1;
-            m.str = (const uint8_t *)v->name, m.str_len = (uint32_t)strlen(v->name);
-            vcuda_client_status s = vcuda_client_call(d, &m, &r, 0, why);
-            if (!(e = result(s, &r, "symbol lookup", why))) v->dptr[d] = r.v[0], v->size[d] = r.v[1];
-        }
+        vcuda_msg r;
+        if (!(e = module_lookup(v->fb, d, VCUDA_OP_MODULE_GLOBAL, v->name, &r))) v->dptr[d] = r.v[0], v->size[d] = r.v[1];
     }
     *dptr = v->dptr[d], *size = v->size[d];
     pthread_mutex_unlock(&reg_mu);
@@ -1705,12 +1694,7 @@ static cudaError_t pool_alloc(void **p, size_t size, mem_pool *pool, cudaStream_
     current_device = saved;
     if (e || !size) return e;
     pthread_mutex_lock(&pool_mu);
-    if (nblocks == cap_blocks) {
-        size_t n = cap_blocks ? 2 * cap_blocks : 64;
-        pool_block *q = realloc(blocks, n * sizeof *q);
-        if (q) blocks = q, cap_blocks = n;
-    }
-    if (nblocks < cap_blocks) {
+    if (!grow(&blocks, &cap_blocks, nblocks, sizeof *blocks)) {
         blocks[nblocks++] = (pool_block){(uint64_t)(uintptr_t)*p, size, pool};
         pool->used += size;
         if (pool->used > pool->used_high) pool->used_high = pool->used;
@@ -1811,45 +1795,47 @@ EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep)
     return pool && ((mem_pool *)pool)->magic == POOL_MAGIC ? cudaSuccess : record(cudaErrorInvalidValue);
 }
 
-EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+/* Pool attributes: the reuse policies and threshold as the program set them, the
+ * usage this process's stream-ordered allocations make (nothing is held beyond what is
+ * in use: reserved == used; the high marks can only be reset, to the current use). */
+static cudaError_t pool_attribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value, int set)
 {
     mem_pool *p = (mem_pool *)pool;
     if (!p || p->magic != POOL_MAGIC || !value) return record(cudaErrorInvalidValue);
     pthread_mutex_lock(&pool_mu);
     cudaError_t e = cudaSuccess;
+    int *flag = NULL;
+    uint64_t *u64 = NULL, readonly = 0;
     switch (attr) {
     case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
-    case cudaMemPoolReuseAllowInternalDependencies:
-        p->reuse[attr - cudaMemPoolReuseFollowEventDependencies] = *(int *)value; break;
-    case cudaMemPoolAttrReleaseThreshold: p->release_threshold = *(uint64_t *)value; break;
+    case cudaMemPoolReuseAllowInternalDependencies: flag = &p->reuse[attr - cudaMemPoolReuseFollowEventDependencies]; break;
+    case cudaMemPoolAttrReleaseThreshold: u64 = &p->release_threshold; break;
+    case cudaMemPoolAttrReservedMemCurrent: case cudaMemPoolAttrUsedMemCurrent:
+        if (set) e = cudaErrorInvalidValue;
+        else readonly = p->used, u64 = &readonly;
+        break;
     case cudaMemPoolAttrReservedMemHigh: case cudaMemPoolAttrUsedMemHigh:
-        if (*(uint64_t *)value) e = cudaErrorInvalidValue; /* only a reset to 0 is allowed */
-        else p->used_high = p->used;
+        if (set && *(uint64_t *)value) e = cudaErrorInvalidValue;
+        else if (set) p->used_high = p->used;
+        else u64 = &p->used_high;
         break;
     default: e = cudaErrorInvalidValue;
     }
+    if (flag) set ? (void)(*flag = *(int *)value) : (void)(*(int *)value = *flag);
+    if (u64 && u64 != &readonly) set ? (void)(*u64 = *(uint64_t *)value) : (void)(*(uint64_t *)value = *u64);
+    else if (u64) *(uint64_t *)value = readonly;
     pthread_mutex_unlock(&pool_mu);
     return e ? record(e) : cudaSuccess;
 }
 
+EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    return pool_attribute(pool, attr, value, 1);
+}
+
 EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
 {
-    mem_pool *p = (mem_pool *)pool;
-    if (!p || p->magic != POOL_MAGIC || !value) return record(cudaErrorInvalidValue);
-    pthread_mutex_lock(&pool_mu);
-    cudaError_t e = cudaSuccess;
-    switch (attr) {
-    case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
-    case cudaMemPoolReuseAllowInternalDependencies:
-        *(int *)value = p->reuse[attr - cudaMemPoolReuseFollowEventDependencies]; break;
-    case cudaMemPoolAttrReleaseThreshold: *(uint64_t *)value = p->release_threshold; break;
-    /* nothing is held beyond what is in use: reserved == used */
-    case cudaMemPoolAttrReservedMemCurrent: case cudaMemPoolAttrUsedMemCurrent: *(uint64_t *)value = p->used; break;
-    case cudaMemPoolAttrReservedMemHigh: case cudaMemPoolAttrUsedMemHigh: *(uint64_t *)value = p->used_high; break;
-    default: e = cudaErrorInvalidValue;
-    }
-    pthread_mutex_unlock(&pool_mu);
-    return e ? record(e) : cudaSuccess;
+    return pool_attribute(pool, attr, value, 0);
 }
 
 /* ---- host memory and pointers ------------------------------------------------------- */
@@ -1909,13 +1895,7 @@ static stream_attr *find_stream_attr(cudaStream_t s, cudaStreamAttrID id, int ad
 {
     for (size_t i = 0; i < nstream_attrs; ++i)
         if (stream_attrs[i].stream == s && stream_attrs[i].id == id) return &stream_attrs[i];
-    if (!add) return NULL;
-    if (nstream_attrs == cap_stream_attrs) {
-        size_t n = cap_stream_attrs ? 2 * cap_stream_attrs : 16;
-        stream_attr *q = realloc(stream_attrs, n * sizeof *q);
-        if (!q) return NULL;
-        stream_attrs = q, cap_stream_attrs = n;
-    }
+    if (!add || grow(&stream_attrs, &cap_stream_attrs, nstream_attrs, sizeof *stream_attrs)) return NULL;
     stream_attr *a = &stream_attrs[nstream_attrs++];
     memset(a, 0, sizeof *a);
     a->stream = s, a->id = id;
@@ -2055,12 +2035,7 @@ static graph_node *add_node(graph *g, node_kind kind, graph_node *const *deps, s
         n->deps[i] = d[i];
     }
     n->ndeps = nd, n->kind = kind, n->owner = g;
-    if (g->nnodes == g->cap) {
-        size_t c = g->cap ? 2 * g->cap : 16;
-        graph_node **q = realloc(g->nodes, c * sizeof *q);
-        if (!q) return free(n->deps), free(n), NULL;
-        g->nodes = q, g->cap = c;
-    }
+    if (grow(&g->nodes, &g->cap, g->nnodes, sizeof *g->nodes)) return free(n->deps), free(n), NULL;
     n->index = g->nnodes;
     g->nodes[g->nnodes++] = n;
     if (capture) g->last = n;

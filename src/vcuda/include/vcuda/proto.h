@@ -84,6 +84,10 @@ enum {
     VCUDA_FLAG_KNOWN = 31u
 };
 
+#define VCUDA_LAUNCH_LAYOUT                                                                 \
+    "h(function) g(grid_x) g(grid_y) g(grid_z) g(block_x) g(block_y) g(block_z) "           \
+    "u(shared_mem) h(stream) p(params)"
+
 /* X(name, code, request layout, success reply layout).  Codes are wire values: never
  * renumber, only append. */
 #define VCUDA_OPCODES(X)                                                                    \
@@ -116,10 +120,7 @@ enum {
     X(MODULE_LOAD, 24, "H(sha256) b(image)", "h(module)")                                   \
     X(MODULE_UNLOAD, 25, "h(module)", "")                                                   \
     X(FUNCTION_GET, 26, "h(module) s(name)", "h(function) a(param_sizes)")                  \
-    X(LAUNCH, 27,                                                                           \
-      "h(function) g(grid_x) g(grid_y) g(grid_z) g(block_x) g(block_y) g(block_z) "         \
-      "u(shared_mem) h(stream) p(params)",                                                  \
-      "")                                                                                   \
+    X(LAUNCH, 27, VCUDA_LAUNCH_LAYOUT, "")                                                  \
     X(DEVICE_GET_ATTRIBUTE, 28, "i(attribute)", "i(value)")                                 \
     X(MEM_GET_INFO, 29, "", "z(free) z(total)")                                             \
     X(DRIVER_GET_VERSION, 30, "", "i(version)")                                             \
@@ -140,10 +141,7 @@ enum {
     X(OCCUPANCY_BLOCKS, 42, "h(function) g(block_size) z(dynamic_smem) u(flags)", "i(blocks)") \
     X(OCCUPANCY_DYNAMIC_SMEM, 43, "h(function) g(blocks) g(block_size)", "z(bytes)")        \
     X(MODULE_GLOBAL, 44, "h(module) s(name)", "h(dptr) z(size)") /* __device__ variable */  \
-    X(LAUNCH_COOPERATIVE, 45,                                                               \
-      "h(function) g(grid_x) g(grid_y) g(grid_z) g(block_x) g(block_y) g(block_z) "         \
-      "u(shared_mem) h(stream) p(params)",                                                  \
-      "")                                                                                   \
+    X(LAUNCH_COOPERATIVE, 45, VCUDA_LAUNCH_LAYOUT, "")                                      \
     X(MALLOC_PITCH, 46, "z(width) z(height)", "h(dptr) z(pitch)")                           \
     X(MEMSET_2D, 47, "h(dst) z(pitch) i(value) z(width) z(height) h(stream)", "")           \
     X(PRINTF_FETCH, 48, "", "b(text)") /* device printf output since the last fetch */
