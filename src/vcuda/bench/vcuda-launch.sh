@@ -170,4 +170,6 @@ if [ -z "$servers" ]; then
   exit 77
 fi
 echo "vcuda-launch: $(echo "$servers" | tr , '\n' | wc -l) server(s) on $nodes node(s) via $launcher: $servers" >&2
+# the job's token, not one the caller's environment may hold (VCUDA_TOKEN would win)
+unset VCUDA_TOKEN
 VCUDA_SERVERS=$servers VCUDA_TOKEN_FILE="$rundir/token" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"

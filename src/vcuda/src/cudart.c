@@ -1313,6 +1313,9 @@ EXPORT cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDM
     return cudaSuccess; /* no third-party device writes into a vcuda client's GPU memory */
 }
 
+/* Persisting L2 lines are a cache hint (see cudaStreamSetAttribute): nothing to reset. */
+EXPORT cudaError_t cudaCtxResetPersistingL2Cache(void) { return cudaSuccess; }
+
 EXPORT cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
 EXPORT cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
 

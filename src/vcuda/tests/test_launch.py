@@ -4,7 +4,8 @@ server with vcuda-server's command line stands in for it, so no GPU is needed).
 
     test_launch.py CASE --launch SCRIPT --net-test EXE --lib DIR
 
-Every case runs a program through the libcudart stand-in that prints
+The caller's environment holds a stale VCUDA_TOKEN, which must not reach the program
+or the servers.  Every case runs a program through the libcudart stand-in that prints
 cudaGetDeviceCount: the client opens only servers that answered HELLO (with the token
 vcuda-launch made and handed to the tasks) and PING, so the count is the number of
 servers the tasks started and reported.
@@ -37,7 +38,9 @@ def run(a, extra, workdir, expect_rc=0, timeout=120):
     with open(prog, "w") as f:
         f.write(COUNT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VCUDA_")}
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", VCUDA_LAUNCH_DIR=workdir)
+    # a stale token in the caller's environment must not replace the job's
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", VCUDA_LAUNCH_DIR=workdir,
+               VCUDA_TOKEN="a-stale-token-from-the-caller")
     cmd = [a.launch, "--bind", "127.0.0.1", "--server", fake, "--lib", a.lib, "--start-timeout", "30"] + extra + \
           ["--", sys.executable, prog]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
