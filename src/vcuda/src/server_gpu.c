@@ -852,7 +852,11 @@ static void drain_locked(vcuda_gpu *g)
     while ((n = read(g->out_fd, buf, sizeof buf)) > 0) {
         client *o = g->out_owner;
         if (!o) {
+            /* written without out_mu: a log nobody reads may block this write, and no
+             * client's request may wait for that (the bytes are nobody's anyway) */
+            pthread_mutex_unlock(&g->out_mu);
             for (ssize_t at = 0, w; at < n; at += w > 0 ? w : n) w = write(g->log_fd, buf + at, (size_t)(n - at));
+            pthread_mutex_lock(&g->out_mu);
             continue;
         }
         size_t keep = o->out_len + (size_t)n > OUT_MAX ? OUT_MAX - o->out_len : (size_t)n;
