@@ -200,6 +200,7 @@ struct vcuda_gpu {
     pthread_t out_thread;
     pthread_mutex_t out_mu;  /* out_owner and every client's out* (after g->mu if both) */
     client *out_owner;
+    int out_claimable; /* the one client left after others went may take the output */
 };
 
 
@@ -833,14 +834,16 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
  * The driver writes device printf output to this process's stdout, from whichever
  * thread synchronizes, for every context alike: the bytes do not say whose kernel
  * printed them.  stdout is therefore a pipe (capture_output) whose bytes go to one
- * owner: the client that attached to an empty server, for as long as it is the only
- * client (its output is shipped with PRINTF_FETCH).  From the moment a second client
- * attaches until the server is empty again there is no owner, and the output goes to
- * the server's own stdout (its log), for every client.  Each change of owner first
- * drains what the pipe holds into the old owner's buffer (out_mu held), and a client
- * that detaches has synchronized its work first, so no byte of one client's kernels is
- * handed to another.  --isolation context does not change this: the contexts are
- * separate, the stream the driver writes them to is not. */
+ * owner, the server's only client, and are shipped to it with PRINTF_FETCH.  While two
+ * or more clients are attached there is no owner and the output goes to the server's
+ * own stdout (its log), for every client.  Each change of owner first drains what the
+ * pipe holds into the old owner's buffer (out_mu held), and a client that detaches has
+ * synchronized its work first, so no byte of one client's kernels is handed to another:
+ * a client attaching to an empty server owns the output at once; the one client left
+ * when the others have gone takes it at the start of its next request (a synchronize it
+ * had under way may have written a departed client's bytes, which go to the log).
+ * --isolation context does not change this: the contexts are separate, the stream the
+ * driver writes them to is not. */
 
 #define OUT_MAX (64u << 20) /* output kept for a client that does not synchronize */
 
@@ -879,8 +882,8 @@ static void drain_output(vcuda_gpu *g)
     pthread_mutex_unlock(&g->out_mu);
 }
 
-/* A client attaches (delta 1) or detaches (-1): attached_now clients are left.  The
- * pipe's bytes so far belong to the owner before the change. */
+/* A client attaches (delta 1) or detaches (-1): attached_now clients are left (g->mu
+ * held).  The pipe's bytes so far belong to the owner before the change. */
 static void output_owner_change(vcuda_gpu *g, client *cl, int delta, int attached_now)
 {
     if (g->out_fd < 0) return;
@@ -888,7 +891,8 @@ static void output_owner_change(vcuda_gpu *g, client *cl, int delta, int attache
     pthread_mutex_lock(&g->out_mu);
     drain_locked(g);
     if (delta > 0) g->out_owner = attached_now == 1 ? cl : NULL;
-    else if (g->out_owner == cl || attached_now == 0) g->out_owner = NULL;
+    else g->out_owner = NULL;
+    __atomic_store_n(&g->out_claimable, delta < 0 && attached_now == 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g->out_mu);
 }
 
@@ -940,9 +944,28 @@ static int synchronizes(unsigned op)
            op == VCUDA_OP_DEVICE_RESET;
 }
 
+/* The one client left after the others went takes the output, between two of its
+ * requests: no synchronize of its own is under way, every departed client synchronized
+ * and drained before it went, so what the pipe holds is nobody's (to the log). */
+static void claim_output(vcuda_gpu *g, client *cl)
+{
+    pthread_mutex_lock(&g->mu);
+    fflush(stdout);
+    pthread_mutex_lock(&g->out_mu);
+    if (g->out_claimable && g->attached == 1 && !g->out_owner) {
+        drain_locked(g);
+        g->out_owner = cl;
+    }
+    __atomic_store_n(&g->out_claimable, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&g->out_mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
 static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *r, char *why)
 {
     vcuda_gpu *g = ctx;
+    /* (read unlocked: a stale value only claims one request later; claim_output re-checks) */
+    if (g->out_fd >= 0 && c->user && __atomic_load_n(&g->out_claimable, __ATOMIC_RELAXED)) claim_output(g, c->user);
     int rc = handle_core(ctx, c, q, r, why);
     client *cl = c->user; /* DEVICE_RESET replaced it */
     if (g->out_fd >= 0 && cl) {
@@ -1181,12 +1204,12 @@ static int attach_client(void *ctx, vcuda_conn *c, char *why)
     CUresult rc;
     if (!cl) return vcuda_fail(why, -1, "no memory for client state");
     pthread_mutex_lock(&g->mu);
+    while (g->limit_busy) pthread_cond_wait(&g->limit_done, &g->mu); /* see limit_set */
     if (g->dead) {
         pthread_mutex_unlock(&g->mu);
         free(cl);
         return vcuda_fail(why, -1, "the GPU context is being replaced after a sticky error");
     }
-    while (g->limit_busy) pthread_cond_wait(&g->limit_done, &g->mu);
     cl->generation = g->generation;
     ++g->attached;
     output_owner_change(g, cl, 1, g->attached);

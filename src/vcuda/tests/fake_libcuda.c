@@ -14,8 +14,8 @@
  *   - it also printf()s "counter N" from the device: the line waits in the context's
  *     printf buffer until the next synchronize, which writes it to stdout, as the real
  *     driver does; its __device__ variable is named "counter_state";
- *   - pitched allocations, 2-D sets, stream priorities and context limits are modelled
- *     plainly (pitch: the width rounded up to 512 bytes);
+ *   - pitched allocations, 2-D sets, stream and event queries, stream priorities and
+ *     context limits are modelled plainly (pitch: the width rounded up to 512 bytes);
  *   - cuModuleLoadData reads the ELF it is given trusting every offset, with no length,
  *     as the real driver does: an image the server failed to validate can crash it.
  * Every other driver function the server resolves exists as a weak stub returning
@@ -237,6 +237,21 @@ EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, 
     CUresult r = drain(st);
     for (size_t y = 0; !r && y < h; ++y) memset((char *)DEV(d) + y * pitch, v, w);
     return r;
+}
+/* not ready (600) while the stream's queued work or the event's point is in the future */
+EXPORT CUresult cuStreamQuery(void *s)
+{
+    pthread_mutex_lock(&mu);
+    int64_t end = S(s)->end_ns;
+    pthread_mutex_unlock(&mu);
+    return now_ns() < end ? 600 : alive();
+}
+EXPORT CUresult cuEventQuery(void *e)
+{
+    pthread_mutex_lock(&mu);
+    int64_t at = ((event *)e)->at_ns;
+    pthread_mutex_unlock(&mu);
+    return now_ns() < at ? 600 : alive();
 }
 EXPORT CUresult cuStreamCreateWithPriority(void **s, unsigned f, int prio) { (void)prio; return cuStreamCreate(s, f); }
 EXPORT CUresult cuCtxSetLimit(int which, size_t v)

@@ -896,6 +896,20 @@ static void runtime_calls(void)
     CHECK(rc_call(&a, &m, 0, 2000) == 1 && a.r.v[0] == 1);
     m.v[4] = 1, m.v[1] = 0; /* pitch 0 */
     CHECK(rc_call(&a, &m, 0, 2000) == 1 && a.r.v[0] == 1);
+    /* queries: not ready (600) while the client's own work runs, without waiting for it */
+    uint64_t busy = rc_function(&a, mod, "busy");
+    uint32_t ms = 400;
+    CHECK(busy && rc_simple(&a, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0);
+    uint64_t ev = a.r.v[0];
+    CHECK(rc_launch(&a, busy, &ms, 4, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_EVENT_RECORD, ev, 0, 0, 2000) == 0);
+    int64_t t0 = now_ms();
+    CHECK(rc_simple(&a, VCUDA_OP_STREAM_QUERY, 0, 0, 0, 2000) == 1 && a.r.v[0] == 600);
+    CHECK(rc_simple(&a, VCUDA_OP_EVENT_QUERY, ev, 0, 0, 2000) == 1 && a.r.v[0] == 600);
+    CHECK(now_ms() - t0 < 300); /* (generous: the kernel runs 400 ms) */
+    CHECK(rc_simple(&a, VCUDA_OP_EVENT_SYNCHRONIZE, ev, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_EVENT_QUERY, ev, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_STREAM_QUERY, 0, 0, 0, 2000) == 0);
     /* limits: set on the shared context while it is the only client */
     CHECK(rc_simple(&a, VCUDA_OP_LIMIT_SET, 2, 4096, 0, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_LIMIT_GET, 2, 0, 0, 2000) == 0 && a.r.v[0] == 4096);
