@@ -115,9 +115,9 @@ int main(int argc, char **argv)
     if (ngaps < 0) ums_usage_fail("--intervals '%s': expected comma-separated milliseconds in [0, 10000]", intervals);
     gaps.resize(ngaps);
 
-    // The stand-in has no cudaGetExportTable (only NVIDIA's runtime does): that is how
-    // this run knows whether its calls cross the network.
-    int remote = dlsym(RTLD_DEFAULT, "cudaGetExportTable") == NULL;
+    // The stand-in exports every cuda* name NVIDIA's runtime does, and a mark of its own:
+    // that is how this run knows whether its calls cross the network.
+    int remote = dlsym(RTLD_DEFAULT, "vcuda_stand_in") != NULL;
     Dl_info info;
     const char *cudart = dladdr((void *)(cudaError_t(*)(void **, size_t))&cudaMalloc, &info) && info.dli_fname ? info.dli_fname : "?";
     const char *servers = getenv("VCUDA_SERVERS");

@@ -29,6 +29,10 @@
 #include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
+
+/* A mark that this is vcuda's runtime and not NVIDIA's (the two export the same cuda*
+ * names): programs such as vcuda-bench look it up to know whether calls are remote. */
+EXPORT const char vcuda_stand_in[] = "vcuda libcudart stand-in";
 #define FATBIN_WRAPPER_MAGIC 0x466243b1u
 #define FATBIN_MAGIC 0xba55ed50u
 
