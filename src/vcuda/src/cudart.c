@@ -2129,15 +2129,18 @@ static void free_graph(graph *g)
     free(g);
 }
 
-EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t gr)
+/* cudaGraphDestroy and cudaGraphExecDestroy: a graph or an instantiated one. */
+static cudaError_t destroy_graph(void *p, uint32_t magic)
 {
-    graph *g = as_graph(gr, GRAPH_MAGIC);
+    graph *g = as_graph(p, magic);
     if (!g) return record(cudaErrorInvalidValue);
     pthread_mutex_lock(&graph_mu);
     free_graph(g);
     pthread_mutex_unlock(&graph_mu);
     return cudaSuccess;
 }
+
+EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t gr) { return destroy_graph(gr, GRAPH_MAGIC); }
 
 /* Node creation for the cudaGraphAdd* calls: checks, adds, fills (fill may fail). */
 #define ADD_NODE(kind_, fill)                                                                  \
@@ -2339,15 +2342,7 @@ EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *out, cudaGraph
     return cudaGraphInstantiate(out, gr, flags);
 }
 
-EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ex)
-{
-    graph *g = as_graph(ex, EXEC_MAGIC);
-    if (!g) return record(cudaErrorInvalidValue);
-    pthread_mutex_lock(&graph_mu);
-    free_graph(g);
-    pthread_mutex_unlock(&graph_mu);
-    return cudaSuccess;
-}
+EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ex) { return destroy_graph(ex, EXEC_MAGIC); }
 
 EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t ex, cudaStream_t s)
 {
