@@ -2313,13 +2313,21 @@ static cudaError_t copy_graph(const graph *g, uint32_t magic, int ordered, graph
     return cudaSuccess;
 }
 
+/* copy_graph under graph_mu: cudaGraphClone (a graph) and cudaGraphInstantiate (an
+ * executable one). */
+static cudaError_t copy_graph_locked(graph *g, uint32_t magic, int exec, graph **c)
+{
+    pthread_mutex_lock(&graph_mu);
+    cudaError_t e = copy_graph(g, magic, exec, c);
+    pthread_mutex_unlock(&graph_mu);
+    return e;
+}
+
 EXPORT cudaError_t cudaGraphClone(cudaGraph_t *out, cudaGraph_t gr)
 {
     graph *g = as_graph(gr, GRAPH_MAGIC), *c = NULL;
     if (!out || !g) return record(cudaErrorInvalidValue);
-    pthread_mutex_lock(&graph_mu);
-    cudaError_t e = copy_graph(g, GRAPH_MAGIC, 0, &c);
-    pthread_mutex_unlock(&graph_mu);
+    cudaError_t e = copy_graph_locked(g, GRAPH_MAGIC, 0, &c);
     if (!e) *out = (cudaGraph_t)c;
     return e;
 }
@@ -2330,9 +2338,7 @@ EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t gr, un
     if (!out || !g) return record(cudaErrorInvalidValue);
     if (flags & ~(unsigned long long)(cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority))
         return unsupported("cudaGraphInstantiate", "device launch and upload flags");
-    pthread_mutex_lock(&graph_mu);
-    cudaError_t e = copy_graph(g, EXEC_MAGIC, 1, &c);
-    pthread_mutex_unlock(&graph_mu);
+    cudaError_t e = copy_graph_locked(g, EXEC_MAGIC, 1, &c);
     if (!e) *out = (cudaGraphExec_t)c;
     return e;
 }
