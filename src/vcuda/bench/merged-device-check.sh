@@ -5,8 +5,6 @@
 #                     prints on the real runtime (stdout, device printf included: one
 #                     client on its server, so its printf output is shipped to it)
 #   long-kernel       a kernel of 3x VCUDA_TIMEOUT_MS, 64 MiB H2D behind it, a synchronize
-#   stopped-wait      the server SIGSTOPped during that wait: the client fails, and says
-#                     so within VCUDA_TIMEOUT_MS (+1 s of slack) of the signal
 #   sticky-710        a device-side assert in one client (it gets 710), then the next
 #                     clients of the same listening socket get a working context (the
 #                     supervisor's fresh serving process)
@@ -15,8 +13,12 @@
 #   latency           vcuda-bench 1 KiB H2D and launch + cudaDeviceSynchronize, medians
 #                     of 500 calls, 3 runs interleaved with the local runtime, against the
 #                     numbers before the merge (17.1 / 22.4 us, target: within 10%)
+#   stopped-wait      a server SIGSTOPped during a long wait: the client fails, and says
+#                     so within VCUDA_TIMEOUT_MS (+1 s of slack) of the signal
 #
 #   merged-device-check.sh [OUT_DIR]        (run from anywhere; OUT_DIR defaults to $OUT)
+#   e.g. from a copy of the repository on the GPU machine:
+#     bash src/vcuda/bench/merged-device-check.sh "$OUT"     (about 3-4 minutes with the build)
 #
 # Environment: MDC_BUILD (build dir, default build/mdc under the repository root),
 # MDC_JOBS (build parallelism, default nproc), MDC_SKIP_BUILD=1 (use MDC_BUILD as it is).  Results: OUT_DIR/merged-check.jsonl (one
@@ -150,19 +152,6 @@ ok=1; [ $ra = 0 ] && [ $rv = 0 ] && [ $rd = 0 ] && [ $sup_alive = 0 ] && ok=0
 record sticky-710 $ok "\"rc_assert\":$ra,\"rc_next_vector_add\":$rv,\"rc_next_device_state\":$rd,\"supervisor_alive\":$([ $sup_alive = 0 ] && echo true || echo false),\"replacement_log_lines\":$replaced"
 stop_server "$spid"
 
-# ---- server stopped during a long wait ------------------------------------------------
-start_server "$out/server-stop.log" || exit 1
-( sleep 3; kill -STOP -- "-$spid"; ms_now >"$out/signal-stop.t" ) &
-sigpid=$!
-remote 40 env VCUDA_TIMEOUT_MS=2000 "$app" spin 20000 >"$out/stopped-wait.log" 2>&1; rc=$?
-t1=$(ms_now)
-reap "$sigpid" 10
-ts=$(cat "$out/signal-stop.t" 2>/dev/null || echo 0)
-after=$((t1 - ts))
-ok=1; [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$ts" != 0 ] && [ "$after" -le 3000 ] && ok=0
-record stopped-wait $ok "\"rc\":$rc,\"reported_after_ms\":$after,\"timeout_ms\":2000"
-stop_server "$spid"
-
 # ---- latency: 1 KiB H2D, launch + synchronize --------------------------------------------
 bench=$build/vcuda/vcuda-bench
 start_server "$out/server-bench.log" || exit 1
@@ -202,6 +191,20 @@ for via in ("local", "vcuda"):
 EOF
 grep '"check":"latency-' "$jsonl" | tee -a "$out/summary.txt"
 fails=$((fails + $(grep -c '"check":"latency-.*"ok":false' "$jsonl")))
+
+# ---- server stopped during a long wait (last: the killed server's 20 s kernel may
+# still be torn down on the GPU afterwards) --------------------------------------------
+start_server "$out/server-stop.log" || exit 1
+( sleep 3; kill -STOP -- "-$spid"; ms_now >"$out/signal-stop.t" ) &
+sigpid=$!
+remote 40 env VCUDA_TIMEOUT_MS=2000 "$app" spin 20000 >"$out/stopped-wait.log" 2>&1; rc=$?
+t1=$(ms_now)
+reap "$sigpid" 10
+ts=$(cat "$out/signal-stop.t" 2>/dev/null || echo 0)
+after=$((t1 - ts))
+ok=1; [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$ts" != 0 ] && [ "$after" -le 3000 ] && ok=0
+record stopped-wait $ok "\"rc\":$rc,\"reported_after_ms\":$after,\"timeout_ms\":2000"
+stop_server "$spid"
 
 echo "merged-device-check: $fails failed check(s), $(( $(date +%s) - t_start )) s; $(cat "$out/gpu.txt")" | tee -a "$out/summary.txt"
 [ "$fails" = 0 ]
