@@ -18,7 +18,7 @@
 #
 #   merged-device-check.sh [OUT_DIR]        (run from anywhere; OUT_DIR defaults to $OUT)
 #   e.g. from a copy of the repository on the GPU machine:
-#     bash src/vcuda/bench/merged-device-check.sh "$OUT"     (about 3-4 minutes with the build)
+#     bash src/vcuda/bench/merged-device-check.sh "$OUT"
 #
 # Environment: MDC_BUILD (build dir, default build/mdc under the repository root),
 # MDC_JOBS (build parallelism, default nproc), MDC_SKIP_BUILD=1 (use MDC_BUILD as it is).  Results: OUT_DIR/merged-check.jsonl (one
