@@ -5,6 +5,9 @@
 //
 //   T(S) = S/B + L      for H2D and D2H, S = 512 B .. 4 MiB, fitted per n = 1..N devices
 //   LK                  launch of a trivial kernel (call time; the launch is asynchronous)
+//   launch_sync_time    a trivial kernel's launch + cudaDeviceSynchronize (one device)
+//   host_fn_time        cudaLaunchHostFunc's round trip on an idle stream, beside
+//                       d2h_1k_time (a runtime without it, e.g. an older stand-in: skipped)
 //   large copies        --large bytes H2D/D2H, and (remote) the transport alone: the same
 //                       bytes in the same chunks to the server's SINK, which drops them
 //   intervals           D2H latency vs idle time between calls (P003 figs. 8/9); run with
@@ -112,9 +115,9 @@ int main(int argc, char **argv)
     if (ngaps < 0) ums_usage_fail("--intervals '%s': expected comma-separated milliseconds in [0, 10000]", intervals);
     gaps.resize(ngaps);
 
-    // The stand-in has no cudaGetExportTable (only NVIDIA's runtime does): that is how
-    // this run knows whether its calls cross the network.
-    int remote = dlsym(RTLD_DEFAULT, "cudaGetExportTable") == NULL;
+    // The stand-in exports every cuda* name NVIDIA's runtime does, and a mark of its own:
+    // that is how this run knows whether its calls cross the network.
+    int remote = dlsym(RTLD_DEFAULT, "vcuda_stand_in") != NULL;
     Dl_info info;
     const char *cudart = dladdr((void *)(cudaError_t(*)(void **, size_t))&cudaMalloc, &info) && info.dli_fname ? info.dli_fname : "?";
     const char *servers = getenv("VCUDA_SERVERS");
@@ -198,6 +201,27 @@ int main(int argc, char **argv)
     double h1k = per_call_us(1, (int)std::max(reps, 500LL), [&](int d) { CK(cudaMemcpy(dev[d].dev, host, 1024, cudaMemcpyHostToDevice)); });
     begin(&r, "h2d_1k_time", h1k, "us", 1);
     ums_rec_emit(&r);
+    double d1k = per_call_us(1, (int)std::max(reps, 500LL), [&](int d) { CK(cudaMemcpy(host, dev[d].dev, 1024, cudaMemcpyDeviceToHost)); });
+    begin(&r, "d2h_1k_time", d1k, "us", 1);
+    ums_rec_emit(&r);
+    double ls = per_call_us(1, (int)std::max(reps, 500LL), [&](int d) {
+        trivial_kernel<<<1, 32>>>(dev[d].flag, 1);
+        CK(cudaDeviceSynchronize());
+    });
+    begin(&r, "launch_sync_time", ls, "us", 1);
+    ums_rec_emit(&r);
+    // looked up, not linked: the same binary measures runtimes that lack it
+    typedef cudaError_t (*host_fn_launch)(cudaStream_t, cudaHostFn_t, void *);
+    host_fn_launch launch_host_fn = (host_fn_launch)dlsym(RTLD_DEFAULT, "cudaLaunchHostFunc");
+    if (launch_host_fn) {
+        static int calls;
+        double hf = per_call_us(1, (int)std::max(reps, 500LL), [&](int) {
+            CK(launch_host_fn(0, [](void *p) { ++*(int *)p; }, &calls));
+            CK(cudaStreamSynchronize(0));
+        });
+        begin(&r, "host_fn_time", hf, "us", 1);
+        ums_rec_emit(&r);
+    }
 
     // Large copies and, through vcuda, the bare transport over the same chunks.
     CK(cudaSetDevice(0));

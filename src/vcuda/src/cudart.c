@@ -7,17 +7,21 @@
  * configuration push/pop, __cudaGetKernel and __cudaLaunchKernel (CUDA 12.8+) and
  * cudaLaunchKernel.  Each kernel's parameter sizes come from the server
  * (cuFuncGetParamInfo on the loaded image) and are cached per function, so the
- * arguments nvcc passes as void*[] are packed without recompiling anything.  An API
- * this library does not export stops the program at load or first call with the
- * dynamic linker naming it; the few exported ones vcuda cannot provide (managed
- * memory) print their name and return cudaErrorNotSupported. */
+ * arguments nvcc passes as void*[] are packed without recompiling anything.  Every
+ * symbol the real runtime exports is exported here too: what this file does not
+ * define is a generated stub (cudart_stub.h), and what vcuda cannot provide (managed
+ * and zero-copy memory, graphs, arrays and textures, IPC, graphics interop) returns
+ * cudaErrorNotSupported after "vcuda: NAME is not supported remotely" on stderr,
+ * once per function. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 
 #include "vcuda/client.h"
 #include "vcuda/sha256.h"
+#include "cudart_stub.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +29,10 @@
 #include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
+
+/* A mark that this is vcuda's runtime and not NVIDIA's (the two export the same cuda*
+ * names): programs such as vcuda-bench look it up to know whether calls are remote. */
+EXPORT const char vcuda_stand_in[] = "vcuda libcudart stand-in";
 #define FATBIN_WRAPPER_MAGIC 0x466243b1u
 #define FATBIN_MAGIC 0xba55ed50u
 
@@ -37,6 +45,18 @@ static cudaError_t record(cudaError_t e)
 {
     if (e != cudaSuccess) last_error = e;
     return e;
+}
+
+/* Room for one more element in a growing array (*cap doubles): 0, or -1 if out of memory. */
+static int grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+    void **p = arr;
+    if (n < *cap) return 0;
+    size_t c = *cap ? 2 * *cap : 64;
+    void *q = realloc(*p, c * elem);
+    if (!q) return -1;
+    *p = q, *cap = c;
+    return 0;
 }
 
 /* ---- connection set-up, once per process ----------------------------------------- */
@@ -73,9 +93,18 @@ static cudaError_t ready(void)
     return open_error;
 }
 
-/* Status of a call -> cudaError_t, with the server's code for its own errors. */
+static void fetch_output(int device);
+
+/* Status of a call -> cudaError_t, with the server's code for its own errors.  A reply
+ * that says device printf output waits has it fetched and written to stdout first, so
+ * it comes before anything the program prints after the call. */
 static cudaError_t result(vcuda_client_status s, const vcuda_msg *reply, const char *api, const char *why)
 {
+    if ((s == VCUDA_CLIENT_OK || s == VCUDA_CLIENT_REMOTE_ERROR) && (reply->hdr.flags & VCUDA_FLAG_OUTPUT)) {
+        cudaError_t code = s == VCUDA_CLIENT_OK ? cudaSuccess : (cudaError_t)(int)(int64_t)reply->v[0];
+        fetch_output(current_device);
+        return code ? record(code) : cudaSuccess;
+    }
     if (s == VCUDA_CLIENT_OK) return cudaSuccess;
     if (s == VCUDA_CLIENT_REMOTE_ERROR) return record((cudaError_t)(int)(int64_t)reply->v[0]);
     if (s != VCUDA_CLIENT_UNAVAILABLE) fprintf(stderr, "vcuda: %s: %s\n", api, why);
@@ -95,11 +124,21 @@ static cudaError_t call(unsigned op, const uint64_t *v, unsigned nv, vcuda_msg *
     return result(vcuda_client_call(current_device, &m, reply, 0, why), reply, api, why);
 }
 
-static cudaError_t unsupported(const char *api, const char *reason)
+/* Once per function (said: its own flag), the name on stderr; cudaErrorNotSupported. */
+int vcuda_cudart_unsupported(const char *name, int *said)
 {
-    fprintf(stderr, "vcuda: %s is not supported: %s\n", api, reason);
+    if (!atomic_exchange((_Atomic int *)said, 1)) fprintf(stderr, "vcuda: %s is not supported remotely\n", name);
     return record(cudaErrorNotSupported);
 }
+
+/* The same for the functions defined here that refuse some uses, with the reason. */
+#define unsupported(api, reason)                                                          \
+    ({                                                                                    \
+        static int said_;                                                                 \
+        if (!atomic_exchange((_Atomic int *)&said_, 1))                                    \
+            fprintf(stderr, "vcuda: %s is not supported remotely: %s\n", api, reason);   \
+        record(cudaErrorNotSupported);                                                    \
+    })
 
 /* ---- remote streams and events ---------------------------------------------------- */
 
@@ -109,7 +148,19 @@ typedef struct {
     uint32_t magic;
     int device;
     uint64_t handle;
+    unsigned flags; /* as created (streams: also their priority) */
+    int priority;
+    struct graph *capture; /* streams: the graph being captured into; events: recorded in it */
 } remote_object;
+
+/* Stream capture (see "graphs" below): each hook records what a capturing stream is
+ * given instead of sending it, and returns 1; 0 where the stream is not capturing. */
+static struct graph *capturing(cudaStream_t s);
+static int capture_kernel(cudaStream_t s, void *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaError_t *e);
+static int capture_copy(cudaStream_t s, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaError_t *e);
+static int capture_set(cudaStream_t s, void *p, size_t pitch, int value, size_t width, size_t height, cudaError_t *e);
+static int capture_host(cudaStream_t s, cudaHostFn_t fn, void *data, cudaError_t *e);
+static cudaError_t join_capture(struct graph *g, remote_object *stream);
 #define STREAM_MAGIC 0x5354524du
 #define EVENT_MAGIC 0x45564e54u
 
@@ -135,7 +186,7 @@ static cudaError_t create_object(unsigned op, unsigned flags, uint32_t magic, vo
     if (e) return e;
     remote_object *o = malloc(sizeof *o);
     if (!o) return record(cudaErrorMemoryAllocation);
-    *o = (remote_object){magic, current_device, r.v[0]};
+    *o = (remote_object){magic, current_device, r.v[0], flags, 0, NULL};
     *out = o;
     return cudaSuccess;
 }
@@ -172,6 +223,21 @@ typedef struct {
 static pthread_mutex_t alloc_mu = PTHREAD_MUTEX_INITIALIZER;
 static allocation *allocs;
 static size_t nalloc, cap_alloc;
+
+/* A new allocation of the current device; one the table cannot hold is freed again. */
+static cudaError_t remember(uint64_t base, uint64_t size)
+{
+    pthread_mutex_lock(&alloc_mu);
+    int ok = !grow(&allocs, &cap_alloc, nalloc, sizeof *allocs);
+    if (ok) allocs[nalloc++] = (allocation){current_device, base, size};
+    pthread_mutex_unlock(&alloc_mu);
+    if (!ok) {
+        vcuda_msg r;
+        call(VCUDA_OP_FREE, &base, 1, &r, "cudaFree");
+        return record(cudaErrorMemoryAllocation);
+    }
+    return cudaSuccess;
+}
 
 /* Is p inside an allocation of the current device?  (cudaMemcpyDefault's question.) */
 static int is_device_pointer(const void *p)
@@ -248,33 +314,47 @@ EXPORT char __cudaInitModule(void **handle) { (void)handle; return 1; }
 /* At exit: the server keeps the image cached; our side has nothing worth freeing. */
 EXPORT void __cudaUnregisterFatBinary(void **handle) { (void)handle; }
 
+/* Appends item to a registration list; a program whose registration fails cannot run
+ * (nvcc's start-up code has no way to hear of it), so that stops it with the reason. */
+static void add_registered(void *list, size_t *n, size_t *cap, void *item, const char *api, const char *name)
+{
+    pthread_mutex_lock(&reg_mu);
+    if (!item || grow(list, cap, *n, sizeof item)) {
+        fprintf(stderr, "vcuda: %s(%s): out of memory\n", api, name);
+        abort();
+    }
+    (*(void ***)list)[(*n)++] = item;
+    pthread_mutex_unlock(&reg_mu);
+}
+
 EXPORT void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun,
                                    const char *device_name, int thread_limit, uint3 *tid,
                                    uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize)
 {
     (void)device_fun, (void)thread_limit, (void)tid, (void)bid, (void)bdim, (void)gdim, (void)wsize;
     kernel *k = calloc(1, sizeof *k);
-    pthread_mutex_lock(&reg_mu);
-    if (k && nkernels == cap_kernels) {
-        size_t n = cap_kernels ? 2 * cap_kernels : 64;
-        kernel **q = realloc(kernels, n * sizeof *q);
-        if (q) kernels = q, cap_kernels = n;
-    }
-    if (!k || nkernels == cap_kernels) {
-        fprintf(stderr, "vcuda: __cudaRegisterFunction(%s): out of memory\n", device_name);
-        abort();
-    }
-    k->host_fun = host_fun, k->name = device_name, k->fb = (fatbin *)handle;
-    kernels[nkernels++] = k;
-    pthread_mutex_unlock(&reg_mu);
+    if (k) k->host_fun = host_fun, k->name = device_name, k->fb = (fatbin *)handle;
+    add_registered(&kernels, &nkernels, &cap_kernels, k, "__cudaRegisterFunction", device_name);
 }
 
-/* __device__ variables need no host-side action unless the program copies to or from
- * them by symbol, which this library does not export (the loader says so). */
+/* __device__ and __constant__ variables: the host shadow's address names the variable
+ * in cudaMemcpyToSymbol & co.; its device address comes from the server's module. */
+typedef struct {
+    const void *host_var;
+    const char *name;
+    fatbin *fb;
+    uint64_t dptr[VCUDA_MAX_DEVICES], size[VCUDA_MAX_DEVICES]; /* 0: not looked up yet */
+} device_var;
+static device_var **vars;
+static size_t nvars, cap_vars;
+
 EXPORT void __cudaRegisterVar(void **handle, char *host_var, char *device_address, const char *device_name,
                               int ext, size_t size, int constant, int global)
 {
-    (void)handle, (void)host_var, (void)device_address, (void)device_name, (void)ext, (void)size, (void)constant, (void)global;
+    (void)device_address, (void)ext, (void)size, (void)constant, (void)global;
+    device_var *v = calloc(1, sizeof *v);
+    if (v) v->host_var = host_var, v->name = device_name, v->fb = (fatbin *)handle;
+    add_registered(&vars, &nvars, &cap_vars, v, "__cudaRegisterVar", device_name);
 }
 
 EXPORT void __cudaRegisterManagedVar(void **handle, void **host_var_ptr, char *device_address,
@@ -324,6 +404,23 @@ static cudaError_t load_module(fatbin *fb, uint64_t *module)
     return e;
 }
 
+/* A name in fb's module on device d (a kernel: FUNCTION_GET, a variable: MODULE_GLOBAL),
+ * loading the module first where it is not.  reg_mu held. */
+static cudaError_t module_lookup(fatbin *fb, int d, unsigned op, const char *name, vcuda_msg *r)
+{
+    char why[VCUDA_WHY_LEN];
+    vcuda_msg m;
+    cudaError_t e = fb->module[d] ? cudaSuccess : load_module(fb, &fb->module[d]);
+    if (e) return e;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = (uint16_t)op;
+    m.v[0] = fb->module[d], m.nv = 1;
+    m.str = (const uint8_t *)name, m.str_len = (uint32_t)strlen(name);
+    vcuda_client_status s = vcuda_client_call(d, &m, r, 0, why);
+    if (s == VCUDA_CLIENT_REMOTE_ERROR) fprintf(stderr, "vcuda: %s: %.*s\n", name, (int)r->str_len, (const char *)r->str);
+    return result(s, r, op == VCUDA_OP_FUNCTION_GET ? "function lookup" : "symbol lookup", why);
+}
+
 /* The kernel's function handle on the current device, loading what is missing. */
 static cudaError_t resolve(kernel *k, uint64_t *fn)
 {
@@ -333,23 +430,12 @@ static cudaError_t resolve(kernel *k, uint64_t *fn)
     if (d < 0 || d >= vcuda_client_device_count()) return record(cudaErrorInvalidDevice);
     pthread_mutex_lock(&reg_mu);
     if (!k->handle[d]) {
-        if (!k->fb->module[d]) e = load_module(k->fb, &k->fb->module[d]);
-        if (!e) {
-            char why[VCUDA_WHY_LEN];
-            vcuda_msg m, r;
-            memset(&m, 0, sizeof m);
-            m.hdr.opcode = VCUDA_OP_FUNCTION_GET;
-            m.v[0] = k->fb->module[d], m.nv = 1;
-            m.str = (const uint8_t *)k->name, m.str_len = (uint32_t)strlen(k->name);
-            vcuda_client_status s = vcuda_client_call(d, &m, &r, 0, why);
-            if (s == VCUDA_CLIENT_REMOTE_ERROR)
-                fprintf(stderr, "vcuda: kernel %s: %.*s\n", k->name, (int)r.str_len, (const char *)r.str);
-            if (!(e = result(s, &r, "function lookup", why))) {
-                k->handle[d] = r.v[0];
-                k->nparams = r.nsizes;
-                memcpy(k->sizes, r.sizes, r.nsizes * sizeof *r.sizes);
-                k->have_sizes = 1;
-            }
+        vcuda_msg r;
+        if (!(e = module_lookup(k->fb, d, VCUDA_OP_FUNCTION_GET, k->name, &r))) {
+            k->handle[d] = r.v[0];
+            k->nparams = r.nsizes;
+            memcpy(k->sizes, r.sizes, r.nsizes * sizeof *r.sizes);
+            k->have_sizes = 1;
         }
     }
     *fn = k->handle[d];
@@ -388,7 +474,8 @@ static cudaError_t check_limits(dim3 grid, dim3 block, size_t shmem)
     return cudaSuccess;
 }
 
-static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream)
+static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
+                             unsigned op)
 {
     static _Thread_local uint8_t packed[VCUDA_MAX_PARAM_BYTES];
     char why[VCUDA_WHY_LEN];
@@ -398,9 +485,10 @@ static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t 
     if (!k) return record(cudaErrorInvalidDeviceFunction);
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z) return record(cudaErrorInvalidConfiguration);
     if (shmem > UINT32_MAX) return record(cudaErrorInvalidValue);
+    if (op == VCUDA_OP_LAUNCH && capture_kernel(stream, k, grid, block, args, shmem, &e)) return e;
     if ((e = resolve(k, &fn)) || (e = stream_handle(stream, &sh))) return e;
     memset(&m, 0, sizeof m);
-    m.hdr.opcode = VCUDA_OP_LAUNCH;
+    m.hdr.opcode = (uint16_t)op;
     uint64_t v[] = {fn, grid.x, grid.y, grid.z, block.x, block.y, block.z, shmem, sh};
     memcpy(m.v, v, sizeof v);
     m.nv = 9;
@@ -413,7 +501,7 @@ static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t 
     m.nsizes = k->nparams;
     memcpy(m.sizes, k->sizes, k->nparams * sizeof *k->sizes);
     m.blob = packed, m.blob_len = (uint32_t)at;
-    if (async_launch) {
+    if (async_launch && op == VCUDA_OP_LAUNCH) {
         /* like the real runtime: the launch returns once queued; what fails on the
          * server is returned by this device's next call (limits are checked here first,
          * so a bad configuration is still reported at the launch) */
@@ -421,6 +509,11 @@ static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t 
         return result(vcuda_client_post(current_device, &m, why), &r, "kernel launch", why);
     }
     return result(vcuda_client_call(current_device, &m, &r, 0, why), &r, "kernel launch", why);
+}
+
+static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream)
+{
+    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH);
 }
 
 typedef struct {
@@ -492,13 +585,14 @@ EXPORT cudaError_t cudaGetDevice(int *device)
     return cudaSuccess;
 }
 
-/* Managed and pageable memory cannot cross the network: report them absent, so that
+/* Managed, pageable and mapped (zero-copy) host memory cannot cross the network: report them absent, so that
  * programs which check (umbench does) take their explicit-copy path. */
 static int hidden_attribute(int attr)
 {
     return attr == cudaDevAttrManagedMemory || attr == cudaDevAttrConcurrentManagedAccess ||
            attr == cudaDevAttrPageableMemoryAccess || attr == cudaDevAttrPageableMemoryAccessUsesHostPageTables ||
-           attr == cudaDevAttrDirectManagedMemAccessFromHost;
+           attr == cudaDevAttrDirectManagedMemAccessFromHost || attr == cudaDevAttrCanMapHostMemory ||
+           attr == cudaDevAttrHostNativeAtomicSupported || attr == cudaDevAttrCanUseHostPointerForRegisteredMem;
 }
 
 EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
@@ -547,11 +641,38 @@ EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
         {&p->unifiedAddressing, cudaDevAttrUnifiedAddressing}};
     for (size_t i = 0; i < sizeof more / sizeof *more; ++i)
         if ((e = cudaDeviceGetAttribute(more[i].field, more[i].attr, device))) return e;
-    int smem_sm = 0, const_mem = 0;
-    if ((e = cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) ||
-        (e = cudaDeviceGetAttribute(&const_mem, cudaDevAttrTotalConstantMemory, device)))
-        return e;
-    p->sharedMemPerMultiprocessor = (size_t)smem_sm, p->totalConstMem = (size_t)const_mem;
+    struct { int *field; enum cudaDeviceAttr attr; } flags[] = {
+        {&p->integrated, cudaDevAttrIntegrated}, {&p->canMapHostMemory, cudaDevAttrCanMapHostMemory},
+        {&p->concurrentKernels, cudaDevAttrConcurrentKernels}, {&p->ECCEnabled, cudaDevAttrEccEnabled},
+        {&p->tccDriver, cudaDevAttrTccDriver}, {&p->asyncEngineCount, cudaDevAttrAsyncEngineCount},
+        {&p->persistingL2CacheMaxSize, cudaDevAttrMaxPersistingL2CacheSize},
+        {&p->streamPrioritiesSupported, cudaDevAttrStreamPrioritiesSupported},
+        {&p->globalL1CacheSupported, cudaDevAttrGlobalL1CacheSupported},
+        {&p->localL1CacheSupported, cudaDevAttrLocalL1CacheSupported},
+        {&p->regsPerMultiprocessor, cudaDevAttrMaxRegistersPerMultiprocessor},
+        {&p->isMultiGpuBoard, cudaDevAttrIsMultiGpuBoard}, {&p->multiGpuBoardGroupID, cudaDevAttrMultiGpuBoardGroupID},
+        {&p->hostNativeAtomicSupported, cudaDevAttrHostNativeAtomicSupported},
+        {&p->computePreemptionSupported, cudaDevAttrComputePreemptionSupported},
+        {&p->canUseHostPointerForRegisteredMem, cudaDevAttrCanUseHostPointerForRegisteredMem},
+        {&p->cooperativeLaunch, cudaDevAttrCooperativeLaunch},
+        {&p->maxBlocksPerMultiProcessor, cudaDevAttrMaxBlocksPerMultiprocessor},
+        {&p->accessPolicyMaxWindowSize, cudaDevAttrMaxAccessPolicyWindowSize},
+        {&p->hostRegisterSupported, cudaDevAttrHostRegisterSupported},
+        {&p->memoryPoolsSupported, cudaDevAttrMemoryPoolsSupported}, {&p->clusterLaunch, cudaDevAttrClusterLaunch}};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; ++i)
+        if ((e = cudaDeviceGetAttribute(flags[i].field, flags[i].attr, device))) return e;
+    struct { size_t *field; enum cudaDeviceAttr attr; } sizes[] = {
+        {&p->sharedMemPerMultiprocessor, cudaDevAttrMaxSharedMemoryPerMultiprocessor},
+        {&p->totalConstMem, cudaDevAttrTotalConstantMemory}, {&p->memPitch, cudaDevAttrMaxPitch},
+        {&p->textureAlignment, cudaDevAttrTextureAlignment}, {&p->texturePitchAlignment, cudaDevAttrTexturePitchAlignment},
+        {&p->surfaceAlignment, cudaDevAttrSurfaceAlignment},
+        {&p->sharedMemPerBlockOptin, cudaDevAttrMaxSharedMemoryPerBlockOptin},
+        {&p->reservedSharedMemPerBlock, cudaDevAttrReservedSharedMemoryPerBlock}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; ++i) {
+        int v = 0;
+        if ((e = cudaDeviceGetAttribute(&v, sizes[i].attr, device))) return e;
+        *sizes[i].field = (size_t)(unsigned)v;
+    }
     return cudaSuccess;
 }
 
@@ -582,6 +703,7 @@ EXPORT cudaError_t cudaDeviceReset(void)
     /* the server dropped this client's modules and functions on this device too */
     pthread_mutex_lock(&reg_mu);
     for (size_t i = 0; i < nkernels; ++i) kernels[i]->handle[current_device] = 0, kernels[i]->fb->module[current_device] = 0;
+    for (size_t i = 0; i < nvars; ++i) vars[i]->dptr[current_device] = 0, vars[i]->fb->module[current_device] = 0;
     pthread_mutex_unlock(&reg_mu);
     pthread_mutex_lock(&alloc_mu);
     for (size_t i = 0; i < nalloc;)
@@ -627,46 +749,26 @@ EXPORT cudaError_t cudaGetLastError(void)
 
 EXPORT cudaError_t cudaPeekAtLastError(void) { return last_error; }
 
-#define ERRORS(X)                                                                            \
-    X(cudaSuccess, "no error")                                                               \
-    X(cudaErrorInvalidValue, "invalid argument")                                             \
-    X(cudaErrorMemoryAllocation, "out of memory")                                            \
-    X(cudaErrorInitializationError, "initialization error (vcuda: see VCUDA_SERVERS and the message above)") \
-    X(cudaErrorInvalidConfiguration, "invalid configuration argument")                       \
-    X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                   \
-    X(cudaErrorMissingConfiguration, "__global__ function call is not configured")           \
-    X(cudaErrorDevicesUnavailable, "CUDA-capable device(s) is/are busy or unavailable (vcuda: server lost)") \
-    X(cudaErrorInvalidDeviceFunction, "invalid device function")                             \
-    X(cudaErrorNoDevice, "no CUDA-capable device is detected")                               \
-    X(cudaErrorInvalidDevice, "invalid device ordinal")                                      \
-    X(cudaErrorInvalidKernelImage, "device kernel image is invalid")                         \
-    X(cudaErrorNoKernelImageForDevice, "no kernel image is available for execution on the device") \
-    X(cudaErrorInvalidResourceHandle, "invalid resource handle")                             \
-    X(cudaErrorSymbolNotFound, "named symbol not found")                                     \
-    X(cudaErrorNotReady, "device not ready")                                                 \
-    X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                   \
-    X(cudaErrorLaunchOutOfResources, "too many resources requested for launch")              \
-    X(cudaErrorLaunchFailure, "unspecified launch failure")                                  \
-    X(cudaErrorNotPermitted, "operation not permitted (vcuda: authentication)")              \
-    X(cudaErrorNotSupported, "operation not supported")                                      \
-    X(cudaErrorUnknown, "unknown error")
-
+/* The runtime's own names and texts for every code it names (generated from it); any
+ * other code is an "unrecognized error code", as there. */
 EXPORT const char *cudaGetErrorName(cudaError_t e)
 {
-#define NAME(code, text) if (e == code) return #code;
-    ERRORS(NAME)
-#undef NAME
-    return "cudaErrorUnknown";
+    switch ((int)e) {
+#define X(code, name, text) case code: return name;
+#include "cudart_errors.h"
+#undef X
+    default: return "unrecognized error code";
+    }
 }
 
 EXPORT const char *cudaGetErrorString(cudaError_t e)
 {
-#define TEXT(code, text) if (e == code) return text;
-    ERRORS(TEXT)
-#undef TEXT
-    static _Thread_local char other[48];
-    snprintf(other, sizeof other, "CUDA error %d", (int)e);
-    return other;
+    switch ((int)e) {
+#define X(code, name, text) case code: return text;
+#include "cudart_errors.h"
+#undef X
+    default: return "unrecognized error code";
+    }
 }
 
 /* ---- memory ------------------------------------------------------------------------ */
@@ -679,20 +781,7 @@ EXPORT cudaError_t cudaMalloc(void **p, size_t size)
     if (size == 0) return *p = NULL, cudaSuccess;
     cudaError_t e = call(VCUDA_OP_MALLOC, &v, 1, &r, "cudaMalloc");
     if (e) return e;
-    pthread_mutex_lock(&alloc_mu);
-    if (nalloc == cap_alloc) {
-        size_t n = cap_alloc ? 2 * cap_alloc : 64;
-        allocation *q = realloc(allocs, n * sizeof *q);
-        if (q) allocs = q, cap_alloc = n;
-    }
-    int ok = nalloc < cap_alloc;
-    if (ok) allocs[nalloc++] = (allocation){current_device, r.v[0], size};
-    pthread_mutex_unlock(&alloc_mu);
-    if (!ok) {
-        uint64_t fv = r.v[0];
-        call(VCUDA_OP_FREE, &fv, 1, &r, "cudaFree");
-        return record(cudaErrorMemoryAllocation);
-    }
+    if ((e = remember(r.v[0], size))) return e;
     *p = (void *)(uintptr_t)r.v[0];
     return cudaSuccess;
 }
@@ -761,7 +850,9 @@ static cudaError_t memcpy_remote(void *dst, const void *src, size_t n, enum cuda
     vcuda_msg m, r;
     uint64_t sh;
     cudaError_t e = ready();
-    if (e || (e = stream_handle(stream, &sh))) return record(e);
+    if (e) return record(e);
+    if (capture_copy(stream, dst, src, n, kind, &e)) return e;
+    if ((e = stream_handle(stream, &sh))) return record(e);
     if (kind == cudaMemcpyDefault)
         kind = is_device_pointer(dst) ? (is_device_pointer(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                       : (is_device_pointer(src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
@@ -802,7 +893,9 @@ EXPORT cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t st
     vcuda_msg r;
     uint64_t sh;
     cudaError_t e = ready();
-    if (e || (e = stream_handle(stream, &sh))) return record(e);
+    if (e) return record(e);
+    if (capture_set(stream, p, n, value, n, 1, &e)) return e;
+    if ((e = stream_handle(stream, &sh))) return record(e);
     if (n == 0) return cudaSuccess;
     uint64_t v[] = {(uint64_t)(uintptr_t)p, (uint64_t)(int64_t)value, n, sh};
     return call(VCUDA_OP_MEMSET, v, 4, &r, "cudaMemset");
@@ -817,8 +910,10 @@ EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
     return create_object(VCUDA_OP_STREAM_CREATE, flags, STREAM_MAGIC, (void **)s, "cudaStreamCreate");
 }
 EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+static void forget_stream_attrs(cudaStream_t s);
 EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    forget_stream_attrs(s); /* a later stream may get the same address */
     return destroy_object(VCUDA_OP_STREAM_DESTROY, s, STREAM_MAGIC, "cudaStreamDestroy");
 }
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s)
@@ -826,6 +921,7 @@ EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s)
     vcuda_msg r;
     uint64_t zero = 0;
     if (!s || s == cudaStreamLegacy) return call(VCUDA_OP_STREAM_SYNCHRONIZE, &zero, 1, &r, "cudaStreamSynchronize");
+    if (capturing(s)) return record(cudaErrorStreamCaptureUnsupported);
     return object_call(VCUDA_OP_STREAM_SYNCHRONIZE, s, STREAM_MAGIC, "cudaStreamSynchronize", NULL);
 }
 
@@ -850,6 +946,8 @@ EXPORT cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t stream)
     uint64_t sh;
     cudaError_t e;
     if (!o || o->magic != EVENT_MAGIC || o->device != current_device) return record(cudaErrorInvalidResourceHandle);
+    /* recorded into a capture, the event only lets another stream join it */
+    if ((((remote_object *)ev)->capture = capturing(stream))) return cudaSuccess;
     if ((e = stream_handle(stream, &sh))) return e;
     uint64_t v[] = {o->handle, sh};
     return call(VCUDA_OP_EVENT_RECORD, v, 2, &r, "cudaEventRecord");
@@ -872,4 +970,1454 @@ EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_
         memcpy(ms, &bits, sizeof *ms);
     }
     return e;
+}
+
+/* ---- device printf ------------------------------------------------------------------ */
+
+/* The server's reply said output waits: fetched (in chunks) and written to this
+ * process's stdout stream, where the real runtime's driver writes it too. */
+static void fetch_output(int device)
+{
+    char why[VCUDA_WHY_LEN];
+    vcuda_msg m, r;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_PRINTF_FETCH;
+    for (int more = 1; more;) {
+        vcuda_client_status st = vcuda_client_call(device, &m, &r, 0, why);
+        if (st != VCUDA_CLIENT_OK) {
+            if (st != VCUDA_CLIENT_UNAVAILABLE) fprintf(stderr, "vcuda: device printf output lost: %s\n", why);
+            return;
+        }
+        if (r.blob_len) fwrite(r.blob, 1, r.blob_len, stdout);
+        more = (r.hdr.flags & VCUDA_FLAG_OUTPUT) && r.blob_len;
+    }
+}
+
+/* ---- more of events and streams ------------------------------------------------------ */
+
+/* A query's "not ready" is an answer, not an error: it does not become the last error. */
+static cudaError_t query(cudaError_t e, cudaError_t before)
+{
+    if (e == cudaErrorNotReady) last_error = before;
+    return e;
+}
+
+EXPORT cudaError_t cudaEventQuery(cudaEvent_t ev)
+{
+    cudaError_t before = last_error;
+    return query(object_call(VCUDA_OP_EVENT_QUERY, ev, EVENT_MAGIC, "cudaEventQuery", NULL), before);
+}
+
+EXPORT cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+    cudaError_t before = last_error;
+    vcuda_msg r;
+    uint64_t zero = 0;
+    if (!s || s == cudaStreamLegacy) return query(call(VCUDA_OP_STREAM_QUERY, &zero, 1, &r, "cudaStreamQuery"), before);
+    return query(object_call(VCUDA_OP_STREAM_QUERY, s, STREAM_MAGIC, "cudaStreamQuery", NULL), before);
+}
+
+EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t stream, unsigned flags)
+{
+    /* cudaEventRecordExternal only matters inside a graph capture, which vcuda refuses */
+    if (flags & ~(unsigned)cudaEventRecordExternal) return record(cudaErrorInvalidValue);
+    return cudaEventRecord(ev, stream);
+}
+
+/* The device a stream belongs to (the default stream: the current device). */
+static int stream_device(cudaStream_t s)
+{
+    const remote_object *o = (const remote_object *)s;
+    return !s || s == cudaStreamLegacy || s == cudaStreamPerThread || o->magic != STREAM_MAGIC ? current_device : o->device;
+}
+
+EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned flags)
+{
+    const remote_object *o = (const remote_object *)ev;
+    vcuda_msg r;
+    uint64_t sh;
+    cudaError_t e;
+    if (!o || o->magic != EVENT_MAGIC) return record(cudaErrorInvalidResourceHandle);
+    if (o->capture) { /* the stream joins the capture (its nodes are replayed in order) */
+        remote_object *so = (remote_object *)s;
+        if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread || so->magic != STREAM_MAGIC)
+            return record(cudaErrorStreamCaptureImplicit);
+        return so->capture == o->capture ? cudaSuccess : join_capture(o->capture, so);
+    }
+    int dev = stream_device(s), saved = current_device;
+    /* an event of another server: waited for here, so the stream's later work follows it */
+    if (o->device != dev) return cudaEventSynchronize(ev);
+    current_device = dev;
+    if (!(e = stream_handle(s, &sh))) {
+        uint64_t v[] = {sh, o->handle, flags};
+        e = call(VCUDA_OP_STREAM_WAIT_EVENT, v, 3, &r, "cudaStreamWaitEvent");
+    }
+    current_device = saved;
+    return e;
+}
+
+EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority)
+{
+    vcuda_msg r;
+    if (!s) return record(cudaErrorInvalidValue);
+    uint64_t v[] = {flags, (uint64_t)(int64_t)priority};
+    cudaError_t e = call(VCUDA_OP_STREAM_CREATE_PRIORITY, v, 2, &r, "cudaStreamCreateWithPriority");
+    if (e) return e;
+    remote_object *o = malloc(sizeof *o);
+    if (!o) return record(cudaErrorMemoryAllocation);
+    int least = 0, greatest = 0;
+    cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    /* the driver clamps to the range; so does what cudaStreamGetPriority reports */
+    priority = priority > least ? least : priority < greatest ? greatest : priority;
+    *o = (remote_object){STREAM_MAGIC, current_device, r.v[0], flags, priority, NULL};
+    *s = (cudaStream_t)o;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
+{
+    static struct { int known, least, greatest; } range[VCUDA_MAX_DEVICES];
+    vcuda_msg r;
+    cudaError_t e = ready();
+    if (e) return record(e);
+    if (!range[current_device].known) {
+        if ((e = call(VCUDA_OP_STREAM_PRIORITY_RANGE, NULL, 0, &r, "cudaDeviceGetStreamPriorityRange"))) return e;
+        range[current_device].least = (int)(int64_t)r.v[0], range[current_device].greatest = (int)(int64_t)r.v[1];
+        range[current_device].known = 1;
+    }
+    if (least) *least = range[current_device].least;
+    if (greatest) *greatest = range[current_device].greatest;
+    return cudaSuccess;
+}
+
+static const remote_object *stream_object(cudaStream_t s)
+{
+    const remote_object *o = (const remote_object *)s;
+    return s && s != cudaStreamLegacy && s != cudaStreamPerThread && o->magic == STREAM_MAGIC ? o : NULL;
+}
+
+EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority)
+{
+    const remote_object *o = stream_object(s);
+    if (!priority) return record(cudaErrorInvalidValue);
+    *priority = o ? o->priority : 0;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned *flags)
+{
+    const remote_object *o = stream_object(s);
+    if (!flags) return record(cudaErrorInvalidValue);
+    *flags = o ? o->flags : cudaStreamDefault;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device)
+{
+    if (!device) return record(cudaErrorInvalidValue);
+    *device = stream_device(s);
+    return cudaSuccess;
+}
+
+/* vcuda never captures (graphs are refused by name), so no stream is ever capturing. */
+EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
+{
+    if (!status) return record(cudaErrorInvalidValue);
+    *status = capturing(s) ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+
+/* ---- host functions in stream order ----------------------------------------------- */
+
+/* Run here, on the calling thread, once the server says the stream reached them: the
+ * stream's earlier work is complete, and its later work is queued after they return. */
+EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data)
+{
+    cudaError_t e;
+    if (!fn) return record(cudaErrorInvalidValue);
+    if (capture_host(s, fn, data, &e)) return e;
+    e = cudaStreamSynchronize(s);
+    if (e) return e;
+    fn(data);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void *data, unsigned flags)
+{
+    if (!cb || flags) return record(cudaErrorInvalidValue);
+    cudaError_t e = cudaStreamSynchronize(s);
+    if (e == cudaErrorDevicesUnavailable) return e;
+    cb(s, e, data); /* as the runtime does: the callback is told the stream's error */
+    return cudaSuccess;
+}
+
+/* ---- device management -------------------------------------------------------------- */
+
+static struct {
+    unsigned flags;
+    enum cudaFuncCache cache;
+    enum cudaSharedMemConfig smem;
+} device_config[VCUDA_MAX_DEVICES];
+
+/* Scheduling flags decide how the host thread waits: here it waits on a socket, so they
+ * are kept (and reported back) but change nothing. */
+EXPORT cudaError_t cudaSetDeviceFlags(unsigned flags)
+{
+    cudaError_t e = ready();
+    if (e) return record(e);
+    if (flags & ~(unsigned)cudaDeviceMask) return record(cudaErrorInvalidValue);
+    device_config[current_device].flags = flags;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetDeviceFlags(unsigned *flags)
+{
+    if (!flags) return record(cudaErrorInvalidValue);
+    *flags = device_config[current_device].flags;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
+{
+    vcuda_msg r;
+    uint64_t v[] = {(uint64_t)limit, value};
+    return call(VCUDA_OP_LIMIT_SET, v, 2, &r, "cudaDeviceSetLimit");
+}
+
+EXPORT cudaError_t cudaDeviceGetLimit(size_t *value, enum cudaLimit limit)
+{
+    vcuda_msg r;
+    uint64_t v = (uint64_t)limit;
+    if (!value) return record(cudaErrorInvalidValue);
+    cudaError_t e = call(VCUDA_OP_LIMIT_GET, &v, 1, &r, "cudaDeviceGetLimit");
+    if (!e) *value = r.v[0];
+    return e;
+}
+
+/* Cache and shared-memory preferences are hints the driver may ignore (Hopper does for
+ * the bank size): kept and reported, not forwarded. */
+#define DEVICE_SETTING(set, get, type, field)                                                    \
+    EXPORT cudaError_t set(type c)                                                             \
+    {                                                                                          \
+        device_config[current_device].field = c;                                               \
+        return cudaSuccess;                                                                    \
+    }                                                                                          \
+    EXPORT cudaError_t get(type *c)                                                            \
+    {                                                                                          \
+        if (!c) return record(cudaErrorInvalidValue);                                          \
+        *c = device_config[current_device].field;                                              \
+        return cudaSuccess;                                                                    \
+    }
+DEVICE_SETTING(cudaDeviceSetCacheConfig, cudaDeviceGetCacheConfig, enum cudaFuncCache, cache)
+DEVICE_SETTING(cudaDeviceSetSharedMemConfig, cudaDeviceGetSharedMemConfig, enum cudaSharedMemConfig, smem)
+#undef DEVICE_SETTING
+
+/* Per kernel the same hints: accepted for a kernel this program registered. */
+#define FUNC_HINT(name, type)                                                                  \
+    EXPORT cudaError_t name(const void *func, type c)                                          \
+    {                                                                                          \
+        (void)c;                                                                               \
+        return find_kernel(func) ? cudaSuccess : record(cudaErrorInvalidDeviceFunction);       \
+    }
+FUNC_HINT(cudaFuncSetCacheConfig, enum cudaFuncCache)
+FUNC_HINT(cudaFuncSetSharedMemConfig, enum cudaSharedMemConfig)
+#undef FUNC_HINT
+
+static cudaError_t valid_device(int d)
+{
+    cudaError_t e = ready();
+    if (e) return record(e);
+    return d < 0 || d >= vcuda_client_device_count() ? record(cudaErrorInvalidDevice) : cudaSuccess;
+}
+
+/* Each server exports one GPU, so no two vcuda devices share a server: no peer access. */
+EXPORT cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
+{
+    cudaError_t e;
+    if (!can) return record(cudaErrorInvalidValue);
+    if ((e = valid_device(device)) || (e = valid_device(peer))) return e;
+    *can = 0;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags)
+{
+    cudaError_t e = valid_device(peer);
+    if (e) return e;
+    return flags ? record(cudaErrorInvalidValue) : record(cudaErrorPeerAccessUnsupported);
+}
+
+EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peer)
+{
+    cudaError_t e = valid_device(peer);
+    return e ? e : record(cudaErrorPeerAccessNotEnabled);
+}
+
+EXPORT cudaError_t cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr attr, int src, int dst)
+{
+    cudaError_t e;
+    (void)attr;
+    if (!value) return record(cudaErrorInvalidValue);
+    if ((e = valid_device(src)) || (e = valid_device(dst))) return e;
+    *value = 0;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaInitDevice(int device, unsigned device_flags, unsigned flags)
+{
+    (void)device_flags, (void)flags;
+    return valid_device(device);
+}
+
+EXPORT cudaError_t cudaSetValidDevices(int *devices, int n)
+{
+    cudaError_t e;
+    if (n < 0 || (n && !devices)) return record(cudaErrorInvalidValue);
+    for (int i = 0; i < n; ++i)
+        if ((e = valid_device(devices[i]))) return e;
+    return n ? cudaSetDevice(devices[0]) : cudaSuccess;
+}
+
+/* The device whose major.minor is closest to what is asked (the runtime's criterion). */
+EXPORT cudaError_t cudaChooseDevice(int *device, const struct cudaDeviceProp *want)
+{
+    cudaError_t e = ready();
+    if (!device || !want) return record(cudaErrorInvalidValue);
+    if (e) return record(e);
+    int best = 0, best_d = INT32_MAX;
+    for (int d = 0; d < vcuda_client_device_count(); ++d) {
+        int major = 0, minor = 0;
+        if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d)) ||
+            (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d)))
+            return e;
+        int dist = abs((major * 10 + minor) - (want->major * 10 + want->minor));
+        if (dist < best_d) best_d = dist, best = d;
+    }
+    *device = best;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGetByPCIBusId(int *device, const char *bus_id)
+{
+    char id[32];
+    cudaError_t e = ready();
+    if (!device || !bus_id) return record(cudaErrorInvalidValue);
+    if (e) return record(e);
+    for (int d = 0; d < vcuda_client_device_count(); ++d) {
+        if ((e = cudaDeviceGetPCIBusId(id, sizeof id, d))) return e;
+        if (!strcasecmp(id, bus_id) || !strcasecmp(id + 4, bus_id)) return *device = d, cudaSuccess;
+    }
+    return record(cudaErrorInvalidDevice);
+}
+
+EXPORT cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDMAWritesTarget t,
+                                                      enum cudaFlushGPUDirectRDMAWritesScope scope)
+{
+    (void)t, (void)scope;
+    return cudaSuccess; /* no third-party device writes into a vcuda client's GPU memory */
+}
+
+/* Persisting L2 lines are a cache hint (see cudaStreamSetAttribute): nothing to reset. */
+EXPORT cudaError_t cudaCtxResetPersistingL2Cache(void) { return cudaSuccess; }
+
+EXPORT cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+EXPORT cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
+
+/* ---- kernels: attributes, occupancy (computed on the server), launches ------------ */
+
+static cudaError_t kernel_call(const void *func, unsigned op, uint64_t *v, unsigned nv, vcuda_msg *r, const char *api)
+{
+    kernel *k = find_kernel(func);
+    cudaError_t e;
+    if (!k) return record(cudaErrorInvalidDeviceFunction);
+    if ((e = resolve(k, &v[0]))) return e;
+    return call(op, v, nv, r, api);
+}
+
+EXPORT cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *func)
+{
+    vcuda_msg r;
+    uint64_t v[1];
+    if (!a) return record(cudaErrorInvalidValue);
+    cudaError_t e = kernel_call(func, VCUDA_OP_FUNC_ATTRIBUTES, v, 1, &r, "cudaFuncGetAttributes");
+    if (e) return e;
+    memset(a, 0, sizeof *a);
+    int x[16];
+    for (int i = 0; i < 16; ++i) x[i] = (int)(int64_t)r.v[i];
+    a->maxThreadsPerBlock = x[0], a->sharedSizeBytes = (size_t)x[1], a->constSizeBytes = (size_t)x[2];
+    a->localSizeBytes = (size_t)x[3], a->numRegs = x[4], a->ptxVersion = x[5], a->binaryVersion = x[6];
+    a->cacheModeCA = x[7], a->maxDynamicSharedSizeBytes = x[8], a->preferredShmemCarveout = x[9];
+    a->clusterDimMustBeSet = x[10], a->requiredClusterWidth = x[11], a->requiredClusterHeight = x[12];
+    a->requiredClusterDepth = x[13], a->nonPortableClusterSizeAllowed = x[14];
+    a->clusterSchedulingPolicyPreference = x[15];
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    vcuda_msg r;
+    uint64_t v[] = {0, (uint64_t)(int64_t)(int)attr, (uint64_t)(int64_t)value};
+    return kernel_call(func, VCUDA_OP_FUNC_SET_ATTRIBUTE, v, 3, &r, "cudaFuncSetAttribute");
+}
+
+EXPORT cudaError_t cudaFuncGetName(const char **name, const void *func)
+{
+    kernel *k = find_kernel(func);
+    if (!name) return record(cudaErrorInvalidValue);
+    if (!k) return record(cudaErrorInvalidDeviceFunction);
+    *name = k->name;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetKernel(cudaKernel_t *out, const void *func) { return __cudaGetKernel(out, func); }
+
+EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, const void *func, int block,
+                                                                          size_t smem, unsigned flags)
+{
+    vcuda_msg r;
+    if (!n || block <= 0) return record(cudaErrorInvalidValue);
+    uint64_t v[] = {0, (uint64_t)block, smem, flags};
+    cudaError_t e = kernel_call(func, VCUDA_OP_OCCUPANCY_BLOCKS, v, 4, &r, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (!e) *n = (int)(int64_t)r.v[0];
+    return e;
+}
+
+EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *func, int block, size_t smem)
+{
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, func, block, smem, cudaOccupancyDefault);
+}
+
+EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, const void *func, int blocks, int block)
+{
+    vcuda_msg r;
+    if (!bytes || blocks <= 0 || block <= 0) return record(cudaErrorInvalidValue);
+    uint64_t v[] = {0, (uint64_t)blocks, (uint64_t)block};
+    cudaError_t e = kernel_call(func, VCUDA_OP_OCCUPANCY_DYNAMIC_SMEM, v, 3, &r, "cudaOccupancyAvailableDynamicSMemPerBlock");
+    if (!e) *bytes = r.v[0];
+    return e;
+}
+
+/* Cooperative launches are answered at once: a grid too large to be co-resident fails
+ * the launch itself (cudaErrorCooperativeLaunchTooLarge), as with the real runtime. */
+static cudaError_t launch_cooperative(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream)
+{
+    if (!k) return record(cudaErrorInvalidDeviceFunction);
+    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH_COOPERATIVE);
+}
+
+EXPORT cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
+                                               cudaStream_t stream)
+{
+    return launch_cooperative(find_kernel(func), grid, block, args, shmem, stream);
+}
+
+/* cudaLaunchKernelEx (a template in cuda_runtime.h) lands here.  Attributes that only
+ * tune scheduling are accepted; cooperative is honoured; the rest are refused. */
+EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+    int cooperative = 0;
+    if (!config) return record(cudaErrorInvalidValue);
+    for (unsigned i = 0; i < config->numAttrs; ++i) {
+        const cudaLaunchAttribute *a = &config->attrs[i];
+        switch (a->id) {
+        case cudaLaunchAttributeIgnore: case cudaLaunchAttributePriority: break;
+        case cudaLaunchAttributeCooperative: cooperative = a->val.cooperative != 0; break;
+        default: return unsupported("cudaLaunchKernelEx", "a launch attribute other than cooperative or priority");
+        }
+    }
+    kernel *k = find_kernel(func);
+    return cooperative ? launch_cooperative(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream)
+                       : launch(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream);
+}
+
+/* ---- symbols ------------------------------------------------------------------------ */
+
+/* The device address and size of a __device__/__constant__ variable on the current
+ * device, from its module on the server. */
+static cudaError_t symbol(const void *host_var, uint64_t *dptr, uint64_t *size)
+{
+    device_var *v = NULL;
+    cudaError_t e = ready();
+    int d = current_device;
+    if (e) return record(e);
+    pthread_mutex_lock(&reg_mu);
+    for (size_t i = 0; i < nvars && !v; ++i)
+        if (vars[i]->host_var == host_var) v = vars[i];
+    if (!v) {
+        pthread_mutex_unlock(&reg_mu);
+        return record(cudaErrorInvalidSymbol);
+    }
+    if (!v->dptr[d]) {
+        vcuda_msg r;
+        if (!(e = module_lookup(v->fb, d, VCUDA_OP_MODULE_GLOBAL, v->name, &r))) v->dptr[d] = r.v[0], v->size[d] = r.v[1];
+    }
+    *dptr = v->dptr[d], *size = v->size[d];
+    pthread_mutex_unlock(&reg_mu);
+    return e;
+}
+
+EXPORT cudaError_t cudaGetSymbolAddress(void **p, const void *sym)
+{
+    uint64_t a, n;
+    if (!p) return record(cudaErrorInvalidValue);
+    cudaError_t e = symbol(sym, &a, &n);
+    if (!e) *p = (void *)(uintptr_t)a;
+    return e;
+}
+
+EXPORT cudaError_t cudaGetSymbolSize(size_t *size, const void *sym)
+{
+    uint64_t a, n;
+    if (!size) return record(cudaErrorInvalidValue);
+    cudaError_t e = symbol(sym, &a, &n);
+    if (!e) *size = n;
+    return e;
+}
+
+static cudaError_t symbol_copy(const void *sym, size_t count, size_t offset, enum cudaMemcpyKind kind, int to,
+                               void *host, cudaStream_t stream, const char *api)
+{
+    uint64_t a, n;
+    cudaError_t e = symbol(sym, &a, &n);
+    if (e) return e;
+    if (offset > n || count > n - offset) return record(cudaErrorInvalidValue);
+    void *dev = (void *)(uintptr_t)(a + offset);
+    if (kind == cudaMemcpyDefault) kind = is_device_pointer(host) ? cudaMemcpyDeviceToDevice
+                                                                  : to ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    if (to && kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice) return record(cudaErrorInvalidMemcpyDirection);
+    if (!to && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice) return record(cudaErrorInvalidMemcpyDirection);
+    return to ? memcpy_remote(dev, host, count, kind, stream, api) : memcpy_remote(host, dev, count, kind, stream, api);
+}
+
+EXPORT cudaError_t cudaMemcpyToSymbol(const void *sym, const void *src, size_t count, size_t offset, enum cudaMemcpyKind kind)
+{
+    return symbol_copy(sym, count, offset, kind, 1, (void *)src, NULL, "cudaMemcpyToSymbol");
+}
+EXPORT cudaError_t cudaMemcpyFromSymbol(void *dst, const void *sym, size_t count, size_t offset, enum cudaMemcpyKind kind)
+{
+    return symbol_copy(sym, count, offset, kind, 0, dst, NULL, "cudaMemcpyFromSymbol");
+}
+EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void *sym, const void *src, size_t count, size_t offset,
+                                           enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    return symbol_copy(sym, count, offset, kind, 1, (void *)src, s, "cudaMemcpyToSymbolAsync");
+}
+EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *sym, size_t count, size_t offset,
+                                             enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    return symbol_copy(sym, count, offset, kind, 0, dst, s, "cudaMemcpyFromSymbolAsync");
+}
+
+/* ---- pitched, 2-D and 3-D memory ---------------------------------------------------- */
+
+/* The pitch is the driver's own (cuMemAllocPitch on the server). */
+EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height)
+{
+    vcuda_msg r;
+    if (!p || !pitch) return record(cudaErrorInvalidValue);
+    if (!width || !height) return *p = NULL, *pitch = 0, cudaSuccess;
+    uint64_t v[] = {width, height};
+    cudaError_t e = call(VCUDA_OP_MALLOC_PITCH, v, 2, &r, "cudaMallocPitch");
+    if (e || (e = remember(r.v[0], r.v[1] * height))) return e;
+    *p = (void *)(uintptr_t)r.v[0], *pitch = r.v[1];
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pp, struct cudaExtent ext)
+{
+    void *p = NULL;
+    size_t pitch = 0;
+    if (!pp) return record(cudaErrorInvalidValue);
+    if (ext.height && ext.depth > SIZE_MAX / ext.height) return record(cudaErrorInvalidValue);
+    cudaError_t e = cudaMallocPitch(&p, &pitch, ext.width, ext.height * ext.depth);
+    if (!e) *pp = (struct cudaPitchedPtr){p, pitch, ext.width, ext.height};
+    return e;
+}
+
+/* Rows one by one, unless both sides are contiguous (one copy) or the source is on the
+ * device (one copy of the whole span, then the rows taken out here). */
+static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                           enum cudaMemcpyKind kind, cudaStream_t stream, const char *api)
+{
+    cudaError_t e = cudaSuccess;
+    if (!width || !height) return cudaSuccess;
+    if (width > dpitch || width > spitch) return record(cudaErrorInvalidPitchValue);
+    if (kind == cudaMemcpyDefault)
+        kind = is_device_pointer(dst) ? (is_device_pointer(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                      : (is_device_pointer(src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    if (dpitch == width && spitch == width) return memcpy_remote(dst, src, width * height, kind, stream, api);
+    if (kind == cudaMemcpyDeviceToHost) {
+        size_t span = (height - 1) * spitch + width;
+        uint8_t *tmp = malloc(span);
+        if (!tmp) return record(cudaErrorMemoryAllocation);
+        if (!(e = memcpy_remote(tmp, src, span, kind, stream, api)))
+            for (size_t y = 0; y < height; ++y) memcpy((uint8_t *)dst + y * dpitch, tmp + y * spitch, width);
+        free(tmp);
+        return e;
+    }
+    for (size_t y = 0; y < height && !e; ++y)
+        e = memcpy_remote((uint8_t *)dst + y * dpitch, (const uint8_t *)src + y * spitch, width, kind, stream, api);
+    return e;
+}
+
+EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                                enum cudaMemcpyKind kind)
+{
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, NULL, "cudaMemcpy2D");
+}
+
+EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                     size_t height, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, s, "cudaMemcpy2DAsync");
+}
+
+static cudaError_t set_2d(void *p, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream)
+{
+    vcuda_msg r;
+    uint64_t sh;
+    cudaError_t e = ready();
+    if (e) return record(e);
+    if (capture_set(stream, p, pitch, value, width, height, &e)) return e;
+    if ((e = stream_handle(stream, &sh))) return record(e);
+    if (!width || !height) return cudaSuccess;
+    if (width > pitch) return record(cudaErrorInvalidPitchValue);
+    uint64_t v[] = {(uint64_t)(uintptr_t)p, pitch, (uint64_t)(int64_t)value, width, height, sh};
+    return call(VCUDA_OP_MEMSET_2D, v, 6, &r, "cudaMemset2D");
+}
+
+EXPORT cudaError_t cudaMemset2D(void *p, size_t pitch, int value, size_t width, size_t height)
+{
+    return set_2d(p, pitch, value, width, height, NULL);
+}
+EXPORT cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width, size_t height, cudaStream_t s)
+{
+    return set_2d(p, pitch, value, width, height, s);
+}
+
+/* A 3-D set is one 2-D set where the slices are contiguous, else one per slice. */
+static cudaError_t set_3d(struct cudaPitchedPtr pp, int value, struct cudaExtent ext, cudaStream_t s)
+{
+    cudaError_t e = cudaSuccess;
+    if (!ext.depth) return cudaSuccess;
+    if (ext.height == pp.ysize || ext.depth == 1)
+        return set_2d(pp.ptr, pp.pitch, value, ext.width, ext.height + (ext.depth - 1) * pp.ysize, s) ;
+    for (size_t z = 0; z < ext.depth && !e; ++z)
+        e = set_2d((uint8_t *)pp.ptr + z * pp.pitch * pp.ysize, pp.pitch, value, ext.width, ext.height, s);
+    return e;
+}
+EXPORT cudaError_t cudaMemset3D(struct cudaPitchedPtr pp, int value, struct cudaExtent ext) { return set_3d(pp, value, ext, NULL); }
+EXPORT cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr pp, int value, struct cudaExtent ext, cudaStream_t s)
+{
+    return set_3d(pp, value, ext, s);
+}
+
+/* Linear memory only (CUDA arrays are not remoted): one 2-D copy per slice. */
+static cudaError_t copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, const char *api)
+{
+    cudaError_t e = cudaSuccess;
+    if (!p) return record(cudaErrorInvalidValue);
+    if (p->srcArray || p->dstArray) return unsupported(api, "CUDA arrays are not remoted");
+    const struct cudaPitchedPtr *sp = &p->srcPtr, *dp = &p->dstPtr;
+    for (size_t z = 0; z < p->extent.depth && !e; ++z) {
+        const uint8_t *src = (const uint8_t *)sp->ptr + ((p->srcPos.z + z) * sp->ysize + p->srcPos.y) * sp->pitch + p->srcPos.x;
+        uint8_t *dst = (uint8_t *)dp->ptr + ((p->dstPos.z + z) * dp->ysize + p->dstPos.y) * dp->pitch + p->dstPos.x;
+        e = copy_2d(dst, dp->pitch, src, sp->pitch, p->extent.width, p->extent.height, p->kind, s, api);
+    }
+    return e;
+}
+EXPORT cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return copy_3d(p, NULL, "cudaMemcpy3D"); }
+EXPORT cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t s) { return copy_3d(p, s, "cudaMemcpy3DAsync"); }
+
+/* Between two servers through this host, in chunks. */
+static cudaError_t copy_peer(void *dst, int dst_dev, const void *src, int src_dev, size_t n, cudaStream_t s)
+{
+    cudaError_t e;
+    if ((e = valid_device(dst_dev)) || (e = valid_device(src_dev))) return e;
+    if (!n) return cudaSuccess;
+    size_t chunk = n < ((size_t)64 << 20) ? n : ((size_t)64 << 20);
+    uint8_t *tmp = malloc(chunk);
+    if (!tmp) return record(cudaErrorMemoryAllocation);
+    int saved = current_device;
+    for (size_t off = 0; off < n && !e; off += chunk) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        current_device = src_dev;
+        e = memcpy_remote(tmp, (const uint8_t *)src + off, k, cudaMemcpyDeviceToHost, src_dev == saved ? s : NULL, "cudaMemcpyPeer");
+        current_device = dst_dev;
+        if (!e) e = memcpy_remote((uint8_t *)dst + off, tmp, k, cudaMemcpyHostToDevice, dst_dev == saved ? s : NULL, "cudaMemcpyPeer");
+    }
+    current_device = saved;
+    free(tmp);
+    return e;
+}
+EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, size_t n) { return copy_peer(dst, dd, src, sd, n, NULL); }
+EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t s)
+{
+    return copy_peer(dst, dd, src, sd, n, s);
+}
+
+/* ---- stream-ordered allocation ------------------------------------------------------ */
+
+/* Allocated at once (earlier than the stream would, which no program can tell) and freed
+ * once the stream has reached the free.  Pools are kept here: their attributes are the
+ * program's settings and this process's usage. */
+typedef struct {
+    uint32_t magic;
+    int device;
+    int reuse[3];
+    uint64_t release_threshold, used, used_high;
+} mem_pool;
+#define POOL_MAGIC 0x504f4f4cu
+static mem_pool default_pools[VCUDA_MAX_DEVICES];
+static mem_pool *current_pools[VCUDA_MAX_DEVICES];
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static mem_pool *default_pool(int d)
+{
+    pthread_mutex_lock(&pool_mu);
+    if (!default_pools[d].magic) default_pools[d] = (mem_pool){POOL_MAGIC, d, {1, 1, 1}, 0, 0, 0};
+    if (!current_pools[d]) current_pools[d] = &default_pools[d];
+    mem_pool *p = current_pools[d];
+    pthread_mutex_unlock(&pool_mu);
+    return p;
+}
+
+typedef struct {
+    uint64_t base, size;
+    mem_pool *pool;
+} pool_block;
+static pool_block *blocks;
+static size_t nblocks, cap_blocks;
+
+static cudaError_t pool_alloc(void **p, size_t size, mem_pool *pool, cudaStream_t s)
+{
+    uint64_t sh;
+    cudaError_t e = ready();
+    if (e || (e = stream_handle(s, &sh))) return record(e);
+    if (!pool || pool->magic != POOL_MAGIC) return record(cudaErrorInvalidValue);
+    int saved = current_device;
+    current_device = pool->device;
+    e = cudaMalloc(p, size);
+    current_device = saved;
+    if (e || !size) return e;
+    pthread_mutex_lock(&pool_mu);
+    if (!grow(&blocks, &cap_blocks, nblocks, sizeof *blocks)) {
+        blocks[nblocks++] = (pool_block){(uint64_t)(uintptr_t)*p, size, pool};
+        pool->used += size;
+        if (pool->used > pool->used_high) pool->used_high = pool->used;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t s)
+{
+    cudaError_t e = ready();
+    if (e) return record(e);
+    return pool_alloc(p, size, default_pool(stream_device(s)), s);
+}
+
+EXPORT cudaError_t cudaMallocFromPoolAsync(void **p, size_t size, cudaMemPool_t pool, cudaStream_t s)
+{
+    return pool_alloc(p, size, (mem_pool *)pool, s);
+}
+
+EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
+{
+    cudaError_t e;
+    if (!p) return cudaSuccess;
+    if ((e = cudaStreamSynchronize(s))) return e;
+    pthread_mutex_lock(&pool_mu);
+    for (size_t i = 0; i < nblocks; ++i)
+        if (blocks[i].base == (uint64_t)(uintptr_t)p) {
+            blocks[i].pool->used -= blocks[i].size;
+            blocks[i] = blocks[--nblocks];
+            break;
+        }
+    pthread_mutex_unlock(&pool_mu);
+    return cudaFree(p);
+}
+
+EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
+{
+    cudaError_t e = valid_device(device);
+    if (!pool) return record(cudaErrorInvalidValue);
+    if (e) return e;
+    default_pool(device);
+    *pool = (cudaMemPool_t)&default_pools[device];
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *pool, int device)
+{
+    cudaError_t e = valid_device(device);
+    if (!pool) return record(cudaErrorInvalidValue);
+    if (e) return e;
+    *pool = (cudaMemPool_t)default_pool(device);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool)
+{
+    mem_pool *p = (mem_pool *)pool;
+    cudaError_t e = valid_device(device);
+    if (e) return e;
+    if (!p || p->magic != POOL_MAGIC || p->device != device) return record(cudaErrorInvalidValue);
+    default_pool(device);
+    pthread_mutex_lock(&pool_mu);
+    current_pools[device] = p;
+    pthread_mutex_unlock(&pool_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
+{
+    cudaError_t e;
+    if (!pool || !props) return record(cudaErrorInvalidValue);
+    if (props->allocType != cudaMemAllocationTypePinned || props->location.type != cudaMemLocationTypeDevice ||
+        props->handleTypes != cudaMemHandleTypeNone)
+        return unsupported("cudaMemPoolCreate", "only device pools without export handles are remoted");
+    if ((e = valid_device(props->location.id))) return e;
+    mem_pool *p = malloc(sizeof *p);
+    if (!p) return record(cudaErrorMemoryAllocation);
+    *p = (mem_pool){POOL_MAGIC, props->location.id, {1, 1, 1}, 0, 0, 0};
+    *pool = (cudaMemPool_t)p;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool)
+{
+    mem_pool *p = (mem_pool *)pool;
+    if (!p || p->magic != POOL_MAGIC || p == &default_pools[p->device]) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&pool_mu);
+    if (current_pools[p->device] == p) current_pools[p->device] = &default_pools[p->device];
+    pthread_mutex_unlock(&pool_mu);
+    p->magic = 0; /* its blocks stay valid until freed, as the runtime allows */
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep)
+{
+    (void)keep; /* freed blocks are returned to the server at once: nothing is held */
+    return pool && ((mem_pool *)pool)->magic == POOL_MAGIC ? cudaSuccess : record(cudaErrorInvalidValue);
+}
+
+/* Pool attributes: the reuse policies and threshold as the program set them, the
+ * usage this process's stream-ordered allocations make (nothing is held beyond what is
+ * in use: reserved == used; the high marks can only be reset, to the current use). */
+static cudaError_t pool_attribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value, int set)
+{
+    mem_pool *p = (mem_pool *)pool;
+    if (!p || p->magic != POOL_MAGIC || !value) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&pool_mu);
+    cudaError_t e = cudaSuccess;
+    int *flag = NULL;
+    uint64_t *u64 = NULL, readonly = 0;
+    switch (attr) {
+    case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
+    case cudaMemPoolReuseAllowInternalDependencies: flag = &p->reuse[attr - cudaMemPoolReuseFollowEventDependencies]; break;
+    case cudaMemPoolAttrReleaseThreshold: u64 = &p->release_threshold; break;
+    case cudaMemPoolAttrReservedMemCurrent: case cudaMemPoolAttrUsedMemCurrent:
+        if (set) e = cudaErrorInvalidValue;
+        else readonly = p->used, u64 = &readonly;
+        break;
+    case cudaMemPoolAttrReservedMemHigh: case cudaMemPoolAttrUsedMemHigh:
+        if (set && *(uint64_t *)value) e = cudaErrorInvalidValue;
+        else if (set) p->used_high = p->used;
+        else u64 = &p->used_high;
+        break;
+    default: e = cudaErrorInvalidValue;
+    }
+    if (flag) set ? (void)(*flag = *(int *)value) : (void)(*(int *)value = *flag);
+    if (u64 && u64 != &readonly) set ? (void)(*u64 = *(uint64_t *)value) : (void)(*(uint64_t *)value = *u64);
+    else if (u64) *(uint64_t *)value = readonly;
+    pthread_mutex_unlock(&pool_mu);
+    return e ? record(e) : cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    return pool_attribute(pool, attr, value, 1);
+}
+
+EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    return pool_attribute(pool, attr, value, 0);
+}
+
+/* ---- host memory and pointers ------------------------------------------------------- */
+
+/* Registering host memory pins it for DMA; a copy that crosses a socket needs no pin. */
+EXPORT cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags)
+{
+    if (!p || !n) return record(cudaErrorInvalidValue);
+    if (flags & (cudaHostRegisterMapped | cudaHostRegisterIoMemory | cudaHostRegisterReadOnly))
+        return unsupported("cudaHostRegister", "mapped (zero-copy) host memory needs memory coherent with the GPU");
+    return cudaSuccess;
+}
+EXPORT cudaError_t cudaHostUnregister(void *p) { return p ? cudaSuccess : record(cudaErrorInvalidValue); }
+
+EXPORT cudaError_t cudaHostGetDevicePointer(void **dp, void *hp, unsigned flags)
+{
+    (void)dp, (void)hp, (void)flags;
+    return unsupported("cudaHostGetDevicePointer", "zero-copy host memory needs memory coherent with the GPU");
+}
+
+EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *ptr)
+{
+    uint64_t p = (uint64_t)(uintptr_t)ptr;
+    if (!a) return record(cudaErrorInvalidValue);
+    memset(a, 0, sizeof *a);
+    a->type = cudaMemoryTypeUnregistered, a->device = -2;
+    pthread_mutex_lock(&alloc_mu);
+    for (size_t i = 0; i < nalloc; ++i)
+        if (p >= allocs[i].base && p - allocs[i].base < allocs[i].size) {
+            a->type = cudaMemoryTypeDevice, a->device = allocs[i].device, a->devicePointer = (void *)ptr;
+            break;
+        }
+    pthread_mutex_unlock(&alloc_mu);
+    return cudaSuccess;
+}
+
+EXPORT struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, enum cudaChannelFormatKind f)
+{
+    struct cudaChannelFormatDesc d = {x, y, z, w, f};
+    return d;
+}
+
+/* ---- stream attributes -------------------------------------------------------------- */
+
+/* Access-policy windows, synchronization policy and the like tune how the GPU caches and
+ * waits; they never change results.  Kept per stream here, reported back, not forwarded. */
+typedef struct {
+    cudaStream_t stream;
+    cudaStreamAttrID id;
+    cudaStreamAttrValue value;
+} stream_attr;
+static stream_attr *stream_attrs;
+static size_t nstream_attrs, cap_stream_attrs;
+static pthread_mutex_t attr_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static stream_attr *find_stream_attr(cudaStream_t s, cudaStreamAttrID id, int add)
+{
+    for (size_t i = 0; i < nstream_attrs; ++i)
+        if (stream_attrs[i].stream == s && stream_attrs[i].id == id) return &stream_attrs[i];
+    if (!add || grow(&stream_attrs, &cap_stream_attrs, nstream_attrs, sizeof *stream_attrs)) return NULL;
+    stream_attr *a = &stream_attrs[nstream_attrs++];
+    memset(a, 0, sizeof *a);
+    a->stream = s, a->id = id;
+    return a;
+}
+
+static void forget_stream_attrs(cudaStream_t s)
+{
+    pthread_mutex_lock(&attr_mu);
+    for (size_t i = 0; i < nstream_attrs;)
+        if (stream_attrs[i].stream == s) stream_attrs[i] = stream_attrs[--nstream_attrs];
+        else ++i;
+    pthread_mutex_unlock(&attr_mu);
+}
+
+EXPORT cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID id, const cudaStreamAttrValue *value)
+{
+    uint64_t sh;
+    cudaError_t e = ready();
+    if (e || (e = stream_handle(s, &sh))) return record(e);
+    if (!value) return record(cudaErrorInvalidValue);
+    if (id == cudaLaunchAttributePriority) return unsupported("cudaStreamSetAttribute", "a stream's priority is fixed when it is created");
+    pthread_mutex_lock(&attr_mu);
+    stream_attr *a = find_stream_attr(s, id, 1);
+    if (a) a->value = *value;
+    pthread_mutex_unlock(&attr_mu);
+    return a ? cudaSuccess : record(cudaErrorMemoryAllocation);
+}
+
+EXPORT cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID id, cudaStreamAttrValue *value)
+{
+    uint64_t sh;
+    cudaError_t e = ready();
+    if (e || (e = stream_handle(s, &sh))) return record(e);
+    if (!value) return record(cudaErrorInvalidValue);
+    memset(value, 0, sizeof *value);
+    if (id == cudaLaunchAttributePriority) return cudaStreamGetPriority(s, &value->priority);
+    pthread_mutex_lock(&attr_mu);
+    stream_attr *a = find_stream_attr(s, id, 0);
+    if (a) *value = a->value;
+    pthread_mutex_unlock(&attr_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
+{
+    cudaError_t e = cudaSuccess;
+    pthread_mutex_lock(&attr_mu);
+    for (size_t i = 0; i < nstream_attrs && !e; ++i)
+        if (stream_attrs[i].stream == src) {
+            stream_attr copy = stream_attrs[i], *a = find_stream_attr(dst, copy.id, 1);
+            if (a) a->value = copy.value;
+            else e = cudaErrorMemoryAllocation;
+        }
+    pthread_mutex_unlock(&attr_mu);
+    return e ? record(e) : cudaSuccess;
+}
+
+/* ---- graphs ------------------------------------------------------------------------- */
+
+/* A graph is kept here, as the list of its nodes and their dependencies, built by the
+ * cudaGraphAdd* calls or by stream capture (a capturing stream, and every stream that
+ * waits on an event recorded in it, appends what it is given instead of sending it).
+ * Instantiation fixes an order that respects every dependency; cudaGraphLaunch then
+ * issues the nodes in that order into the launch stream, each executed on the server
+ * as the call it was made from (kernels, copies, sets) or run here (host nodes).  Only
+ * the concurrency between independent branches is given up: results are the same. */
+typedef enum { NODE_EMPTY, NODE_KERNEL, NODE_COPY, NODE_COPY3D, NODE_SET, NODE_HOST } node_kind;
+
+typedef struct graph_node {
+    node_kind kind;
+    struct graph *owner;
+    size_t ndeps, index;
+    struct graph_node **deps;
+    /* kernel */
+    kernel *k;
+    dim3 grid, block;
+    size_t shmem;
+    uint8_t *args; /* the argument values, copied when the node was made */
+    /* copies and sets */
+    void *dst;
+    const void *src;
+    size_t n, pitch, width, height;
+    int value;
+    enum cudaMemcpyKind copy_kind;
+    struct cudaMemcpy3DParms p3;
+    /* host */
+    cudaHostFn_t fn;
+    void *data;
+} graph_node;
+
+typedef struct graph {
+    uint32_t magic;
+    graph_node **nodes;
+    size_t nnodes, cap;
+    graph_node *last;      /* capture: the node the next one depends on */
+    cudaStream_t origin;   /* capture: the stream that began it */
+    remote_object *joined[64]; /* capture: the other streams that joined it */
+    size_t njoined;
+} graph;
+#define GRAPH_MAGIC 0x47524150u
+#define EXEC_MAGIC 0x47455845u
+
+static pthread_mutex_t graph_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static graph *as_graph(const void *g, uint32_t magic)
+{
+    const graph *x = g;
+    return x && x->magic == magic ? (graph *)x : NULL;
+}
+
+static cudaError_t join_capture(graph *g, remote_object *so)
+{
+    pthread_mutex_lock(&graph_mu);
+    int full = g->njoined == sizeof g->joined / sizeof *g->joined;
+    if (!full) g->joined[g->njoined++] = so, so->capture = g;
+    pthread_mutex_unlock(&graph_mu);
+    return full ? unsupported("cudaStreamWaitEvent", "more than 64 streams joining one capture") : cudaSuccess;
+}
+
+static graph *capturing(cudaStream_t s)
+{
+    const remote_object *o = (const remote_object *)s;
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread || o->magic != STREAM_MAGIC) return NULL;
+    return o->capture;
+}
+
+/* A new node of g after deps (or, when capturing, after the last captured node). */
+static graph_node *add_node(graph *g, node_kind kind, graph_node *const *deps, size_t ndeps, int capture)
+{
+    graph_node *n = calloc(1, sizeof *n);
+    graph_node *const *d = capture ? (g->last ? &g->last : NULL) : deps;
+    size_t nd = capture ? (g->last != NULL) : ndeps;
+    if (!n || (nd && !(n->deps = malloc(nd * sizeof *n->deps)))) return free(n), NULL;
+    for (size_t i = 0; i < nd; ++i) {
+        if (!d[i] || d[i]->owner != g) return free(n->deps), free(n), NULL;
+        n->deps[i] = d[i];
+    }
+    n->ndeps = nd, n->kind = kind, n->owner = g;
+    if (grow(&g->nodes, &g->cap, g->nnodes, sizeof *g->nodes)) return free(n->deps), free(n), NULL;
+    n->index = g->nnodes;
+    g->nodes[g->nnodes++] = n;
+    if (capture) g->last = n;
+    return n;
+}
+
+static cudaError_t kernel_node(graph_node *n, kernel *k, dim3 grid, dim3 block, size_t shmem, void **args)
+{
+    uint64_t fn;
+    cudaError_t e;
+    if (!k) return record(cudaErrorInvalidDeviceFunction);
+    if ((e = resolve(k, &fn))) return e; /* the argument sizes */
+    size_t total = 0;
+    for (uint32_t i = 0; i < k->nparams; ++i) total += k->sizes[i];
+    if (!(n->args = malloc(total ? total : 1))) return record(cudaErrorMemoryAllocation);
+    for (uint32_t i = 0, at = 0; i < k->nparams; at += k->sizes[i++]) memcpy(n->args + at, args[i], k->sizes[i]);
+    n->k = k, n->grid = grid, n->block = block, n->shmem = shmem;
+    return cudaSuccess;
+}
+
+static int capture_kernel(cudaStream_t s, void *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaError_t *e)
+{
+    graph *g = capturing(s);
+    if (!g) return 0;
+    pthread_mutex_lock(&graph_mu);
+    graph_node *n = add_node(g, NODE_KERNEL, NULL, 0, 1);
+    *e = n ? kernel_node(n, k, grid, block, shmem, args) : record(cudaErrorMemoryAllocation);
+    if (n && *e) n->kind = NODE_EMPTY; /* keeps the order; the error is the capture's */
+    pthread_mutex_unlock(&graph_mu);
+    return 1;
+}
+
+static int capture_copy(cudaStream_t s, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaError_t *e)
+{
+    graph *g = capturing(s);
+    if (!g) return 0;
+    pthread_mutex_lock(&graph_mu);
+    graph_node *x = add_node(g, NODE_COPY, NULL, 0, 1);
+    if (x) x->dst = dst, x->src = src, x->n = n, x->copy_kind = kind;
+    *e = x ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    pthread_mutex_unlock(&graph_mu);
+    return 1;
+}
+
+static int capture_set(cudaStream_t s, void *p, size_t pitch, int value, size_t width, size_t height, cudaError_t *e)
+{
+    graph *g = capturing(s);
+    if (!g) return 0;
+    pthread_mutex_lock(&graph_mu);
+    graph_node *x = add_node(g, NODE_SET, NULL, 0, 1);
+    if (x) x->dst = p, x->pitch = pitch, x->value = value, x->width = width, x->height = height;
+    *e = x ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    pthread_mutex_unlock(&graph_mu);
+    return 1;
+}
+
+static int capture_host(cudaStream_t s, cudaHostFn_t fn, void *data, cudaError_t *e)
+{
+    graph *g = capturing(s);
+    if (!g) return 0;
+    pthread_mutex_lock(&graph_mu);
+    graph_node *x = add_node(g, NODE_HOST, NULL, 0, 1);
+    if (x) x->fn = fn, x->data = data;
+    *e = x ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    pthread_mutex_unlock(&graph_mu);
+    return 1;
+}
+
+EXPORT cudaError_t cudaGraphCreate(cudaGraph_t *out, unsigned flags)
+{
+    if (!out || flags) return record(cudaErrorInvalidValue);
+    graph *g = calloc(1, sizeof *g);
+    if (!g) return record(cudaErrorMemoryAllocation);
+    g->magic = GRAPH_MAGIC;
+    *out = (cudaGraph_t)g;
+    return cudaSuccess;
+}
+
+static void free_graph(graph *g)
+{
+    for (size_t i = 0; i < g->nnodes; ++i) free(g->nodes[i]->deps), free(g->nodes[i]->args), free(g->nodes[i]);
+    free(g->nodes);
+    g->magic = 0;
+    free(g);
+}
+
+/* cudaGraphDestroy and cudaGraphExecDestroy: a graph or an instantiated one. */
+static cudaError_t destroy_graph(void *p, uint32_t magic)
+{
+    graph *g = as_graph(p, magic);
+    if (!g) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    free_graph(g);
+    pthread_mutex_unlock(&graph_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t gr) { return destroy_graph(gr, GRAPH_MAGIC); }
+
+/* Node creation for the cudaGraphAdd* calls: checks, adds, fills (fill may fail). */
+#define ADD_NODE(kind_, fill)                                                                  \
+    do {                                                                                       \
+        graph *g = as_graph(gr, GRAPH_MAGIC);                                                  \
+        cudaError_t e_ = cudaSuccess;                                                          \
+        if (!out || !g || (ndeps && !deps)) return record(cudaErrorInvalidValue);              \
+        pthread_mutex_lock(&graph_mu);                                                         \
+        graph_node *n = add_node(g, kind_, (graph_node *const *)deps, ndeps, 0);               \
+        if (!n) e_ = cudaErrorInvalidValue;                                                    \
+        else {                                                                                 \
+            fill;                                                                              \
+            if (e_) --g->nnodes, free(n->deps), free(n);                                       \
+            else *out = (cudaGraphNode_t)n;                                                    \
+        }                                                                                      \
+        pthread_mutex_unlock(&graph_mu);                                                       \
+        return e_ ? record(e_) : cudaSuccess;                                                  \
+    } while (0)
+
+EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps)
+{
+    ADD_NODE(NODE_EMPTY, (void)0);
+}
+
+EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps,
+                                          const struct cudaKernelNodeParams *p)
+{
+    if (!p || p->extra) return p ? unsupported("cudaGraphAddKernelNode", "arguments through 'extra'") : record(cudaErrorInvalidValue);
+    ADD_NODE(NODE_KERNEL, e_ = kernel_node(n, find_kernel(p->func), p->gridDim, p->blockDim, p->sharedMemBytes, p->kernelParams));
+}
+
+EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps,
+                                          const struct cudaMemcpy3DParms *p)
+{
+    if (!p) return record(cudaErrorInvalidValue);
+    if (p->srcArray || p->dstArray) return unsupported("cudaGraphAddMemcpyNode", "CUDA arrays are not remoted");
+    ADD_NODE(NODE_COPY3D, n->p3 = *p);
+}
+
+EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps,
+                                            size_t ndeps, void *dst, const void *src, size_t count,
+                                            enum cudaMemcpyKind kind)
+{
+    ADD_NODE(NODE_COPY, (n->dst = dst, n->src = src, n->n = count, n->copy_kind = kind));
+}
+
+EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps,
+                                          const struct cudaMemsetParams *p)
+{
+    if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) return record(cudaErrorInvalidValue);
+    /* sets are bytewise here: a wider element must repeat one byte (0 and -1 do) */
+    unsigned v = p->value, b = v & 0xff;
+    if (p->elementSize > 1 && v != (b * (p->elementSize == 2 ? 0x0101u : 0x01010101u)))
+        return unsupported("cudaGraphAddMemsetNode", "a 2- or 4-byte pattern whose bytes differ");
+    ADD_NODE(NODE_SET, (n->dst = p->dst, n->pitch = p->pitch ? p->pitch : p->width * p->elementSize,
+                        n->value = (int)b, n->width = p->width * p->elementSize, n->height = p->height ? p->height : 1));
+}
+
+EXPORT cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps,
+                                        const struct cudaHostNodeParams *p)
+{
+    if (!p || !p->fn) return record(cudaErrorInvalidValue);
+    ADD_NODE(NODE_HOST, (n->fn = p->fn, n->data = p->userData));
+}
+
+EXPORT cudaError_t cudaGraphAddDependencies(cudaGraph_t gr, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
+                                            const cudaGraphEdgeData *edge, size_t count)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC);
+    cudaError_t e = cudaSuccess;
+    (void)edge; /* edge data (programmatic ports) only tunes overlap */
+    if (!g || (count && (!from || !to))) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    for (size_t i = 0; i < count && !e; ++i) {
+        graph_node *a = (graph_node *)from[i], *b = (graph_node *)to[i];
+        graph_node **q;
+        if (!a || !b || a->owner != g || b->owner != g) e = cudaErrorInvalidValue;
+        else if (!(q = realloc(b->deps, (b->ndeps + 1) * sizeof *q))) e = cudaErrorMemoryAllocation;
+        else b->deps = q, b->deps[b->ndeps++] = a;
+    }
+    pthread_mutex_unlock(&graph_mu);
+    return e ? record(e) : cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphGetNodes(cudaGraph_t gr, cudaGraphNode_t *nodes, size_t *count)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC);
+    if (!g || !count) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    if (nodes)
+        for (size_t i = 0; i < *count; ++i) nodes[i] = i < g->nnodes ? (cudaGraphNode_t)g->nodes[i] : NULL;
+    *count = g->nnodes;
+    pthread_mutex_unlock(&graph_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphGetRootNodes(cudaGraph_t gr, cudaGraphNode_t *nodes, size_t *count)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC);
+    size_t k = 0;
+    if (!g || !count) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    for (size_t i = 0; i < g->nnodes; ++i)
+        if (!g->nodes[i]->ndeps) {
+            if (nodes && k < *count) nodes[k] = (cudaGraphNode_t)g->nodes[i];
+            ++k;
+        }
+    if (nodes)
+        for (size_t i = k; i < *count; ++i) nodes[i] = NULL;
+    *count = k;
+    pthread_mutex_unlock(&graph_mu);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *type)
+{
+    static const enum cudaGraphNodeType types[] = {cudaGraphNodeTypeEmpty, cudaGraphNodeTypeKernel, cudaGraphNodeTypeMemcpy,
+                                                   cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeMemset, cudaGraphNodeTypeHost};
+    if (!node || !type) return record(cudaErrorInvalidValue);
+    *type = types[((graph_node *)node)->kind];
+    return cudaSuccess;
+}
+
+/* A copy of g whose nodes are in an order that respects every dependency (Kahn's,
+ * stable: among ready nodes, the one made first), under the given magic.  graph_mu held. */
+static cudaError_t copy_graph(const graph *g, uint32_t magic, int ordered, graph **out)
+{
+    size_t n = g->nnodes, done = 0;
+    graph *c = calloc(1, sizeof *c);
+    size_t *new_index = calloc(n ? n : 1, sizeof *new_index), *order = calloc(n ? n : 1, sizeof *order);
+    uint8_t *placed = calloc(n ? n : 1, 1);
+    cudaError_t e = cudaSuccess;
+    if (!c || !new_index || !order || !placed || (n && !(c->nodes = calloc(n, sizeof *c->nodes)))) e = cudaErrorMemoryAllocation;
+    while (!e && done < n) {
+        size_t pick = n;
+        for (size_t i = 0; i < n && pick == n; ++i) {
+            if (placed[i]) continue;
+            size_t waiting = 0;
+            for (size_t d = 0; d < g->nodes[i]->ndeps; ++d) waiting += !placed[g->nodes[i]->deps[d]->index];
+            if (!waiting || !ordered) pick = i;
+        }
+        if (pick == n) e = cudaErrorInvalidValue; /* a cycle */
+        else placed[pick] = 1, order[done++] = pick;
+    }
+    for (size_t i = 0; !e && i < n; ++i) { /* order[i]: the original index of the i-th node */
+        const graph_node *o = g->nodes[order[i]];
+        graph_node *x = calloc(1, sizeof *x);
+        if (!x) { e = cudaErrorMemoryAllocation; break; }
+        *x = *o;
+        x->owner = c, x->index = i, x->deps = NULL, x->args = NULL, c->nodes[c->nnodes++] = x;
+        new_index[order[i]] = i;
+        size_t total = 0;
+        if (o->kind == NODE_KERNEL)
+            for (uint32_t p = 0; p < o->k->nparams; ++p) total += o->k->sizes[p];
+        if ((o->ndeps && !(x->deps = malloc(o->ndeps * sizeof *x->deps))) ||
+            (o->kind == NODE_KERNEL && !(x->args = malloc(total ? total : 1))))
+            e = cudaErrorMemoryAllocation;
+        else if (o->kind == NODE_KERNEL) memcpy(x->args, o->args, total);
+    }
+    for (size_t i = 0; !e && i < c->nnodes; ++i) /* dependencies, in the copy's nodes */
+        for (size_t d = 0; d < c->nodes[i]->ndeps; ++d)
+            c->nodes[i]->deps[d] = c->nodes[new_index[g->nodes[order[i]]->deps[d]->index]];
+    free(new_index), free(order), free(placed);
+    if (e) {
+        if (c) free_graph(c);
+        return record(e);
+    }
+    c->magic = magic, c->cap = c->nnodes;
+    *out = c;
+    return cudaSuccess;
+}
+
+/* copy_graph under graph_mu: cudaGraphClone (a graph) and cudaGraphInstantiate (an
+ * executable one). */
+static cudaError_t copy_graph_locked(graph *g, uint32_t magic, int exec, graph **c)
+{
+    pthread_mutex_lock(&graph_mu);
+    cudaError_t e = copy_graph(g, magic, exec, c);
+    pthread_mutex_unlock(&graph_mu);
+    return e;
+}
+
+EXPORT cudaError_t cudaGraphClone(cudaGraph_t *out, cudaGraph_t gr)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC), *c = NULL;
+    if (!out || !g) return record(cudaErrorInvalidValue);
+    cudaError_t e = copy_graph_locked(g, GRAPH_MAGIC, 0, &c);
+    if (!e) *out = (cudaGraph_t)c;
+    return e;
+}
+
+EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t gr, unsigned long long flags)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC), *c = NULL;
+    if (!out || !g) return record(cudaErrorInvalidValue);
+    if (flags & ~(unsigned long long)(cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority))
+        return unsupported("cudaGraphInstantiate", "device launch and upload flags");
+    cudaError_t e = copy_graph_locked(g, EXEC_MAGIC, 1, &c);
+    if (!e) *out = (cudaGraphExec_t)c;
+    return e;
+}
+
+EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *out, cudaGraph_t gr, unsigned long long flags)
+{
+    return cudaGraphInstantiate(out, gr, flags);
+}
+
+EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ex) { return destroy_graph(ex, EXEC_MAGIC); }
+
+EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t ex, cudaStream_t s)
+{
+    (void)s; /* nothing to upload: nodes are sent when launched */
+    return as_graph(ex, EXEC_MAGIC) ? cudaSuccess : record(cudaErrorInvalidValue);
+}
+
+EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
+{
+    graph *g = as_graph(ex, EXEC_MAGIC);
+    cudaError_t e = cudaSuccess;
+    void *argv[VCUDA_MAX_PARAMS];
+    if (!g) return record(cudaErrorInvalidValue);
+    if (capturing(s)) return unsupported("cudaGraphLaunch", "a graph launched into a capturing stream (child graphs)");
+    for (size_t i = 0; i < g->nnodes && !e; ++i) {
+        graph_node *n = g->nodes[i];
+        switch (n->kind) {
+        case NODE_EMPTY: break;
+        case NODE_KERNEL:
+            for (uint32_t p = 0, at = 0; p < n->k->nparams; at += n->k->sizes[p++]) argv[p] = n->args + at;
+            e = launch(n->k, n->grid, n->block, argv, n->shmem, s);
+            break;
+        case NODE_COPY: e = memcpy_remote(n->dst, n->src, n->n, n->copy_kind, s, "cudaGraphLaunch"); break;
+        case NODE_COPY3D: e = copy_3d(&n->p3, s, "cudaGraphLaunch"); break;
+        case NODE_SET: e = set_2d(n->dst, n->pitch, n->value, n->width, n->height, s); break;
+        case NODE_HOST: e = cudaLaunchHostFunc(s, n->fn, n->data); break;
+        }
+    }
+    return e;
+}
+
+EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+    remote_object *o = (remote_object *)s;
+    cudaGraph_t gr;
+    (void)mode; /* the modes police other threads' unsafe calls; nothing here is unsafe */
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return record(cudaErrorStreamCaptureUnsupported);
+    if (o->magic != STREAM_MAGIC) return record(cudaErrorInvalidResourceHandle);
+    if (o->capture) return record(cudaErrorIllegalState);
+    cudaError_t e = cudaGraphCreate(&gr, 0);
+    if (e) return e;
+    o->capture = (graph *)gr;
+    o->capture->origin = s;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *out)
+{
+    remote_object *o = (remote_object *)s;
+    graph *g = capturing(s);
+    if (!out) return record(cudaErrorInvalidValue);
+    if (!g) return record(cudaErrorIllegalState);
+    if (g->origin != s) return record(cudaErrorStreamCaptureUnmatched);
+    o->capture = NULL;
+    /* the streams that joined leave with it */
+    pthread_mutex_lock(&graph_mu);
+    for (size_t i = 0; i < g->njoined; ++i)
+        if (g->joined[i]->magic == STREAM_MAGIC && g->joined[i]->capture == g) g->joined[i]->capture = NULL;
+    g->last = NULL, g->origin = NULL, g->njoined = 0;
+    pthread_mutex_unlock(&graph_mu);
+    *out = (cudaGraph_t)g;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    static _Thread_local enum cudaStreamCaptureMode current = cudaStreamCaptureModeGlobal;
+    if (!mode) return record(cudaErrorInvalidValue);
+    enum cudaStreamCaptureMode m = *mode;
+    *mode = current, current = m;
+    return cudaSuccess;
 }

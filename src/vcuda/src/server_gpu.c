@@ -1,16 +1,20 @@
 /* vcuda server GPU side (see server_gpu.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "vcuda/server_gpu.h"
 
 #include "vcuda/image.h"
 #include "vcuda/sha256.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The few driver types used, declared here so the server needs no CUDA toolkit to
  * build (the driver ABI of these has been stable since CUDA 4). */
@@ -54,7 +58,24 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
     X(cuLaunchKernel, CUresult,                                                              \
       (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,     \
        CUstream, void **, void **))                                                          \
-    X(cuGetErrorString, CUresult, (CUresult, const char **))
+    X(cuGetErrorString, CUresult, (CUresult, const char **))                                 \
+    X(cuEventQuery, CUresult, (CUevent))                                                     \
+    X(cuStreamQuery, CUresult, (CUstream))                                                   \
+    X(cuStreamCreateWithPriority, CUresult, (CUstream *, unsigned, int))                     \
+    X(cuCtxGetStreamPriorityRange, CUresult, (int *, int *))                                 \
+    X(cuCtxSetLimit, CUresult, (int, size_t))                                                \
+    X(cuCtxGetLimit, CUresult, (size_t *, int))                                              \
+    X(cuFuncGetAttribute, CUresult, (int *, int, CUfunction))                                \
+    X(cuFuncSetAttribute, CUresult, (CUfunction, int, int))                                  \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, CUresult,                        \
+      (int *, CUfunction, int, size_t, unsigned))                                            \
+    X(cuOccupancyAvailableDynamicSMemPerBlock, CUresult, (size_t *, CUfunction, int, int))   \
+    X(cuModuleGetGlobal_v2, CUresult, (CUdeviceptr *, size_t *, CUmodule, const char *))     \
+    X(cuLaunchCooperativeKernel, CUresult,                                                   \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,     \
+       CUstream, void **))                                                                   \
+    X(cuMemAllocPitch_v2, CUresult, (CUdeviceptr *, size_t *, size_t, size_t, unsigned))     \
+    X(cuMemsetD2D8Async, CUresult, (CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream))
 
 /* What the multi-tenant design needs besides: stream-ordered copies on each client's
  * own streams, per-client module unloading, and a context per client (--isolation
@@ -105,6 +126,7 @@ typedef struct {
 typedef struct {
     CUdeviceptr base;
     uint64_t size;
+    CUmodule owner; /* a looked-up __device__ variable: the module it goes with (else NULL) */
 } allocation;
 
 typedef struct {
@@ -130,6 +152,11 @@ typedef struct {
     uint32_t nmodules;
     CUcontext own;     /* --isolation context: the client's own context (else NULL) */
     CUdeviceptr touch; /* the keep-alive's 4 bytes in that context */
+    allocation *globals; /* __device__ variables the client looked up: copyable, not freeable */
+    uint32_t nglobal, cap_global;
+    /* device printf output attributed to this client (see "device printf"), out_mu held */
+    char *out, *sent;
+    size_t out_len, out_dropped;
 } client;
 
 /* A client's module: its own CUmodule, loaded from a cached image (so its __device__
@@ -164,6 +191,16 @@ struct vcuda_gpu {
     int attached;        /* clients on the context */
     volatile sig_atomic_t *stop;
     char name[256];
+    int limit_busy;             /* LIMIT_SET on the shared context: no client attaches meanwhile */
+    pthread_cond_t limit_done;
+    /* Device printf: the driver writes it to this process's stdout, which is a pipe
+     * drained (by the request that synchronized, or by out_thread when the pipe fills
+     * between requests) into its owner's buffer or to log_fd (see "device printf"). */
+    int out_fd, log_fd;
+    pthread_t out_thread;
+    pthread_mutex_t out_mu;  /* out_owner and every client's out* (after g->mu if both) */
+    client *out_owner;
+    int out_claimable; /* the one client left after others went may take the output */
 };
 
 
@@ -252,10 +289,10 @@ static void remove_handle(client *cl, handle *h) { *h = cl->handles[--cl->nhandl
 
 /* The allocation holding [p, p+n) entirely, or NULL: no copy, set or free ever touches
  * memory this client did not allocate. */
-static allocation *find_range(client *cl, uint64_t p, uint64_t n)
+static allocation *in_table(allocation *t, uint32_t n_entries, uint64_t p, uint64_t n)
 {
-    for (uint32_t i = 0; i < cl->nalloc; ++i) {
-        allocation *a = &cl->allocs[i];
+    for (uint32_t i = 0; i < n_entries; ++i) {
+        allocation *a = &t[i];
         if (p >= a->base && p - a->base <= a->size && n <= a->size - (p - a->base)) return a;
     }
     return NULL;
@@ -279,6 +316,12 @@ static void join_streams(client *cl, CUstream s)
         cu->cuEventRecord(cl->join, cl->def);
         cu->cuStreamWaitEvent(s, cl->join, 0);
     }
+}
+
+static allocation *find_range(client *cl, uint64_t p, uint64_t n)
+{
+    allocation *a = in_table(cl->allocs, cl->nalloc, p, n);
+    return a ? a : in_table(cl->globals, cl->nglobal, p, n);
 }
 
 /* Stream handle -> CUstream (0: the client's default stream), ordered as the legacy
@@ -442,10 +485,14 @@ static int launch(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
         from += fi->sizes[i];
         at += (fi->sizes[i] + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN;
     }
-    CUresult rc = g->cu.cuLaunchKernel(fi->f, (unsigned)q->v[1], (unsigned)q->v[2], (unsigned)q->v[3],
-                                       (unsigned)q->v[4], (unsigned)q->v[5], (unsigned)q->v[6],
-                                       (unsigned)q->v[7], s, fi->n ? params : NULL, NULL);
-    return rc ? reply_cu(g, cl, r, "LAUNCH", rc) : 0;
+    CUresult rc = q->hdr.opcode == VCUDA_OP_LAUNCH_COOPERATIVE
+        ? g->cu.cuLaunchCooperativeKernel(fi->f, (unsigned)q->v[1], (unsigned)q->v[2], (unsigned)q->v[3],
+                                          (unsigned)q->v[4], (unsigned)q->v[5], (unsigned)q->v[6],
+                                          (unsigned)q->v[7], s, fi->n ? params : NULL)
+        : g->cu.cuLaunchKernel(fi->f, (unsigned)q->v[1], (unsigned)q->v[2], (unsigned)q->v[3],
+                               (unsigned)q->v[4], (unsigned)q->v[5], (unsigned)q->v[6],
+                               (unsigned)q->v[7], s, fi->n ? params : NULL, NULL);
+    return rc ? reply_cu(g, cl, r, vcuda_opcode_name(q->hdr.opcode), rc) : 0;
 }
 
 static int function_get(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
@@ -551,6 +598,10 @@ static void module_unload(vcuda_gpu *g, client *cl, handle *h)
             free(cl->handles[i].obj);
             remove_handle(cl, &cl->handles[i]);
         }
+    /* and its __device__ variables: once unloaded, their addresses may be handed to
+     * another client's allocation */
+    for (uint32_t i = cl->nglobal; i-- > 0;)
+        if (cl->globals[i].owner == m->mod) cl->globals[i] = cl->globals[--cl->nglobal];
     g->cu.cuModuleUnload(m->mod);
     free(m);
     --cl->nmodules;
@@ -575,7 +626,22 @@ static int properties(vcuda_gpu *g, client *cl, vcuda_msg *r)
     return 0;
 }
 
-static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *r, char *why)
+static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r);
+static void drain_output(vcuda_gpu *g);
+
+/* Whether one more allocation of `bytes` would break this client's quotas (the error
+ * reply is then in r).  Makes room in the table otherwise. */
+static int alloc_refused(client *cl, vcuda_msg *r, const char *api, uint64_t bytes)
+{
+    if (grow((void **)&cl->allocs, &cl->cap_alloc, cl->nalloc + 1, sizeof(allocation), MAX_ALLOCS))
+        return reply_invalid(cl, r, 2, "%s: allocation limit reached", api), 1;
+    if (limits.max_client_mem && bytes > limits.max_client_mem - cl->mem_bytes)
+        return reply_invalid(cl, r, 2, "%s: %llu bytes would exceed this client's quota of %llu", api,
+                             (unsigned long long)bytes, (unsigned long long)limits.max_client_mem), 1;
+    return 0;
+}
+
+static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *r, char *why)
 {
     vcuda_gpu *g = ctx;
     client *cl = c->user;
@@ -636,20 +702,33 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     case VCUDA_OP_DEVICE_SYNCHRONIZE:
         return (rc = sync_client(g, cl)) ? reply_cu(g, cl, r, "DEVICE_SYNCHRONIZE", rc) : 0;
     case VCUDA_OP_DEVICE_RESET: {
-        /* this client's memory, streams, events and modules (the shared context stays) */
+        /* this client's memory, streams, events and modules (the shared context stays);
+         * its device printf output so far goes with it into the new session */
+        if ((rc = sync_client(g, cl))) return reply_cu(g, cl, r, "DEVICE_RESET", rc);
+        char *out = NULL;
+        size_t out_len = 0, out_dropped = 0;
+        if (g->out_fd >= 0) {
+            drain_output(g);
+            pthread_mutex_lock(&g->out_mu);
+            out = cl->out, out_len = cl->out_len, out_dropped = cl->out_dropped;
+            cl->out = NULL, cl->out_len = cl->out_dropped = 0;
+            pthread_mutex_unlock(&g->out_mu);
+        }
         release_client(g, c);
-        return attach_client(g, c, why) ? -1 : 0;
+        if (attach_client(g, c, why)) return free(out), -1;
+        cl = c->user;
+        pthread_mutex_lock(&g->out_mu);
+        if (!cl->out) cl->out = out, cl->out_len = out_len, cl->out_dropped = out_dropped;
+        else free(out); /* (a new session's output came first: no order to keep) */
+        pthread_mutex_unlock(&g->out_mu);
+        return 0;
     }
     case VCUDA_OP_MALLOC: {
         CUdeviceptr p;
         if (q->v[0] == 0) return reply_invalid(cl, r, 1, "MALLOC: size 0");
-        if (grow((void **)&cl->allocs, &cl->cap_alloc, cl->nalloc + 1, sizeof(allocation), MAX_ALLOCS))
-            return reply_invalid(cl, r, 2, "MALLOC: allocation limit reached");
-        if (limits.max_client_mem && q->v[0] > limits.max_client_mem - cl->mem_bytes)
-            return reply_invalid(cl, r, 2, "MALLOC: %llu bytes would exceed this client's quota of %llu",
-                                 (unsigned long long)q->v[0], (unsigned long long)limits.max_client_mem);
+        if (alloc_refused(cl, r, "MALLOC", q->v[0])) return 0;
         if ((rc = g->cu.cuMemAlloc_v2(&p, q->v[0]))) return reply_cu(g, cl, r, "MALLOC", rc);
-        cl->allocs[cl->nalloc++] = (allocation){p, q->v[0]};
+        cl->allocs[cl->nalloc++] = (allocation){p, q->v[0], NULL};
         cl->mem_bytes += q->v[0];
         r->v[0] = p, r->nv = 1;
         return 0;
@@ -747,8 +826,318 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
             snprintf(cl->launch_msg, sizeof cl->launch_msg, "an earlier kernel launch failed: %.280s", cl->msg);
         }
         return 0;
+    default: return more_requests(g, cl, q, r);
+    }
+}
+
+/* ---- device printf ---------------------------------------------------------------- *
+ * The driver writes device printf output to this process's stdout, from whichever
+ * thread synchronizes, for every context alike: the bytes do not say whose kernel
+ * printed them.  stdout is therefore a pipe (capture_output) whose bytes go to one
+ * owner, the server's only client, and are shipped to it with PRINTF_FETCH.  While two
+ * or more clients are attached there is no owner and the output goes to the server's
+ * own stdout (its log), for every client.  Each change of owner first drains what the
+ * pipe holds into the old owner's buffer (out_mu held), and a client that detaches has
+ * synchronized its work first, so no byte of one client's kernels is handed to another:
+ * a client attaching to an empty server owns the output at once; the one client left
+ * when the others have gone takes it at the start of its next request (a synchronize it
+ * had under way may have written a departed client's bytes, which go to the log).
+ * --isolation context does not change this: the contexts are separate, the stream the
+ * driver writes them to is not. */
+
+#define OUT_MAX (64u << 20) /* output kept for a client that does not synchronize */
+
+/* Moves what the pipe holds to its owner's buffer or to the log (out_mu held). */
+static void drain_locked(vcuda_gpu *g)
+{
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(g->out_fd, buf, sizeof buf)) > 0) {
+        client *o = g->out_owner;
+        if (!o) {
+            /* written without out_mu: a log nobody reads may block this write, and no
+             * client's request may wait for that (the bytes are nobody's anyway) */
+            pthread_mutex_unlock(&g->out_mu);
+            for (ssize_t at = 0, w; at < n; at += w > 0 ? w : n) w = write(g->log_fd, buf + at, (size_t)(n - at));
+            pthread_mutex_lock(&g->out_mu);
+            continue;
+        }
+        size_t keep = o->out_len + (size_t)n > OUT_MAX ? OUT_MAX - o->out_len : (size_t)n;
+        char *q = keep ? realloc(o->out, o->out_len + keep) : o->out;
+        if (!q) keep = 0;
+        else o->out = q;
+        if (keep) memcpy(o->out + o->out_len, buf, keep);
+        o->out_len += keep;
+        o->out_dropped += (size_t)n - keep;
+    }
+}
+
+/* The driver writes device printf output while a synchronizing call runs; fflush
+ * pushes what stdio holds, the drain takes it, so the reply to that call says so. */
+static void drain_output(vcuda_gpu *g)
+{
+    fflush(stdout);
+    pthread_mutex_lock(&g->out_mu);
+    drain_locked(g);
+    pthread_mutex_unlock(&g->out_mu);
+}
+
+/* A client attaches (delta 1) or detaches (-1): attached_now clients are left (g->mu
+ * held).  The pipe's bytes so far belong to the owner before the change. */
+static void output_owner_change(vcuda_gpu *g, client *cl, int delta, int attached_now)
+{
+    if (g->out_fd < 0) return;
+    fflush(stdout);
+    pthread_mutex_lock(&g->out_mu);
+    drain_locked(g);
+    if (delta > 0) g->out_owner = attached_now == 1 ? cl : NULL;
+    else g->out_owner = NULL;
+    __atomic_store_n(&g->out_claimable, delta < 0 && attached_now == 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&g->out_mu);
+}
+
+/* Between requests nobody drains: a kernel printing more than the pipe holds would
+ * block the driver, so this thread empties it whenever it has data. */
+static void *out_reader(void *arg)
+{
+    vcuda_gpu *g = arg;
+    struct pollfd p = {g->out_fd, POLLIN, 0};
+    while (!*g->stop) {
+        if (poll(&p, 1, 200) > 0) {
+            pthread_mutex_lock(&g->out_mu);
+            drain_locked(g);
+            pthread_mutex_unlock(&g->out_mu);
+            if (p.revents & (POLLHUP | POLLERR)) break;
+        }
+    }
+    return NULL;
+}
+
+static int printf_fetch(vcuda_gpu *g, client *cl, vcuda_msg *r)
+{
+    if (g->out_fd < 0) return r->blob = NULL, r->blob_len = 0, 0;
+    pthread_mutex_lock(&g->out_mu);
+    if (cl->out_dropped) {
+        char note[96];
+        int n = snprintf(note, sizeof note, "\n[vcuda-server: %zu bytes of device printf output dropped]\n",
+                         cl->out_dropped);
+        char *q = realloc(cl->out, cl->out_len + (size_t)n);
+        if (q) memcpy(q + cl->out_len, note, (size_t)n), cl->out = q, cl->out_len += (size_t)n, cl->out_dropped = 0;
+    }
+    size_t n = cl->out_len < g->chunk ? cl->out_len : g->chunk;
+    char *b = realloc(cl->sent, n ? n : 1); /* the reply's bytes, alive until the next fetch */
+    if (b) {
+        cl->sent = b;
+        if (n) memcpy(cl->sent, cl->out, n), memmove(cl->out, cl->out + n, cl->out_len - n);
+        cl->out_len -= n;
+    }
+    pthread_mutex_unlock(&g->out_mu);
+    if (!b) return reply_invalid(cl, r, 2, "PRINTF_FETCH: server out of memory");
+    r->blob = (const uint8_t *)cl->sent, r->blob_len = (uint32_t)n;
+    return 0;
+}
+
+static int synchronizes(unsigned op)
+{
+    return op == VCUDA_OP_DEVICE_SYNCHRONIZE || op == VCUDA_OP_STREAM_SYNCHRONIZE || op == VCUDA_OP_EVENT_SYNCHRONIZE ||
+           op == VCUDA_OP_MEMCPY_D2H || op == VCUDA_OP_EVENT_QUERY || op == VCUDA_OP_STREAM_QUERY ||
+           op == VCUDA_OP_DEVICE_RESET;
+}
+
+/* The one client left after the others went takes the output, between two of its
+ * requests: no synchronize of its own is under way, every departed client synchronized
+ * and drained before it went, so what the pipe holds is nobody's (to the log). */
+static void claim_output(vcuda_gpu *g, client *cl)
+{
+    pthread_mutex_lock(&g->mu);
+    fflush(stdout);
+    pthread_mutex_lock(&g->out_mu);
+    if (g->out_claimable && g->attached == 1 && !g->out_owner) {
+        drain_locked(g);
+        g->out_owner = cl;
+    }
+    __atomic_store_n(&g->out_claimable, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&g->out_mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *r, char *why)
+{
+    vcuda_gpu *g = ctx;
+    /* (read unlocked: a stale value only claims one request later; claim_output re-checks) */
+    if (g->out_fd >= 0 && c->user && __atomic_load_n(&g->out_claimable, __ATOMIC_RELAXED)) claim_output(g, c->user);
+    int rc = handle_core(ctx, c, q, r, why);
+    client *cl = c->user; /* DEVICE_RESET replaced it */
+    if (g->out_fd >= 0 && cl) {
+        if (synchronizes(q->hdr.opcode)) drain_output(g);
+        pthread_mutex_lock(&g->out_mu);
+        if (cl->out_len || cl->out_dropped) r->hdr.flags |= VCUDA_FLAG_OUTPUT;
+        pthread_mutex_unlock(&g->out_mu);
+    }
+    return rc;
+}
+
+/* LIMIT_SET: limits are the context's.  On the client's own context (--isolation
+ * context) it sets what it likes; on the shared one only while it is the only client,
+ * with no other client attaching meanwhile (the limit then stays for later clients of
+ * the context, as the runtime's does for later kernels).  The heap and printf FIFO
+ * are device memory: they count against the client's memory quota. */
+static int limit_set(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
+{
+    enum { LIMIT_PRINTF_FIFO = 1, LIMIT_HEAP = 2 };
+    if ((q->v[0] == LIMIT_PRINTF_FIFO || q->v[0] == LIMIT_HEAP) && limits.max_client_mem &&
+        q->v[1] > limits.max_client_mem - cl->mem_bytes)
+        return reply_invalid(cl, r, 2, "LIMIT_SET: %llu bytes would exceed this client's quota of %llu",
+                             (unsigned long long)q->v[1], (unsigned long long)limits.max_client_mem);
+    if (q->v[0] > 0x7fffffff) return reply_invalid(cl, r, 1, "LIMIT_SET: no limit %llu", (unsigned long long)q->v[0]);
+    int shared = !cl->own;
+    if (shared) {
+        pthread_mutex_lock(&g->mu);
+        int alone = g->attached == 1 && !g->limit_busy;
+        if (alone) g->limit_busy = 1;
+        pthread_mutex_unlock(&g->mu);
+        if (!alone)
+            return reply_invalid(cl, r, 801, "LIMIT_SET: the GPU context is shared with other clients of this "
+                                 "server; limits can be set with --isolation context or on a server of one's own");
+    }
+    CUresult rc = g->cu.cuCtxSetLimit((int)q->v[0], q->v[1]);
+    if (shared) {
+        pthread_mutex_lock(&g->mu);
+        g->limit_busy = 0;
+        pthread_cond_broadcast(&g->limit_done);
+        pthread_mutex_unlock(&g->mu);
+    }
+    return rc ? reply_cu(g, cl, r, "LIMIT_SET", rc) : 0;
+}
+
+/* ---- the calls added for whole programs (wire codes 33..) ------------------------- */
+
+static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
+{
+    const char *op = vcuda_opcode_name(q->hdr.opcode);
+    CUresult rc = 0;
+    CUstream s;
+    handle *h, *e;
+    switch (q->hdr.opcode) {
+    case VCUDA_OP_EVENT_QUERY:
+        if (!(h = find_handle(cl, q->v[0], H_EVENT))) return reply_invalid(cl, r, 400, "EVENT_QUERY: unknown event");
+        return (rc = g->cu.cuEventQuery(h->obj)) ? reply_cu(g, cl, r, op, rc) : 0;
+    case VCUDA_OP_STREAM_QUERY:
+        if (stream_of(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_QUERY: unknown stream");
+        return (rc = g->cu.cuStreamQuery(s)) ? reply_cu(g, cl, r, op, rc) : 0;
+    case VCUDA_OP_STREAM_WAIT_EVENT:
+        if (stream_of(cl, q->v[0], &s) || !(e = find_handle(cl, q->v[1], H_EVENT)))
+            return reply_invalid(cl, r, 400, "STREAM_WAIT_EVENT: unknown stream or event");
+        if (q->v[2] & ~(uint64_t)1) return reply_invalid(cl, r, 1, "STREAM_WAIT_EVENT: flags 0x%llx", (unsigned long long)q->v[2]);
+        return (rc = g->cu.cuStreamWaitEvent(s, e->obj, 0)) ? reply_cu(g, cl, r, op, rc) : 0;
+    case VCUDA_OP_STREAM_CREATE_PRIORITY: {
+        CUstream o;
+        if (q->v[0] & ~(uint64_t)1) return reply_invalid(cl, r, 1, "STREAM_CREATE_PRIORITY: flags 0x%llx", (unsigned long long)q->v[0]);
+        /* non-blocking on the device, as every client stream (see STREAM_CREATE) */
+        if ((rc = g->cu.cuStreamCreateWithPriority(&o, 1, (int)(int64_t)q->v[1]))) return reply_cu(g, cl, r, op, rc);
+        uint64_t id = add_handle(cl, H_STREAM, o);
+        if (!id) return g->cu.cuStreamDestroy_v2(o), reply_invalid(cl, r, 2, "handle limit reached");
+        cl->handles[cl->nhandle - 1].flags = (unsigned)q->v[0];
+        r->v[0] = id, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_STREAM_PRIORITY_RANGE: {
+        int least = 0, greatest = 0;
+        if ((rc = g->cu.cuCtxGetStreamPriorityRange(&least, &greatest))) return reply_cu(g, cl, r, op, rc);
+        r->v[0] = (uint64_t)(int64_t)least, r->v[1] = (uint64_t)(int64_t)greatest, r->nv = 2;
+        return 0;
+    }
+    case VCUDA_OP_LIMIT_SET: return limit_set(g, cl, q, r);
+    case VCUDA_OP_LIMIT_GET: {
+        size_t v = 0;
+        if ((rc = g->cu.cuCtxGetLimit(&v, (int)q->v[0]))) return reply_cu(g, cl, r, op, rc);
+        r->v[0] = v, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_FUNC_ATTRIBUTES:
+        if (!(h = find_handle(cl, q->v[0], H_FUNCTION))) return reply_invalid(cl, r, 98, "FUNC_ATTRIBUTES: unknown function");
+        for (int a = 0; a < 16; ++a) {
+            int v = 0;
+            /* attributes a driver does not know (cluster ones on old GPUs) read as 0 */
+            if ((rc = g->cu.cuFuncGetAttribute(&v, a, ((function_info *)h->obj)->f)) && rc != CU_INVALID_VALUE)
+                return reply_cu(g, cl, r, op, rc);
+            r->v[r->nv++] = (uint64_t)(int64_t)(rc ? 0 : v);
+        }
+        return 0;
+    case VCUDA_OP_FUNC_SET_ATTRIBUTE:
+        if (!(h = find_handle(cl, q->v[0], H_FUNCTION))) return reply_invalid(cl, r, 98, "FUNC_SET_ATTRIBUTE: unknown function");
+        return (rc = g->cu.cuFuncSetAttribute(((function_info *)h->obj)->f, (int)(int64_t)q->v[1], (int)(int64_t)q->v[2]))
+                   ? reply_cu(g, cl, r, op, rc) : 0;
+    case VCUDA_OP_OCCUPANCY_BLOCKS: {
+        int n = 0;
+        if (!(h = find_handle(cl, q->v[0], H_FUNCTION))) return reply_invalid(cl, r, 98, "OCCUPANCY_BLOCKS: unknown function");
+        if ((rc = g->cu.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, ((function_info *)h->obj)->f, (int)q->v[1],
+                                                                            q->v[2], (unsigned)q->v[3])))
+            return reply_cu(g, cl, r, op, rc);
+        r->v[0] = (uint64_t)(int64_t)n, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_OCCUPANCY_DYNAMIC_SMEM: {
+        size_t n = 0;
+        if (!(h = find_handle(cl, q->v[0], H_FUNCTION))) return reply_invalid(cl, r, 98, "OCCUPANCY_DYNAMIC_SMEM: unknown function");
+        if ((rc = g->cu.cuOccupancyAvailableDynamicSMemPerBlock(&n, ((function_info *)h->obj)->f, (int)q->v[1], (int)q->v[2])))
+            return reply_cu(g, cl, r, op, rc);
+        r->v[0] = n, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_MODULE_GLOBAL: {
+        char name[VCUDA_MAX_STRING + 1];
+        CUdeviceptr p;
+        size_t size;
+        if (!(h = find_handle(cl, q->v[0], H_MODULE))) return reply_invalid(cl, r, 400, "MODULE_GLOBAL: unknown module");
+        memcpy(name, q->str, q->str_len), name[q->str_len] = 0;
+        if ((rc = g->cu.cuModuleGetGlobal_v2(&p, &size, ((cached_module *)h->obj)->mod, name)))
+            return reply_cu(g, cl, r, op, rc);
+        /* the variable is in the client's own module (per-client load): copies may
+         * address it until that module is unloaded (module_unload forgets it) */
+        if (!in_table(cl->globals, cl->nglobal, p, size)) {
+            if (grow((void **)&cl->globals, &cl->cap_global, cl->nglobal + 1, sizeof(allocation), MAX_HANDLES))
+                return reply_invalid(cl, r, 2, "MODULE_GLOBAL: limit reached");
+            cl->globals[cl->nglobal++] = (allocation){p, size, ((cached_module *)h->obj)->mod};
+        }
+        r->v[0] = p, r->v[1] = size, r->nv = 2;
+        return 0;
+    }
+    case VCUDA_OP_LAUNCH_COOPERATIVE: return launch(g, cl, q, r);
+    case VCUDA_OP_MALLOC_PITCH: {
+        CUdeviceptr p;
+        size_t pitch;
+        uint64_t w = q->v[0], ht = q->v[1];
+        if (!w || !ht) return reply_invalid(cl, r, 1, "MALLOC_PITCH: empty extent");
+        if (ht > VCUDA_MAX_SIZE / w) return reply_invalid(cl, r, 2, "MALLOC_PITCH: %llu x %llu bytes is too large",
+                                                          (unsigned long long)w, (unsigned long long)ht);
+        /* the quota is checked on the rows' bytes first and on the pitched size after */
+        if (alloc_refused(cl, r, op, w * ht)) return 0;
+        /* element size 16: the runtime's own choice for cudaMallocPitch */
+        if ((rc = g->cu.cuMemAllocPitch_v2(&p, &pitch, w, ht, 16))) return reply_cu(g, cl, r, op, rc);
+        if (pitch < w || ht > VCUDA_MAX_SIZE / pitch || alloc_refused(cl, r, op, (uint64_t)pitch * ht)) {
+            g->cu.cuMemFree_v2(p);
+            if (!(r->hdr.flags & VCUDA_FLAG_ERROR)) reply_invalid(cl, r, 2, "MALLOC_PITCH: the driver's pitch %zu is unusable", pitch);
+            return 0;
+        }
+        cl->allocs[cl->nalloc++] = (allocation){p, (uint64_t)pitch * ht, NULL};
+        cl->mem_bytes += (uint64_t)pitch * ht;
+        r->v[0] = p, r->v[1] = pitch, r->nv = 2;
+        return 0;
+    }
+    case VCUDA_OP_MEMSET_2D: {
+        uint64_t dst = q->v[0], pitch = q->v[1], w = q->v[3], ht = q->v[4];
+        if (stream_of(cl, q->v[5], &s)) return reply_invalid(cl, r, 400, "MEMSET_2D: unknown stream");
+        if (!w || !ht) return 0;
+        if (w > pitch || (ht - 1) > (VCUDA_MAX_SIZE / pitch) || !find_range(cl, dst, (ht - 1) * pitch + w))
+            return reply_invalid(cl, r, 1, "MEMSET_2D: the rows are not inside an allocation of this client");
+        /* stream-ordered on the client's own stream, as MEMSET */
+        if ((rc = g->cu.cuMemsetD2D8Async(dst, pitch, (unsigned char)q->v[2], w, ht, s))) return reply_cu(g, cl, r, op, rc);
+        return 0;
+    }
+    case VCUDA_OP_PRINTF_FETCH: return printf_fetch(g, cl, r);
     default:
-        return reply_invalid(cl, r, 801, "%s is not served by vcuda-server", vcuda_opcode_name(q->hdr.opcode));
+        return reply_invalid(cl, r, 801, "%s is not served by vcuda-server", op);
     }
 }
 
@@ -787,10 +1176,14 @@ static void release_client(void *ctx, vcuda_conn *c)
     if (cl->own) g->cu.cuCtxDestroy_v2(cl->own);
     free(cl->allocs);
     free(cl->handles);
-    free(cl);
-    c->user = NULL;
+    free(cl->globals);
     pthread_mutex_lock(&g->mu);
     --g->attached;
+    output_owner_change(g, cl, -1, g->attached); /* its last output (synchronized above) is its own */
+    free(cl->out);
+    free(cl->sent);
+    free(cl);
+    c->user = NULL;
     if (g->dead && !*g->stop) {
         /* the failing client has had its reply: end every session and let vcuda-server's
          * supervisor start a fresh process on the same socket */
@@ -811,6 +1204,7 @@ static int attach_client(void *ctx, vcuda_conn *c, char *why)
     CUresult rc;
     if (!cl) return vcuda_fail(why, -1, "no memory for client state");
     pthread_mutex_lock(&g->mu);
+    while (g->limit_busy) pthread_cond_wait(&g->limit_done, &g->mu); /* see limit_set */
     if (g->dead) {
         pthread_mutex_unlock(&g->mu);
         free(cl);
@@ -818,6 +1212,7 @@ static int attach_client(void *ctx, vcuda_conn *c, char *why)
     }
     cl->generation = g->generation;
     ++g->attached;
+    output_owner_change(g, cl, 1, g->attached);
     CUcontext cx = g->ctx;
     pthread_mutex_unlock(&g->mu);
     c->user = cl;
@@ -876,13 +1271,48 @@ struct vcuda_handler vcuda_gpu_handler(vcuda_gpu *g)
 
 void vcuda_gpu_set_limits(const vcuda_gpu_limits *l) { limits = *l; }
 
+/* stdout becomes the printf pipe (the server logs on stderr).  Without it, device
+ * printf output stays in the server's stdout, as before, and the server says so. */
+static void capture_output(vcuda_gpu *g)
+{
+    int fds[2];
+    fflush(stdout);
+    /* where output nobody can be told apart goes: the server's stdout as it was */
+    if ((g->log_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)) < 0) {
+        fprintf(stderr, "vcuda-server: device printf stays on the server's stdout (dup: %s)\n", strerror(errno));
+        return;
+    }
+    if (pipe(fds)) {
+        fprintf(stderr, "vcuda-server: device printf stays on the server's stdout (pipe: %s)\n", strerror(errno));
+        return;
+    }
+#ifdef F_SETPIPE_SZ
+    fcntl(fds[1], F_SETPIPE_SZ, 1 << 20); /* fewer wake-ups; the size is only a hint */
+#endif
+    fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    if (dup2(fds[1], STDOUT_FILENO) < 0) {
+        fprintf(stderr, "vcuda-server: device printf stays on the server's stdout (dup2: %s)\n", strerror(errno));
+        close(fds[0]), close(fds[1]);
+        return;
+    }
+    close(fds[1]);
+    g->out_fd = fds[0];
+    if (pthread_create(&g->out_thread, NULL, out_reader, g)) {
+        fprintf(stderr, "vcuda-server: device printf stays on the server's stdout (no reader thread)\n");
+        dup2(g->log_fd, STDOUT_FILENO); /* as without capture */
+        close(g->out_fd);
+        g->out_fd = -1;
+    }
+}
+
 vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop, char *why)
 {
     vcuda_gpu *g = calloc(1, sizeof *g);
     CUresult rc;
     int n = 0;
     if (!g) return vcuda_fail(why, 0, "out of memory"), NULL;
-    g->ordinal = ordinal, g->chunk = chunk, g->stop = stop;
+    g->ordinal = ordinal, g->chunk = chunk, g->stop = stop, g->out_fd = -1, g->log_fd = -1;
     if (!(g->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL))) {
         vcuda_fail(why, 0, "no CUDA driver (libcuda.so.1: %s)", dlerror());
         free(g);
@@ -919,7 +1349,10 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
         goto fail;
     }
     pthread_mutex_init(&g->mu, NULL);
+    pthread_mutex_init(&g->out_mu, NULL);
+    pthread_cond_init(&g->limit_done, NULL);
     the_gpu = g;
+    capture_output(g);
     return g;
 fail:
     dlclose(g->lib);
@@ -930,6 +1363,14 @@ fail:
 void vcuda_gpu_close(vcuda_gpu *g)
 {
     if (!g) return;
+    if (g->out_fd >= 0) {
+        *g->stop = 1;
+        pthread_join(g->out_thread, NULL);
+        close(g->out_fd);
+        fflush(stdout);
+        dup2(g->log_fd, STDOUT_FILENO);
+    }
+    if (g->log_fd >= 0) close(g->log_fd);
     g->cu.cuCtxSynchronize();
     g->cu.cuMemFree_v2(g->touch);
     g->cu.cuDevicePrimaryCtxRelease_v2(g->dev);

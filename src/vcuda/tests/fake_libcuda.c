@@ -11,6 +11,11 @@
  *     process returns that code, in any context (as the real driver does);
  *   - `counter(int *out)` increments a counter that belongs to the loaded module (a
  *     __device__ variable) and stores it to *out: per-module state is visible;
+ *   - it also printf()s "counter N" from the device: the line waits in the context's
+ *     printf buffer until the next synchronize, which writes it to stdout, as the real
+ *     driver does; its __device__ variable is named "counter_state";
+ *   - pitched allocations, 2-D sets, stream and event queries, stream priorities and
+ *     context limits are modelled plainly (pitch: the width rounded up to 512 bytes);
  *   - cuModuleLoadData reads the ELF it is given trusting every offset, with no length,
  *     as the real driver does: an image the server failed to validate can crash it.
  * Every other driver function the server resolves exists as a weak stub returning
@@ -75,6 +80,20 @@ static CUresult alive(void)
     return d;
 }
 
+/* The context's device printf buffer (one context's worth: enough for the tests). */
+static char printf_buf[4096];
+static size_t printf_len;
+static size_t limits[8];
+
+/* A synchronize writes what kernels printed to stdout, from the calling thread. */
+static void flush_printf(void)
+{
+    pthread_mutex_lock(&mu);
+    if (printf_len) fwrite(printf_buf, 1, printf_len, stdout), fflush(stdout);
+    printf_len = 0;
+    pthread_mutex_unlock(&mu);
+}
+
 /* Waits for a stream's queued work; the context may die meanwhile. */
 static CUresult drain(void *s)
 {
@@ -82,6 +101,7 @@ static CUresult drain(void *s)
     int64_t end = S(s)->end_ns;
     pthread_mutex_unlock(&mu);
     sleep_until(end);
+    flush_printf();
     return alive();
 }
 
@@ -152,7 +172,7 @@ EXPORT CUresult cuEventRecord(void *e, void *s)
     pthread_mutex_unlock(&mu);
     return alive();
 }
-EXPORT CUresult cuEventSynchronize(void *e) { sleep_until(((event *)e)->at_ns); return alive(); }
+EXPORT CUresult cuEventSynchronize(void *e) { sleep_until(((event *)e)->at_ns); flush_printf(); return alive(); }
 EXPORT CUresult cuEventElapsedTime(float *ms, void *a, void *b)
 {
     *ms = (float)(((event *)b)->at_ns - ((event *)a)->at_ns) / 1e6f;
@@ -200,6 +220,56 @@ EXPORT CUresult cuModuleLoadData(void **mod, const void *image)
     return 0;
 }
 EXPORT CUresult cuModuleUnload(void *m) { free(m); return 0; }
+EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *size, void *mod, const char *name)
+{
+    if (strcmp(name, "counter_state")) return 500;
+    *p = (CUdeviceptr)(uintptr_t)&((module *)mod)->counter, *size = sizeof(int);
+    return alive();
+}
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned elem)
+{
+    (void)elem;
+    *pitch = (w + 511) / 512 * 512;
+    return cuMemAlloc_v2(p, *pitch * h);
+}
+EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h, void *st)
+{
+    CUresult r = drain(st);
+    for (size_t y = 0; !r && y < h; ++y) memset((char *)DEV(d) + y * pitch, v, w);
+    return r;
+}
+/* not ready (600) while the stream's queued work or the event's point is in the future */
+EXPORT CUresult cuStreamQuery(void *s)
+{
+    pthread_mutex_lock(&mu);
+    int64_t end = S(s)->end_ns;
+    pthread_mutex_unlock(&mu);
+    return now_ns() < end ? 600 : alive();
+}
+EXPORT CUresult cuEventQuery(void *e)
+{
+    pthread_mutex_lock(&mu);
+    int64_t at = ((event *)e)->at_ns;
+    pthread_mutex_unlock(&mu);
+    return now_ns() < at ? 600 : alive();
+}
+EXPORT CUresult cuStreamCreateWithPriority(void **s, unsigned f, int prio) { (void)prio; return cuStreamCreate(s, f); }
+EXPORT CUresult cuCtxSetLimit(int which, size_t v)
+{
+    if (which < 0 || which >= 8) return 1;
+    pthread_mutex_lock(&mu);
+    limits[which] = v;
+    pthread_mutex_unlock(&mu);
+    return alive();
+}
+EXPORT CUresult cuCtxGetLimit(size_t *v, int which)
+{
+    if (which < 0 || which >= 8) return 1;
+    pthread_mutex_lock(&mu);
+    *v = limits[which];
+    pthread_mutex_unlock(&mu);
+    return alive();
+}
 EXPORT CUresult cuModuleGetFunction(void **f, void *mod, const char *name)
 {
     module *m = mod;
@@ -232,7 +302,11 @@ EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     if (*end < t) *end = t;
     if (fn->kind == 1) *end += (int64_t)*(const uint32_t *)params[0] * 1000000;
     if (fn->kind == 2) dead = (int)*(const uint32_t *)params[0]; /* reported from now on */
-    if (fn->kind == 3) *(int *)DEV(*(const CUdeviceptr *)params[0]) = ++fn->m->counter;
+    if (fn->kind == 3) {
+        *(int *)DEV(*(const CUdeviceptr *)params[0]) = ++fn->m->counter;
+        if (printf_len + 32 < sizeof printf_buf)
+            printf_len += (size_t)snprintf(printf_buf + printf_len, 32, "counter %d\n", fn->m->counter);
+    }
     pthread_mutex_unlock(&mu);
     return 0;
 }

@@ -10,8 +10,14 @@ unreachable  only a dead server: "no CUDA-capable device", fast
 wrong_token  the server refuses the proof of a wrong token: said so, no device
 remote_error a CPU-only test server answers every GPU request with "not implemented":
              the error comes back through the CUDA API (the whole client path runs)
+exports      every symbol the real runtime (--real) defines, the stand-in defines too,
+             under the same version node; and src/cudart_exports.txt lists exactly the
+             real runtime's symbols when it is the runtime the stand-in was built for
+errors       cudaGetErrorName/String agree with the real runtime for codes 0..10000
+unsupported  a function vcuda does not remote returns cudaErrorNotSupported, becomes the
+             last error, and names itself on stderr once, however often it is called
 """
-import argparse, os, re, shutil, signal, socket, subprocess, sys, time
+import argparse, json, os, re, shutil, signal, socket, subprocess, sys, time
 
 TOKEN = "s3cret-test-token"  # test_net.c's
 
@@ -114,6 +120,102 @@ def case_remote_error(a):
                   "the server's error comes back through cudaGetDeviceProperties")
 
 
+def defined_symbols(path):
+    """{name: version} of what a shared object defines (nm -D --defined-only)."""
+    out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, check=True).stdout
+    syms = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1] in "TtWwi":
+            name, _, version = f[2].partition("@@")
+            syms[name] = version
+    return syms
+
+
+def real_runtime(a):
+    if not a.real or not os.path.exists(a.real):
+        print(f"skipped: no real CUDA runtime to compare with ({a.real or 'none given'})")
+        return None
+    if not shutil.which("nm"):
+        print("skipped: nm (binutils) not found")
+        return None
+    return a.real
+
+
+def case_exports(a):
+    real = real_runtime(a)
+    if not real:
+        return 77
+    node = "libcudart.so." + stand_in_major(a.lib)
+    want, have = defined_symbols(real), defined_symbols(os.path.join(a.lib, node))
+    missing = sorted(set(want) - set(have))
+    wrong_version = sorted(n for n in set(want) & set(have) if have[n] != node)
+    print(f"real runtime {real}: {len(want)} symbols; stand-in: {len(have)}")
+    fails = expect(not missing, f"no symbol missing ({len(missing)} missing: {missing[:20]})")
+    fails += expect(not wrong_version, f"all under version {node} (wrong: {wrong_version[:20]})")
+    lines = open(os.path.join(os.path.dirname(__file__), "..", "src", "cudart_exports.txt")).read().split("\n")
+    source, listed = lines[0].lstrip("# "), [l for l in lines[1:] if l]
+    if os.path.basename(os.path.realpath(real)) != source:
+        print(f"cudart_exports.txt is from {source}, the runtime here is {os.path.realpath(real)}: list not compared")
+    else:
+        fails += expect(sorted(want) == sorted(listed),
+                        f"cudart_exports.txt is the real runtime's list (extra {sorted(set(listed) - set(want))[:10]}, "
+                        f"absent {sorted(set(want) - set(listed))[:10]})")
+    return fails
+
+
+ERROR_DUMP = """
+import ctypes, json, sys
+rt = ctypes.CDLL(sys.argv[1])
+rt.cudaGetErrorName.restype = rt.cudaGetErrorString.restype = ctypes.c_char_p
+print(json.dumps([[c, rt.cudaGetErrorName(c).decode(), rt.cudaGetErrorString(c).decode()] for c in range(-2, 10002)]))
+"""
+
+
+def error_table(lib):
+    # one process per library: both define the same names
+    p = subprocess.run([sys.executable, "-c", ERROR_DUMP, lib], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(p.stdout)
+
+
+def case_errors(a):
+    real = real_runtime(a)
+    if not real:
+        return 77
+    want = error_table(real)
+    have = error_table(os.path.join(a.lib, "libcudart.so." + stand_in_major(a.lib)))
+    differ = [(w, h) for w, h in zip(want, have) if w != h]
+    named = sum(1 for w in want if w[1] != "unrecognized error code")
+    for w, h in differ[:10]:
+        print(f"code {w[0]}: real {w[1:]}, stand-in {h[1:]}")
+    return expect(len(want) == len(have) and not differ,
+                  f"names and texts of codes -2..10001 match the real runtime ({named} named, {len(differ)} differ)")
+
+
+UNSUPPORTED = """
+import ctypes, sys
+rt = ctypes.CDLL(sys.argv[1])
+codes = [rt.cudaMallocArray(None, None, 0, 0, 0) for _ in range(3)] + [rt.cudaGetLastError(), rt.cudaGetLastError()]
+codes += [rt.cudaMallocManaged(None, 1, 1) for _ in range(2)]
+print(codes)
+"""
+
+
+def case_unsupported(a):
+    lib = os.path.join(a.lib, "libcudart.so." + stand_in_major(a.lib))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VCUDA_")}
+    p = subprocess.run([sys.executable, "-c", UNSUPPORTED, lib], capture_output=True, text=True, timeout=60, env=env)
+    print(f"stdout: {p.stdout}stderr: {p.stderr}")
+    lines = p.stderr.splitlines()
+    fails = expect(p.stdout.strip() == "[801, 801, 801, 801, 0, 801, 801]",
+                   "cudaErrorNotSupported each time, kept as the last error until read")
+    fails += expect(lines.count("vcuda: cudaMallocArray is not supported remotely") == 1,
+                    "a generated stub names itself once")
+    fails += expect(sum(l.startswith("vcuda: cudaMallocManaged is not supported remotely: ") for l in lines) == 1,
+                    "a refusal with a reason names itself once")
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
@@ -121,6 +223,7 @@ def main():
     ap.add_argument("--sample", required=True)
     ap.add_argument("--net-test")
     ap.add_argument("--programs", nargs="*")
+    ap.add_argument("--real", help="the CUDA runtime the stand-in stands in for")
     a = ap.parse_args()
     return globals()["case_" + a.case](a)
 

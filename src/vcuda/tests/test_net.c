@@ -102,6 +102,34 @@ static int serve(int ucx)
     return vcuda_server_run(&cfg) ? 1 : 0;
 }
 
+/* A stand-in for vcuda-server where there is no GPU, for test_launch.py: the same
+ * command line (--device N --listen [ucx://]ADDR:PORT), the token from VCUDA_TOKEN or
+ * VCUDA_TOKEN_FILE, and the same "listening on" line on stderr. */
+static int fake_server(int argc, char **argv)
+{
+    const char *ep = NULL, *dev = "0";
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--listen")) ep = argv[i + 1];
+        else if (!strcmp(argv[i], "--device")) dev = argv[i + 1];
+    }
+    char addr[256];
+    uint16_t port;
+    int ucx;
+    uint8_t token[VCUDA_MAX_TOKEN];
+    size_t token_len = 0;
+    if (!ep || vcuda_parse_endpoint(ep, &ucx, addr, &port)) return fprintf(stderr, "fake server: --listen ADDR:PORT\n"), 2;
+    if (vcuda_token_load(token, &token_len, why) != VCUDA_OK) return fprintf(stderr, "fake server: token: %s\n", why), 2;
+    int lfd = vcuda_listen_ep(ucx, addr, port, &port, why);
+    if (lfd < 0) return fprintf(stderr, "fake server: %s\n", why), 1;
+    fprintf(stderr, "vcuda-server: device %s listening on %s%s:%u\n", dev, ucx ? "ucx://" : "", addr, (unsigned)port);
+    signal(SIGTERM, on_term);
+    struct vcuda_handler h = {NULL, t_handle, t_disconnect, NULL};
+    vcuda_server_config cfg = {.listen_fd = lfd, .token = token, .token_len = token_len, .device = atoi(dev),
+                               .frame_timeout_ms = 5000, .max_conns = 16,
+                               .handler = &h, .stop = &stop_flag, .log_prefix = "fake-server"};
+    return vcuda_server_run(&cfg) ? 1 : 0;
+}
+
 /* ---- client helpers -------------------------------------------------------------- */
 
 static int request(int fd, unsigned op, vcuda_msg *m)
@@ -403,6 +431,7 @@ int main(int argc, char **argv)
     const char *c = argv[1];
     if (!strcmp(c, "server_exe")) return argc > 2 ? server_exe(argv[2]) : 2;
     if (!strcmp(c, "serve")) return serve(argc > 2 && !strcmp(argv[2], "ucx"));
+    if (!strcmp(c, "fake_server")) return fake_server(argc, argv);
     if (!strcmp(c, "good_client")) good_client();
     else if (!strcmp(c, "wrong_token")) wrong_token();
     else if (!strcmp(c, "chunked_requests")) chunked_requests();

@@ -165,8 +165,10 @@ static void reject_header(void)
     frame[4] = 1; /* a peer from before the challenge-response handshake */
     expect(frame, n, VCUDA_E_BAD_VERSION);
     frame[4] = VCUDA_PROTO_VERSION;
-    uint16_t bad_ops[] = {0, 102, 1000, 0xFFFF}; /* 102: one past the last control opcode */
-    for (int i = 0; i < 4; ++i) {
+    /* 49: one past the last runtime opcode; 99: in the gap before the control opcodes;
+     * 102: one past the last control opcode */
+    uint16_t bad_ops[] = {0, 49, 99, 102, 1000, 0xFFFF};
+    for (size_t i = 0; i < sizeof bad_ops / sizeof bad_ops[0]; ++i) {
         frame[6] = (uint8_t)bad_ops[i], frame[7] = (uint8_t)(bad_ops[i] >> 8);
         expect(frame, n, VCUDA_E_BAD_OPCODE);
     }

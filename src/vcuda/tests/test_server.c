@@ -840,6 +840,122 @@ static void real_cubin(const char *path)
     CHECK(!strstr(log, "Segmentation"));
 }
 
+/* ---- the calls of the whole runtime surface, under the same rules ------------------ */
+
+static int rc_fetch(rc_t *c, char *out, size_t cap)
+{
+    vcuda_msg m = msg(VCUDA_OP_PRINTF_FETCH);
+    if (rc_call(c, &m, 0, 2000)) return -1;
+    size_t n = c->r.blob_len < cap - 1 ? c->r.blob_len : cap - 1;
+    memcpy(out, c->r.blob, n), out[n] = 0;
+    return (int)c->r.blob_len;
+}
+
+static uint64_t rc_global(rc_t *c, uint64_t mod, const char *name)
+{
+    vcuda_msg m = msg(VCUDA_OP_MODULE_GLOBAL);
+    m.v[0] = mod, m.nv = 1;
+    m.str = (const uint8_t *)name, m.str_len = (uint32_t)strlen(name);
+    return rc_call(c, &m, 0, 2000) == 0 ? c->r.v[0] : 0;
+}
+
+static void runtime_calls(void)
+{
+    server s;
+    start(&s, "--client-mem-mib 1");
+    rc_t a, b;
+    char text[256];
+    CHECK(rc_open(&a, s.port, 2000) == 0);
+    uint64_t mod = rc_module(&a, "rt", 0), fn = rc_function(&a, mod, "counter");
+    CHECK(mod && fn);
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 8, 0, 0, 2000) == 0);
+    uint64_t out = a.r.v[0];
+    /* device printf of the only client: shipped to it */
+    CHECK(rc_launch(&a, fn, &out, 8, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0 && (a.r.hdr.flags & VCUDA_FLAG_OUTPUT));
+    CHECK(rc_fetch(&a, text, sizeof text) > 0 && !strcmp(text, "counter 1\n"));
+    CHECK(rc_fetch(&a, text, sizeof text) == 0 && !(a.r.hdr.flags & VCUDA_FLAG_OUTPUT));
+    /* a __device__ variable of its own module: copyable by it */
+    uint64_t var = rc_global(&a, mod, "counter_state");
+    CHECK(var && a.r.v[1] == sizeof(int));
+    CHECK(rc_simple(&a, VCUDA_OP_MEMCPY_D2H, var, 4, 0, 2000) == 0 && a.r.blob_len == 4 && *(const int *)a.r.blob == 1);
+    CHECK(rc_simple(&a, VCUDA_OP_MEMCPY_D2H, var, 5, 0, 2000) == 1 && a.r.v[0] == 1); /* one byte past it */
+    /* pitched memory counts against the quota (1 MiB here) */
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC_PITCH, 1000, 2000, 0, 2000) == 1 && a.r.v[0] == 2);
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC_PITCH, 100, 1024, 0, 2000) == 0); /* pitch 512: 512 KiB */
+    uint64_t pm = a.r.v[0], pitch = a.r.v[1];
+    CHECK(pitch >= 100);
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC_PITCH, 100, 1024, 0, 2000) == 1 && a.r.v[0] == 2); /* 1 MiB + 8 */
+    CHECK(rc_simple(&a, VCUDA_OP_STREAM_CREATE_PRIORITY, 0, (uint64_t)-1, 0, 2000) == 0);
+    uint64_t st = a.r.v[0];
+    vcuda_msg m = msg(VCUDA_OP_MEMSET_2D);
+    m.v[0] = pm, m.v[1] = pitch, m.v[2] = 0x5a, m.v[3] = 100, m.v[4] = 1024, m.v[5] = st, m.nv = 6;
+    CHECK(rc_call(&a, &m, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_MEMCPY_D2H, pm + pitch * 1023 + 99, 1, st, 2000) == 0 && a.r.blob[0] == 0x5a);
+    m.v[4] = 1025; /* one row past the allocation */
+    CHECK(rc_call(&a, &m, 0, 2000) == 1 && a.r.v[0] == 1);
+    m.v[4] = 1, m.v[1] = 0; /* pitch 0 */
+    CHECK(rc_call(&a, &m, 0, 2000) == 1 && a.r.v[0] == 1);
+    /* queries: not ready (600) while the client's own work runs, without waiting for it */
+    uint64_t busy = rc_function(&a, mod, "busy");
+    uint32_t ms = 400;
+    CHECK(busy && rc_simple(&a, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0);
+    uint64_t ev = a.r.v[0];
+    CHECK(rc_launch(&a, busy, &ms, 4, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_EVENT_RECORD, ev, 0, 0, 2000) == 0);
+    int64_t t0 = now_ms();
+    CHECK(rc_simple(&a, VCUDA_OP_STREAM_QUERY, 0, 0, 0, 2000) == 1 && a.r.v[0] == 600);
+    CHECK(rc_simple(&a, VCUDA_OP_EVENT_QUERY, ev, 0, 0, 2000) == 1 && a.r.v[0] == 600);
+    CHECK(now_ms() - t0 < 300); /* (generous: the kernel runs 400 ms) */
+    CHECK(rc_simple(&a, VCUDA_OP_EVENT_SYNCHRONIZE, ev, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_EVENT_QUERY, ev, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_STREAM_QUERY, 0, 0, 0, 2000) == 0);
+    /* limits: set on the shared context while it is the only client */
+    CHECK(rc_simple(&a, VCUDA_OP_LIMIT_SET, 2, 4096, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_LIMIT_GET, 2, 0, 0, 2000) == 0 && a.r.v[0] == 4096);
+    CHECK(rc_simple(&a, VCUDA_OP_LIMIT_SET, 2, 2u << 20, 0, 2000) == 1 && a.r.v[0] == 2); /* over the quota */
+
+    /* a second client: its own module, none of the first's handles or variables */
+    CHECK(rc_open(&b, s.port, 2000) == 0);
+    uint64_t bmod = rc_module(&b, "rt", 1);
+    CHECK(bmod);
+    CHECK(rc_simple(&b, VCUDA_OP_MEMCPY_D2H, var, 4, 0, 2000) == 1 && b.r.v[0] == 1);
+    uint64_t bvar = rc_global(&b, bmod, "counter_state");
+    CHECK(bvar && bvar != var);
+    CHECK(rc_simple(&b, VCUDA_OP_MEMCPY_D2H, bvar, 4, 0, 2000) == 0 && *(const int *)b.r.blob == 0);
+    vcuda_msg g = msg(VCUDA_OP_MODULE_GLOBAL);
+    g.v[0] = 999, g.nv = 1, g.str = (const uint8_t *)"counter_state", g.str_len = 13;
+    CHECK(rc_call(&b, &g, 0, 2000) == 1 && b.r.v[0] == 400); /* (handles are per client) */
+    m.v[0] = pm, m.v[1] = pitch, m.v[4] = 1, m.v[5] = 0;
+    CHECK(rc_call(&b, &m, 0, 2000) == 1 && b.r.v[0] == 1); /* the first client's pitched memory */
+    CHECK(rc_simple(&b, VCUDA_OP_FUNC_ATTRIBUTES, fn, 0, 0, 2000) == 1 && b.r.v[0] == 98); /* no such of its own */
+    CHECK(rc_simple(&b, VCUDA_OP_EVENT_QUERY, 1, 0, 0, 2000) == 1 && b.r.v[0] == 400);
+    CHECK(rc_simple(&b, VCUDA_OP_STREAM_QUERY, st, 0, 0, 2000) == 1 && b.r.v[0] == 400);
+    /* limits of a shared context are nobody's own once two clients are on it */
+    CHECK(rc_simple(&a, VCUDA_OP_LIMIT_SET, 2, 8192, 0, 2000) == 1 && a.r.v[0] == 801);
+    /* device printf with two clients: nobody can tell whose, so nobody gets it */
+    CHECK(rc_launch(&a, fn, &out, 8, 0, 2000) == 0);
+    CHECK(rc_simple(&b, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0 && !(b.r.hdr.flags & VCUDA_FLAG_OUTPUT));
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0 && !(a.r.hdr.flags & VCUDA_FLAG_OUTPUT));
+    CHECK(rc_fetch(&a, text, sizeof text) == 0 && rc_fetch(&b, text, sizeof text) == 0);
+    rc_close(&b);
+    /* unloading a module forgets its variables: the address may be reused by others */
+    CHECK(rc_simple(&a, VCUDA_OP_MODULE_UNLOAD, mod, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_MEMCPY_D2H, var, 4, 0, 2000) == 1 && a.r.v[0] == 1);
+    rc_close(&a);
+    /* a new client on an empty server owns the output again */
+    CHECK(rc_open(&a, s.port, 2000) == 0);
+    mod = rc_module(&a, "rt", 1), fn = rc_function(&a, mod, "counter");
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 8, 0, 0, 2000) == 0);
+    out = a.r.v[0];
+    CHECK(fn && rc_launch(&a, fn, &out, 8, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_STREAM_SYNCHRONIZE, 0, 0, 0, 2000) == 0 && (a.r.hdr.flags & VCUDA_FLAG_OUTPUT));
+    CHECK(rc_fetch(&a, text, sizeof text) > 0 && !strcmp(text, "counter 1\n"));
+    rc_close(&a);
+    char *log = finish(&s);
+    CHECK(!strstr(log, "Segmentation"));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) return fprintf(stderr, "usage: %s CASE SERVER FAKE_LIB_DIR\n", argv[0]), 2;
@@ -880,6 +996,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "images")) images();
     else if (!strcmp(c, "quotas")) quotas();
     else if (!strcmp(c, "shrink")) shrink();
+    else if (!strcmp(c, "runtime_calls")) runtime_calls();
     else if (!strcmp(c, "real_cubin") && argc > 4) real_cubin(argv[4]);
     else return fprintf(stderr, "unknown case %s\n", c), 2;
     return failures ? 1 : 0;

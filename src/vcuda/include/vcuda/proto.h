@@ -80,8 +80,13 @@ enum {
     VCUDA_FLAG_ERROR = 1u << 1, /* reply carrying "e(cuda_error) s(message)" instead */
     VCUDA_FLAG_MORE = 1u << 2,  /* another chunk of the same copy follows */
     VCUDA_FLAG_NOREPLY = 1u << 3, /* asynchronous kernel launch: no reply (errors: see server_gpu.h) */
-    VCUDA_FLAG_KNOWN = 15u
+    VCUDA_FLAG_OUTPUT = 1u << 4,  /* reply: device printf output waits (PRINTF_FETCH) */
+    VCUDA_FLAG_KNOWN = 31u
 };
+
+#define VCUDA_LAUNCH_LAYOUT                                                                 \
+    "h(function) g(grid_x) g(grid_y) g(grid_z) g(block_x) g(block_y) g(block_z) "           \
+    "u(shared_mem) h(stream) p(params)"
 
 /* X(name, code, request layout, success reply layout).  Codes are wire values: never
  * renumber, only append. */
@@ -115,15 +120,31 @@ enum {
     X(MODULE_LOAD, 24, "H(sha256) b(image)", "h(module)")                                   \
     X(MODULE_UNLOAD, 25, "h(module)", "")                                                   \
     X(FUNCTION_GET, 26, "h(module) s(name)", "h(function) a(param_sizes)")                  \
-    X(LAUNCH, 27,                                                                           \
-      "h(function) g(grid_x) g(grid_y) g(grid_z) g(block_x) g(block_y) g(block_z) "         \
-      "u(shared_mem) h(stream) p(params)",                                                  \
-      "")                                                                                   \
+    X(LAUNCH, 27, VCUDA_LAUNCH_LAYOUT, "")                                                  \
     X(DEVICE_GET_ATTRIBUTE, 28, "i(attribute)", "i(value)")                                 \
     X(MEM_GET_INFO, 29, "", "z(free) z(total)")                                             \
     X(DRIVER_GET_VERSION, 30, "", "i(version)")                                             \
     X(SINK, 31, "b(data)", "") /* transport benchmark: bytes received and dropped */        \
     X(TOUCH, 32, "", "") /* keep-alive: a 4-byte D2H copy, P003's "dummy transfer" */   \
+    X(EVENT_QUERY, 33, "h(event)", "")  /* not ready: error 600 */                          \
+    X(STREAM_QUERY, 34, "h(stream)", "")                                                    \
+    X(STREAM_WAIT_EVENT, 35, "h(stream) h(event) u(flags)", "")                             \
+    X(STREAM_CREATE_PRIORITY, 36, "u(flags) i(priority)", "h(stream)")                      \
+    X(STREAM_PRIORITY_RANGE, 37, "", "i(least) i(greatest)")                                \
+    X(LIMIT_SET, 38, "u(limit) z(value)", "")                                               \
+    X(LIMIT_GET, 39, "u(limit)", "z(value)")                                                \
+    X(FUNC_ATTRIBUTES, 40, "h(function)", /* CUfunction_attribute 0..15, in order */        \
+      "i(max_threads) i(shared) i(const) i(local) i(regs) i(ptx) i(binary) i(cache_ca) "    \
+      "i(max_dynamic_shared) i(carveout) i(cluster_must_be_set) i(cluster_x) i(cluster_y) " \
+      "i(cluster_z) i(non_portable_cluster) i(cluster_policy)")                             \
+    X(FUNC_SET_ATTRIBUTE, 41, "h(function) i(attribute) i(value)", "")                      \
+    X(OCCUPANCY_BLOCKS, 42, "h(function) g(block_size) z(dynamic_smem) u(flags)", "i(blocks)") \
+    X(OCCUPANCY_DYNAMIC_SMEM, 43, "h(function) g(blocks) g(block_size)", "z(bytes)")        \
+    X(MODULE_GLOBAL, 44, "h(module) s(name)", "h(dptr) z(size)") /* __device__ variable */  \
+    X(LAUNCH_COOPERATIVE, 45, VCUDA_LAUNCH_LAYOUT, "")                                      \
+    X(MALLOC_PITCH, 46, "z(width) z(height)", "h(dptr) z(pitch)")                           \
+    X(MEMSET_2D, 47, "h(dst) z(pitch) i(value) z(width) z(height) h(stream)", "")           \
+    X(PRINTF_FETCH, 48, "", "b(text)") /* device printf output since the last fetch */      \
     /* 100..127: connection control (see "authentication" and "liveness" below) */         \
     X(AUTH, 100, "t(client_proof) u(heartbeat_ms)", "t(server_proof) d(server_device)")     \
     X(PROGRESS, 101, "", "u(elapsed_ms)") /* server -> client only: still working */

@@ -23,7 +23,11 @@
  * keeps a sticky error for the life of the process, in every context of it.
  * With isolation (--isolation context) each client gets a context of its own instead:
  * its memory and modules are separate from everyone else's (not its sticky errors, see
- * above), at the price of a context's creation per connection. */
+ * above), at the price of a context's creation per connection.
+ * Context-wide settings (LIMIT_SET) are taken only on a client's own context, or on the
+ * shared one while that client is its only one.  Device printf output (which the driver
+ * writes to the process's stdout for every context alike) is shipped to a client only
+ * while it is the server's only client; otherwise it stays on the server's stdout. */
 #ifndef VCUDA_SERVER_GPU_H
 #define VCUDA_SERVER_GPU_H
 

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""vcuda-launch on one host with several tasks standing in for nodes (CPU only: a test
+server with vcuda-server's command line stands in for it, so no GPU is needed).
+
+    test_launch.py CASE --launch SCRIPT --net-test EXE --lib DIR
+
+The caller's environment holds a stale VCUDA_TOKEN, which must not reach the program
+or the servers.  Every case runs a program through the libcudart stand-in that prints
+cudaGetDeviceCount: the client opens only servers that answered HELLO (with the token
+vcuda-launch made and handed to the tasks) and PING, so the count is the number of
+servers the tasks started and reported.
+
+local       3 tasks started by vcuda-launch itself, TCP: 3 devices; the run directory
+            (holding the token) is gone afterwards
+local_ucx   the same over UCX (skipped where vcuda was built without UCX)
+mpirun      mpirun, 1 "node" x 3 tasks x 2 servers: 6 devices (skipped without mpirun)
+srun        srun, 2 tasks (skipped where srun cannot reach a Slurm controller)
+no_server   servers that cannot start: each named, exit 77, the program not run
+"""
+import argparse, os, shutil, stat, subprocess, sys, tempfile
+
+COUNT = """
+import ctypes, os, stat
+rt = ctypes.CDLL("libcudart.so.13")
+n = ctypes.c_int(-1)
+e = rt.cudaGetDeviceCount(ctypes.byref(n))
+mode = stat.S_IMODE(os.stat(os.environ["VCUDA_TOKEN_FILE"]).st_mode)
+print(f"devices={n.value} error={e} token_mode={mode:o}")
+"""
+
+
+def run(a, extra, workdir, expect_rc=0, timeout=120):
+    fake = os.path.join(workdir, "fake-server")
+    with open(fake, "w") as f:
+        f.write(f"#!/bin/sh\nexec '{a.net_test}' fake_server \"$@\"\n")
+    os.chmod(fake, 0o755)
+    prog = os.path.join(workdir, "count.py")
+    with open(prog, "w") as f:
+        f.write(COUNT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VCUDA_")}
+    # a stale token in the caller's environment must not replace the job's
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", VCUDA_LAUNCH_DIR=workdir,
+               VCUDA_TOKEN="a-stale-token-from-the-caller")
+    cmd = [a.launch, "--bind", "127.0.0.1", "--server", fake, "--lib", a.lib, "--start-timeout", "30"] + extra + \
+          ["--", sys.executable, prog]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    print(f"$ {' '.join(cmd)}\nrc={p.returncode}\nstdout: {p.stdout}stderr: {p.stderr}")
+    return p
+
+
+def expect(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    return 0 if cond else 1
+
+
+def devices(a, extra, n, what):
+    with tempfile.TemporaryDirectory() as w:
+        p = run(a, extra, w)
+        left = [f for f in os.listdir(w) if f.startswith(".vcuda-launch")]
+        fails = expect(p.returncode == 0 and f"devices={n} error=0 token_mode=600" in p.stdout,
+                       f"{what}: the program sees {n} authenticated servers, token file 0600")
+        return fails + expect(not left, "the run directory (token, endpoints) is removed")
+
+
+def have_ucx(a):
+    p = subprocess.Popen([a.net_test, "serve", "ucx"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    p.terminate()
+    p.communicate(timeout=10)
+    return line.strip().isdigit()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--launch", required=True)
+    ap.add_argument("--net-test", required=True)
+    ap.add_argument("--lib", required=True)
+    a = ap.parse_args()
+    if a.case == "local":
+        return devices(a, ["--launcher", "local", "--nodes", "3", "--gpus-per-node", "1"], 3, "3 local tasks")
+    if a.case == "local_ucx":
+        if not have_ucx(a):
+            print("skipped: vcuda was built without UCX")
+            return 77
+        return devices(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--ucx"], 2, "UCX")
+    if a.case == "mpirun":
+        if not shutil.which("mpirun"):
+            print("skipped: no mpirun")
+            return 77
+        opts = "--oversubscribe" if "Open MPI" in subprocess.run(["mpirun", "--version"], capture_output=True,
+                                                                 text=True).stdout else ""
+        return devices(a, ["--launcher", "mpirun", "--nodes", "1", "--ranks-per-node", "3", "--gpus-per-node", "2",
+                           "--launcher-opts", opts], 6, "mpirun, 3 tasks x 2 servers")
+    if a.case == "srun":
+        if not shutil.which("srun"):
+            print("skipped: no srun")
+            return 77
+        probe = subprocess.run(["srun", "-N1", "-n1", "true"], capture_output=True, text=True, timeout=60)
+        if probe.returncode != 0:
+            print(f"skipped: srun cannot run a job here: {probe.stderr.strip().splitlines()[-1:]}")
+            return 77
+        return devices(a, ["--launcher", "srun", "--nodes", "1", "--ranks-per-node", "2", "--gpus-per-node", "1",
+                           "--launcher-opts", "--overcommit"], 2, "srun, 2 tasks")
+    if a.case == "no_server":
+        with tempfile.TemporaryDirectory() as w:
+            fake_bad = os.path.join(w, "bad-server")
+            with open(fake_bad, "w") as f:
+                f.write("#!/bin/sh\necho 'vcuda-server: no usable GPU: nothing to serve' >&2\nexit 77\n")
+            os.chmod(fake_bad, 0o755)
+            a2 = argparse.Namespace(**vars(a))
+            p = run(a2, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--server", fake_bad], w)
+            return expect(p.returncode == 77 and p.stderr.count("server not started") == 2
+                          and "nothing to serve" in p.stderr and "devices=" not in p.stdout,
+                          "each failed server named, exit 77, the program not run")
+    print(f"unknown case {a.case}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
