@@ -50,21 +50,23 @@ static void get_shdr(const uint8_t *p, shdr *s)
     s->link = U32(p + 40), s->info = U32(p + 44), s->align = U64(p + 48), s->entsize = U64(p + 56);
 }
 
-/* .nv.info records: format byte, attribute byte, then nothing / 1 byte / 2 bytes / a
- * 2-byte length and that many bytes.  The driver walks them; they must tile the section. */
+/* .nv.info records: a 4-byte head (format byte, attribute byte, a 16-bit field) and, for
+ * the sized format, that many bytes after it.  The 16-bit field is the value of the
+ * half-word format, holds a byte value (and a pad byte) for the byte format and is
+ * unused for the no-value format: every record is at least 4 bytes (as nvcc writes
+ * them).  The driver walks them; they must tile the section. */
 static int check_nv_info(const uint8_t *q, uint64_t size, unsigned sec, char *why)
 {
     uint64_t at = 0;
     while (at < size) {
-        if (size - at < 2) return bad("ELF section %u: truncated .nv.info record at +%llu", sec, (unsigned long long)at);
+        if (size - at < 4) return bad("ELF section %u: truncated .nv.info record at +%llu", sec, (unsigned long long)at);
         unsigned fmt = q[at];
         uint64_t need;
         switch (fmt) {
-        case 1: need = 2; break;                   /* no value */
-        case 2: need = 3; break;                   /* byte */
+        case 1:                                    /* no value */
+        case 2:                                    /* byte */
         case 3: need = 4; break;                   /* half */
         case 4:                                    /* sized value */
-            if (size - at < 4) return bad("ELF section %u: truncated .nv.info record at +%llu", sec, (unsigned long long)at);
             need = 4 + (uint64_t)U16(q + at + 2);
             break;
         default: return bad("ELF section %u: .nv.info record of unknown format %u at +%llu", sec, fmt, (unsigned long long)at);

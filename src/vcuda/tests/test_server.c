@@ -956,8 +956,28 @@ static void runtime_calls(void)
     CHECK(!strstr(log, "Segmentation"));
 }
 
+/* Every FILE (a cubin or fatbin nvcc wrote) must pass the validator: images real
+ * programs send are accepted, whatever the fuzzer and the patched variants refuse. */
+static int check_images(int n, char **files)
+{
+    static uint8_t img[64 << 20];
+    int bad = 0;
+    for (int i = 0; i < n; ++i) {
+        FILE *f = fopen(files[i], "rb");
+        size_t len = f ? fread(img, 1, sizeof img, f) : 0;
+        if (f) fclose(f);
+        char why[VCUDA_WHY_LEN] = "";
+        int ok = len > 0 && vcuda_image_check(img, len, why) == 0;
+        printf("{\"test\":\"nvcc_image\",\"file\":\"%s\",\"bytes\":%zu,\"accepted\":%s,\"why\":\"%s\"}\n",
+               files[i], len, ok ? "true" : "false", why);
+        bad |= !ok;
+    }
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && !strcmp(argv[1], "check_images")) return check_images(argc - 2, argv + 2);
     if (argc < 4) return fprintf(stderr, "usage: %s CASE SERVER FAKE_LIB_DIR\n", argv[0]), 2;
     server_exe = argv[2], fake_dir = argv[3];
     signal(SIGPIPE, SIG_IGN);
