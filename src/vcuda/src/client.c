@@ -192,14 +192,26 @@ static void mark_lost(device *d, int ordinal, const char *why)
  * late frame is not yet a lost server. */
 static int heartbeat_ms(void) { return timeout_ms / 4 < 5 ? 5 : timeout_ms / 4; }
 
-/* Connect + handshake + PING within the timeout; 0 with d->fd open, or -1 (why set). */
+/* Connect + handshake + PING within the timeout; 0 with d->fd open, or -1 (why set).
+ * A connection dropped before the handshake completed is tried again until the
+ * timeout: a server replacing its serving process after a sticky error drops what it
+ * had accepted but not yet authenticated, and its successor takes new connections. */
 static int health_check(device *d, char *why)
 {
     vcuda_msg m, r;
-    d->fd = vcuda_connect_ep(d->ep.ucx, d->ep.host, d->ep.port, timeout_ms, why);
-    if (d->fd < 0) return -1;
+    const int64_t give_up = vcuda_now_ms() + timeout_ms;
+    int hs;
+    for (;;) {
+        d->fd = vcuda_connect_ep(d->ep.ucx, d->ep.host, d->ep.port, timeout_ms, why);
+        if (d->fd < 0) return -1;
+        hs = vcuda_handshake(d->fd, token, token_len, heartbeat_ms(), timeout_ms, &d->buf, NULL, why);
+        if (hs != -3 || vcuda_now_ms() + 50 >= give_up) break;
+        vcuda_close(d->fd);
+        struct timespec pause = {0, 50 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
     vcuda_client_status s = VCUDA_CLIENT_UNAVAILABLE;
-    if (vcuda_handshake(d->fd, token, token_len, heartbeat_ms(), timeout_ms, &d->buf, NULL, why) == 0) {
+    if (hs == 0) {
         d->next_id = 2; /* the handshake's ids */
         memset(&m, 0, sizeof m);
         m.hdr.opcode = VCUDA_OP_PING;

@@ -430,7 +430,9 @@ int vcuda_handshake(int fd, const uint8_t *token, size_t token_len, int heartbea
             m.blob = proof, m.blob_len = sizeof proof;
             m.v[0] = (uint64_t)heartbeat_ms, m.nv = 1;
         }
-        if (vcuda_send_frame(fd, &m, b, timeout_ms, why) || vcuda_recv_frame(fd, &r, b, timeout_ms, why)) return -1;
+        int st = vcuda_send_frame(fd, &m, b, timeout_ms, why);
+        if (!st) st = vcuda_recv_frame(fd, &r, b, timeout_ms, why);
+        if (st) return st == VCUDA_NET_CLOSED || st == VCUDA_NET_IO ? -3 : -1; /* -3: may connect again */
         if (!(r.hdr.flags & VCUDA_FLAG_REPLY) || r.hdr.opcode != m.hdr.opcode || r.hdr.request_id != m.hdr.request_id)
             return vcuda_fail(why, -1, "%s: the reply does not match", vcuda_opcode_name(m.hdr.opcode));
         if (r.hdr.flags & VCUDA_FLAG_ERROR)

@@ -614,7 +614,9 @@ int vcuda_server_run(const vcuda_server_config *cfg)
         npre = kept;
         reap(s, 0);
         log_tick();
-        if (r > 0 && (pf[0].revents & POLLIN)) {
+        /* A process that is stopping (a sticky error: a fresh one takes over the socket)
+         * leaves new connections queued for its successor instead of dropping them. */
+        if (r > 0 && (pf[0].revents & POLLIN) && !*cfg->stop) {
             for (int k = 0; k < ACCEPTS_PER_TURN; ++k) {
                 char peer[64];
                 int fd = vcuda_accept(cfg->listen_fd, peer, sizeof peer);

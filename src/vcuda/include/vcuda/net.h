@@ -91,8 +91,10 @@ void vcuda_close(int fd);
 /* The client's side of the handshake (proto.h "authentication"): HELLO, AUTH with the
  * client's proof and heartbeat interval, and the check of the server's proof, each
  * step within timeout_ms.  0 (*server_device set), -2 if the server refused (its
- * reason in why), -1 otherwise (why set; also when the server cannot prove it holds
- * the token). */
+ * reason in why), -3 if the connection closed or broke before the handshake was done
+ * (a server being replaced after a sticky error drops the connections it had not yet
+ * authenticated: connecting again may succeed), -1 otherwise (why set; also when the
+ * server cannot prove it holds the token). */
 int vcuda_handshake(int fd, const uint8_t *token, size_t token_len, int heartbeat_ms, int timeout_ms,
                     vcuda_buf *b, int *server_device, char *why);
 /* Milliseconds / nanoseconds on the monotonic clock. */
