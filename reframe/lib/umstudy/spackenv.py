@@ -5,7 +5,8 @@
 
 The environment builds this checkout: the umstudy repository and one `develop` entry per
 component recipe found in spack-repo (so a new component is picked up by regenerating,
-not by editing five files).  `arch` (platform-os-target) becomes a requirement on every
+not by editing five files).  Every entry's path is the checkout; each recipe reinstalls
+only when what it builds from changed (UmstudyComponent.detect_dev_src_change).  `arch` (platform-os-target) becomes a requirement on every
 package, so the environment refuses to concretise for the wrong machine.
 """
 import argparse
@@ -49,7 +50,11 @@ def environment(name):
         packages['all']['target'] = [target]
     env = {}
     if 'include' in site:
-        env['include'] = [{'path': p, 'optional': True} for p in site.pop('include')]
+        # Untracked files of this machine's externals and compilers; prefer_modify makes
+        # `spack -e systems/<name> external find` (and compiler find) write there, never
+        # into this generated, tracked file.
+        env['include'] = [{'path': p, 'optional': True, 'prefer_modify': True}
+                          for p in site.pop('include')]
     env['repos'] = {BUNDLE: '../../spack-repo/spack_repo/umstudy'}
     env['specs'] = site.pop('specs')
     env['develop'] = {c: {'spec': f'{c}@=main', 'path': '../..'} for c in components()}
