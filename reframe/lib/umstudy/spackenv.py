@@ -48,6 +48,12 @@ def environment(name):
         packages.setdefault('all', {})['require'] = [
             f'platform={platform} os={os_} target={FAMILY.get(target, "x86_64")}:']
         packages['all']['target'] = [target]
+    # The GPU architecture of every CUDA component: a preference for all packages, since
+    # propagating it from the bundle (umstudy cuda_arch==90) is refused by Spack's
+    # concretizer (a multi-valued variant with a disjoint `none`: spack/spack#39168).
+    archs = str(data.system(name).get('build', {}).get('cuda_archs', '')).replace(';', ',')
+    if archs:
+        packages.setdefault('all', {})['variants'] = f'cuda_arch={archs}'
     env = {}
     if 'include' in site:
         # Untracked files of this machine's externals and compilers; prefer_modify makes

@@ -12,7 +12,7 @@ from spack.package import *
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "37c3b15219998186fb8a5c64ef4f1afb4b4e71e6f5f627482f540fbec0d5183c")
+RELEASE = ("0.1.0", "44a5d4f29523177ef63506ee72d5e7d493ea9c17d2beed85ab113a9ebc9e1728")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
@@ -124,7 +124,12 @@ def _newer_than(path, when):
 class UmstudyCudaComponent(UmstudyComponent, CudaPackage):
     """A component with CUDA programs (+cuda)."""
 
-    conflicts("cuda_arch=none", when="+cuda", msg="name the GPU architecture: cuda_arch=90 ...")
+    conflicts(
+        "cuda_arch=none",
+        when="+cuda",
+        msg="name the GPU architecture: cuda_arch=90 here, or for every package "
+        "(the bundle's components): spack config add packages:all:variants:cuda_arch=90",
+    )
 
     def cmake_args(self):
         args = super().cmake_args()

@@ -1,13 +1,15 @@
-# umstudy: the bundle an evaluator installs (`spack install umstudy ++cuda cuda_arch==90`).
+# umstudy: the bundle an evaluator installs (`spack install umstudy+cuda`).
 from spack_repo.builtin.build_systems.bundle import BundlePackage
-from spack_repo.builtin.build_systems.cuda import CudaPackage
 from spack_repo.umstudy.build_systems.component import HOMEPAGE, RELEASE
 
 from spack.package import *
 
 # Every component, and the bundle variant it needs to have something to build.  The
-# components' own variants (cuda_arch, openmp, openacc, ...) reach them by propagation
-# from the spec the user writes: `umstudy ++cuda cuda_arch==90 ++openacc`.
+# bundle passes its +cuda/~cuda on; the components' other variants reach them by
+# propagation from the spec the user writes (`umstudy+cuda ++openacc ~~openmp`), and the
+# GPU architecture as a preference for all packages (`spack config add
+# packages:all:variants:cuda_arch=90`, or the environment's): Spack's concretizer refuses
+# to propagate cuda_arch (`cuda_arch==90`, spack/spack#39168).
 COMPONENTS = {
     "himeno": "",
     "remd": "",
@@ -21,7 +23,7 @@ COMPONENTS = {
 CUDA_COMPONENTS = ("himeno", "remd", "umbench", "vcuda")
 
 
-class Umstudy(BundlePackage, CudaPackage):
+class Umstudy(BundlePackage):
     """Reproducibility artifact for five studies of transparent data movement in HPC
     (OpenACC UM, GH200 SAM + Himeno, XMP coarrays, DS-CUDA REMD, DLM paging): every
     benchmark program, built with the same options."""
@@ -34,13 +36,8 @@ class Umstudy(BundlePackage, CudaPackage):
     version(RELEASE[0], preferred=True)
     version("main")
 
+    variant("cuda", default=False, description="The CUDA programs: umbench, vcuda, *-cuda")
     variant("mpi", default=True, description="The MPI components: xmp-coarray, coarray-bench, dlm")
-
-    conflicts(
-        "cuda_arch=none",
-        when="+cuda",
-        msg="name the GPU architecture for every component: umstudy ++cuda cuda_arch==90",
-    )
 
     for _name, _when in COMPONENTS.items():
         for _v in (RELEASE[0], "main"):
