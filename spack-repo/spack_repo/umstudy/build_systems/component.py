@@ -7,7 +7,17 @@ import os
 from spack_repo.builtin.build_systems.cmake import CMakePackage
 from spack_repo.builtin.build_systems.cuda import CudaPackage
 
-from spack.package import *
+from spack.package import (
+    Executable,
+    SkipTest,
+    conflicts,
+    depends_on,
+    license,
+    requires,
+    set_env,
+    variant,
+    version,
+)
 
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
@@ -70,9 +80,7 @@ class UmstudyComponent(CMakePackage):
         # so an unchanged environment reinstalls nothing.
         dev_path = self.spec.variants["dev_path"].value
         installed = os.path.getmtime(os.path.join(self.prefix, ".spack", "spec.json"))
-        return any(
-            _newer_than(os.path.join(dev_path, d), installed) for d in self.dev_sources
-        )
+        return any(_newer_than(os.path.join(dev_path, d), installed) for d in self.dev_sources)
 
     # ---- stand-alone tests (spack test run) -----------------------------------------
     def check_programs(self, names):
@@ -89,7 +97,9 @@ class UmstudyComponent(CMakePackage):
             out = exe(*args[1:], output=str, error=str, fail_on_error=False)
         if exe.returncode == 77 and status != 77:
             raise SkipTest(f"{os.path.basename(args[0])} cannot run here: {out.strip()[-300:]}")
-        assert exe.returncode == status, f"exit {exe.returncode}, expected {status}:\n{out[-2000:]}"
+        assert (
+            exe.returncode == status
+        ), f"exit {exe.returncode}, expected {status}:\n{out[-2000:]}"
         for text in expect:
             assert text in out, f"{text!r} not in the output:\n{out[-2000:]}"
         return out

@@ -1,7 +1,7 @@
 # umstudy: Spack (>= 1.0) recipe for the P002 benchmarks (src/coarray-bench).
 from spack_repo.umstudy.build_systems.component import RELEASE, UmstudyComponent
 
-from spack.package import *
+from spack.package import depends_on, run_after
 
 
 class CoarrayBench(UmstudyComponent):

@@ -1,7 +1,7 @@
 # umstudy: Spack (>= 1.0) recipe for DLM and the P004 benchmarks (src/dlm).
 from spack_repo.umstudy.build_systems.component import UmstudyOpenmpComponent
 
-from spack.package import *
+from spack.package import depends_on, requires, run_after
 
 
 class Dlm(UmstudyOpenmpComponent):

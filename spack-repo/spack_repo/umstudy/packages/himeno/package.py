@@ -1,7 +1,7 @@
 # umstudy: Spack (>= 1.0) recipe for the Himeno component (src/himeno).
 from spack_repo.umstudy.build_systems.component import UmstudyGpuComponent
 
-from spack.package import *
+from spack.package import SkipTest, run_after
 
 
 class Himeno(UmstudyGpuComponent):

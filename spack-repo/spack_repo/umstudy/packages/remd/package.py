@@ -1,10 +1,7 @@
 # umstudy: Spack (>= 1.0) recipe for the remd component (src/remd).
-from spack_repo.umstudy.build_systems.component import (
-    UmstudyCudaComponent,
-    UmstudyOpenmpComponent,
-)
+from spack_repo.umstudy.build_systems.component import UmstudyCudaComponent, UmstudyOpenmpComponent
 
-from spack.package import *
+from spack.package import run_after
 
 
 class Remd(UmstudyCudaComponent, UmstudyOpenmpComponent):
@@ -23,7 +20,21 @@ class Remd(UmstudyCudaComponent, UmstudyOpenmpComponent):
         """remd --cpu on 8 small replicas, two recomputed and compared"""
         self.check_programs(["remd"])
         self.run_program(
-            ["remd", "--cpu", "--cells", "4", "--replicas", "8", "--exchange-steps", "20",
-             "--iterations", "3", "--bins", "4", "--verify-replicas", "2"],
+            [
+                "remd",
+                "--cpu",
+                "--cells",
+                "4",
+                "--replicas",
+                "8",
+                "--exchange-steps",
+                "20",
+                "--iterations",
+                "3",
+                "--bins",
+                "4",
+                "--verify-replicas",
+                "2",
+            ],
             expect=['"verified"'],
         )

@@ -4,7 +4,7 @@ import os
 
 from spack_repo.umstudy.build_systems.component import UmstudyGpuComponent
 
-from spack.package import *
+from spack.package import SkipTest, conflicts, depends_on, run_after, variant
 
 
 class Umbench(UmstudyGpuComponent):

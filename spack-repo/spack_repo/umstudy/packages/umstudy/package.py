@@ -1,8 +1,10 @@
 # umstudy: the bundle an evaluator installs (`spack install umstudy+cuda`).
+import inspect
+
 from spack_repo.builtin.build_systems.bundle import BundlePackage
 from spack_repo.umstudy.build_systems.component import HOMEPAGE, RELEASE
 
-from spack.package import *
+from spack.package import depends_on, license, test_part, variant, version
 
 # Every component, and the bundle variant it needs to have something to build.  The
 # bundle passes its +cuda/~cuda on; the components' other variants reach them by
@@ -54,9 +56,15 @@ class Umstudy(BundlePackage):
             if name not in self.spec:
                 continue
             pkg = self.spec[name].package
-            for method in sorted(m for m in dir(pkg) if m.startswith("test_")):
-                with test_part(self, f"test_components_{name}_{method[5:]}",
-                               purpose=f"{name}: {getattr(pkg, method).__doc__.strip()}"):
-                    getattr(pkg, method)()
+            # the methods `spack test run <component>` runs: the class's test_* functions
+            for method, fn in inspect.getmembers(type(pkg), inspect.isfunction):
+                if not method.startswith("test_"):
+                    continue
+                with test_part(
+                    self,
+                    f"test_components_{name}_{method[5:]}",
+                    purpose=f"{name}: {(fn.__doc__ or method).strip()}",
+                ):
+                    fn(pkg)
                 ran.append(f"{name}.{method}")
         assert ran, "no component tests ran"

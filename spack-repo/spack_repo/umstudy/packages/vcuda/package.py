@@ -1,7 +1,16 @@
 # umstudy: Spack (>= 1.0) recipe for the vcuda component (src/vcuda).
 from spack_repo.umstudy.build_systems.component import UmstudyCudaComponent
 
-from spack.package import *
+from spack.package import (
+    SkipTest,
+    cache_extra_test_sources,
+    depends_on,
+    install_test_root,
+    join_path,
+    run_after,
+    variant,
+    which,
+)
 
 
 class Vcuda(UmstudyCudaComponent):
@@ -38,8 +47,12 @@ class Vcuda(UmstudyCudaComponent):
 
     def test_server_refuses_without_token(self):
         """vcuda-server refuses to start without an authentication token (exit 2)"""
-        self.run_program(["vcuda-server"], status=2, expect=["token"],
-                         env={"VCUDA_TOKEN": "", "VCUDA_TOKEN_FILE": ""})
+        self.run_program(
+            ["vcuda-server"],
+            status=2,
+            expect=["token"],
+            env={"VCUDA_TOKEN": "", "VCUDA_TOKEN_FILE": ""},
+        )
 
     def test_stand_in(self):
         """the libcudart stand-in with the unmodified sample, CPU only: every imported
@@ -49,10 +62,19 @@ class Vcuda(UmstudyCudaComponent):
         python = which("python3", required=True)
         driver = join_path(install_test_root(self), self.stand_in_test)
         for case in ("symbols", "no_servers", "unreachable"):
-            out = python(driver, case, "--lib", self.prefix.lib.vcuda,
-                         "--sample", self.prefix.bin.join("vcuda-sample-vector-add"),
-                         "--programs", self.prefix.bin.join("vcuda-bench"),
-                         output=str, error=str, fail_on_error=False)
+            out = python(
+                driver,
+                case,
+                "--lib",
+                self.prefix.lib.vcuda,
+                "--sample",
+                self.prefix.bin.join("vcuda-sample-vector-add"),
+                "--programs",
+                self.prefix.bin.join("vcuda-bench"),
+                output=str,
+                error=str,
+                fail_on_error=False,
+            )
             if python.returncode == 77:
                 raise SkipTest(f"{case}: {out.strip()[-300:]}")
             assert python.returncode == 0, f"{case} failed:\n{out[-2000:]}"

@@ -3,7 +3,7 @@ import os
 
 from spack_repo.umstudy.build_systems.component import UmstudyComponent
 
-from spack.package import *
+from spack.package import depends_on, find_libraries, join_path, run_after, variant
 
 CONDUITS = ("smp", "mpi", "udp", "ibv", "ucx", "ofi")
 
