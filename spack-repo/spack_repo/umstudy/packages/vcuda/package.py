@@ -34,7 +34,7 @@ class Vcuda(UmstudyCudaComponent):
 
     def component_args(self):
         args = [self.define_from_variant("VCUDA_UCX", "ucx")]
-        if self.run_tests:
+        if self.run_tests and "llvm" in self.spec:
             args.append(self.define("VCUDA_FUZZ_CC", self.spec["llvm"].prefix.bin.clang))
         return args
 
