@@ -3,6 +3,7 @@
 # component recipe sets `root_cmakelists_dir` and adds its own variants, dependencies
 # and `test_*` methods.
 import os
+import re
 
 from spack_repo.builtin.build_systems.cmake import CMakePackage
 from spack_repo.builtin.build_systems.cuda import CudaPackage
@@ -97,7 +98,12 @@ class UmstudyComponent(CMakePackage):
         with set_env(**(env or {})):
             out = exe(*args[1:], output=str, error=str, fail_on_error=False)
         if exe.returncode == 77 and status != 77:
-            raise SkipTest(f"{os.path.basename(args[0])} cannot run here: {out.strip()[-300:]}")
+            # the program's own reason: its JSON "reason", else its last line
+            program = next((a for a in args if str(a).startswith(self.prefix)), args[0])
+            reasons = re.findall(r'"reason":\s*"([^"]*)"', out)
+            lines = [line for line in out.splitlines() if line.strip()]
+            reason = reasons[-1] if reasons else (lines[-1] if lines else "no reason given")
+            raise SkipTest(f"{os.path.basename(str(program))} cannot run here: {reason}")
         assert (
             exe.returncode == status
         ), f"exit {exe.returncode}, expected {status}:\n{out[-2000:]}"

@@ -1,9 +1,19 @@
 # umstudy: Spack (>= 1.0) recipe for the XMP coarray runtime (src/xmp-coarray).
 import os
+import re
 
 from spack_repo.umstudy.build_systems.component import UmstudyComponent
 
-from spack.package import depends_on, find_libraries, join_path, run_after, variant
+from spack.package import (
+    cache_extra_test_sources,
+    depends_on,
+    find_libraries,
+    install_test_root,
+    join_path,
+    run_after,
+    variant,
+    which,
+)
 
 CONDUITS = ("smp", "mpi", "udp", "ibv", "ucx", "ofi")
 
@@ -61,11 +71,45 @@ class XmpCoarray(UmstudyComponent):
             args.append(self.define("XMPC_GASNET_CONDUIT", spec.variants["conduit"].value))
         return args
 
+    # the conformance test the stand-alone test builds against the installed library
+    test_sources = ["src/xmp-coarray/tests", "src/support"]
+
     @run_after("install")
     def check_installed_files(self):
         for path in ("lib/libxmpc.a", "include/xmpc/coarray.h", "lib/cmake/xmpc/xmpcConfig.cmake"):
             assert os.path.isfile(join_path(self.prefix, path)), f"{path} is not installed"
 
-    def test_installed_package(self):
-        """the library, its header and its CMake package are installed"""
+    @run_after("install")
+    def cache_test_sources(self):
+        cache_extra_test_sources(self, self.test_sources)
+
+    def installed_link_libraries(self):
+        """What libxmpc.a links besides MPI and the support code, as its CMake package
+        records it (ARMCI, GASNet libraries)."""
+        config = open(join_path(self.prefix.lib, "cmake", "xmpc", "xmpcConfig.cmake")).read()
+        line = re.search(r'INTERFACE_LINK_LIBRARIES "([^"]*)"', config).group(1)
+        return [lib for lib in line.split(";") if lib and "::" not in lib]
+
+    def test_sync_two_images(self):
+        """xmpc's sync conformance test, built with the MPI's mpicc against the installed
+        library and header, on 2 images over the mpi3 backend"""
         self.check_installed_files()
+        src = join_path(install_test_root(self), "src")
+        exe = join_path(src, "xmp-coarray", "tests", "test_sync")
+        mpicc = which(self.spec["mpi"].prefix.bin.mpicc, required=True)
+        mpicc(
+            f"-I{self.prefix.include}",
+            f"-I{join_path(src, 'support', 'include')}",
+            join_path(src, "xmp-coarray", "tests", "test_sync.c"),
+            join_path(src, "support", "src", "support.c"),
+            join_path(self.prefix.lib, "libxmpc.a"),
+            *self.installed_link_libraries(),
+            "-lm",
+            "-o",
+            exe,
+        )
+        self.run_program(
+            self.mpi_launcher(2) + [exe],
+            expect=['"passed"', "checks_image1"],
+            env=dict(self.MPI_TEST_ENV, XMPC_BACKEND="mpi3"),
+        )
