@@ -35,7 +35,7 @@ def test_readme_sequence_uses_only_untracked_scopes():
     for line in seq.splitlines():
         assert not re.search(r'(external|compiler) find.*-e|-e \S+ (external|compiler|config|mirror|repo)', line), line
         assert '>' not in line and 'sed ' not in line, f'the sequence edits a file: {line}'
-    assert 'spack install umstudy@' in seq and 'spack test run umstudy' in seq
+    assert 'spack install umstudy@' in seq and 'spack test run umstudy@' in seq
     assert 'make spack-offline' in seq and 'spack mirror add' in seq
 
 
