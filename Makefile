@@ -23,7 +23,7 @@ SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/syst
 # ReFrame through $(PYTHON), wherever its `reframe` script was installed.
 RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_OUTPUT=$(OUTPUT) UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
 
-.PHONY: all help setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu reframe-slurm run run-args report spack-test system mirror mirror-bootstrap mirror-sources clean
+.PHONY: all help setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu reframe-slurm run run-args report spack-test system dist spack-pin spack-offline mirror mirror-bootstrap clean
 
 all: build
 
@@ -33,7 +33,7 @@ help:
 	@echo "make report    rebuild output/report/ from every run report in output/reports/"
 	@echo "make system    write systems/NAME/system.yaml for your cluster (NAME=... SCHEDULER=slurm|pbs|nqsv ...;"
 	@echo "               see README, 'Running on your cluster'; python3 -m umstudy.newsystem --help lists every answer)"
-	@echo "make build | setup | ctest | pytest | reframe-list | reframe-cpu | reframe-slurm | spack-test | mirror | clean"
+	@echo "make build | setup | ctest | pytest | reframe-list | reframe-cpu | reframe-slurm | spack-test | dist | spack-pin | spack-offline | mirror | clean"
 	@echo "variables:"
 	@echo "  SIZE=quick|paper           quick (default): minutes on one node; paper: the papers' sizes"
 	@echo "  SYSTEM=<name>              one of: $(SYSTEMS) (default local)"
@@ -141,23 +141,34 @@ system: setup-python
 	  $(if $(GPUS),--gpus-per-node '$(GPUS)') $(if $(MODULES),--modules '$(MODULES)') \
 	  $(if $(ACCOUNT),--account-option '$(ACCOUNT)') $(SYSTEMFLAGS)
 
-# Air-gapped sites (ARTIFACT.md, "Offline"): on a machine WITH network, after
-# `. spack/share/spack/setup-env.sh`, this fills MIRROR with Spack's bootstrap (clingo,
-# gnupg...) and the sources of everything systems/$(SYSTEM)/spack.yaml builds (from its
-# spack.lock when there is one: concretise on the site, copy the lock here).  The
-# artifact's own components come from this checkout, so they are left out.
+# ---- Spack: the release tarball and the offline mirror (README "Spack", ARTIFACT.md D.4) ----
+# Stdlib Python only (python3 on PATH), so a fresh clone needs no venv for these.
+DIST_PYTHON ?= python3
 MIRROR ?= $(OUTPUT)/mirror
 SPACK ?= spack
-mirror: mirror-bootstrap mirror-sources
+# The release tarball the recipes pin (reproducible: same checkout, same sha256).
+dist:
+	$(DIST_PYTHON) $(ROOT)/spack-repo/dist.py --out $(OUTPUT)/dist
+# After a change to src/ or LICENSE: pin the new tarball's sha256 in the recipes.
+spack-pin:
+	$(DIST_PYTHON) $(ROOT)/spack-repo/dist.py --pin --out $(OUTPUT)/dist
+# What `spack install umstudy` needs offline, as a Spack 1.x source mirror in
+# MIRROR/source: the release tarball (_source-cache/archive/, by its sha256) and the sources
+# of every non-external dependency of systems/$(SYSTEM)'s environment (compiler-wrapper...),
+# taken from the network or from the mirrors Spack already has.
+spack-offline:
+	@command -v $(SPACK) >/dev/null || { echo "spack-offline: no $(SPACK) on PATH (source Spack's setup-env.sh)"; exit 2; }
+	$(DIST_PYTHON) $(ROOT)/spack-repo/dist.py --out $(OUTPUT)/dist --mirror $(MIRROR)/source
+	[ -f $(ROOT)/systems/$(SYSTEM)/spack.lock ] || $(SPACK) -e $(ROOT)/systems/$(SYSTEM) concretize
+	$(SPACK) -e $(ROOT)/systems/$(SYSTEM) mirror create -d $(MIRROR)/source --all --skip-unstable-versions
+# Air-gapped sites (ARTIFACT.md D.4), on a machine with network: the above plus Spack's
+# bootstrap (clingo, gnupg...).  Concretise on the site first and copy its
+# systems/<name>/spack.lock here: the mirror then holds exactly what the site builds.
+mirror: spack-offline mirror-bootstrap
 	@echo "mirror: $(MIRROR); on the site: see ARTIFACT.md, D.4"
 mirror-bootstrap:
 	@command -v $(SPACK) >/dev/null || { echo "mirror: no $(SPACK) on PATH (source Spack's setup-env.sh)"; exit 2; }
 	$(SPACK) bootstrap mirror --binary-packages $(MIRROR)/bootstrap
-mirror-sources:
-	@command -v $(SPACK) >/dev/null || { echo "mirror: no $(SPACK) on PATH (source Spack's setup-env.sh)"; exit 2; }
-	[ -f $(ROOT)/systems/$(SYSTEM)/spack.lock ] || $(SPACK) -e $(ROOT)/systems/$(SYSTEM) concretize
-	$(SPACK) -e $(ROOT)/systems/$(SYSTEM) mirror create -d $(MIRROR)/source --all --skip-unstable-versions \
-	  --exclude-specs "$$(cd $(ROOT) && PYTHONPATH=reframe/lib $(PYTHON) -c 'from umstudy import spackenv; print(" ".join(spackenv.components() + [spackenv.BUNDLE]))')"
 
 clean:
 	rm -rf $(ROOT)/build $(OUTPUT)

@@ -3,10 +3,13 @@
 The Spack part runs when SPACK_ROOT points at a Spack >= 1.0 whose `builtin` repository
 is usable offline (see README, "Spack"); otherwise it is skipped with the reason."""
 import ast
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+import sys
+import tarfile
 
 import pytest
 
@@ -38,28 +41,120 @@ def base_recipe():
 
 
 def cmake_cache_names(component):
-    """Every cache variable the component's CMake (and the shared module) defines."""
-    text = open(os.path.join(ROOT, 'src', component, 'CMakeLists.txt')).read()
-    names = set(re.findall(r'set\((\w+) [^)]*CACHE', text))
+    """Every cache variable the component's CMake (its tests' too, and the shared module)
+    defines."""
+    text = ''.join(open(os.path.join(ROOT, 'src', component, f)).read()
+                   for f in ('CMakeLists.txt', 'tests/CMakeLists.txt')
+                   if os.path.isfile(os.path.join(ROOT, 'src', component, f)))
+    names = set(re.findall(r'set\((\w+) [^)]*CACHE', text)) | set(re.findall(r'find_program\((\w+)', text))
     names |= {f'XMPC_{b}' for b in re.findall(r'foreach\(_b ([A-Z0-9 ]+)\)', text)[0].split()} \
         if 'foreach(_b ' in text else set()
-    return names | cmake_options() | {'CMAKE_CUDA_ARCHITECTURES', 'BUILD_TESTING'}
+    return names | cmake_options() | {'CMAKE_CUDA_ARCHITECTURES', 'CMAKE_CUDA_COMPILER', 'CUDAToolkit_ROOT',
+                                      'BUILD_TESTING', 'Python3_EXECUTABLE'}
 
 
-@pytest.mark.parametrize('name', ['himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'vcuda', 'remd', 'dlm'])
+COMPONENTS = ['himeno', 'umbench', 'xmp-coarray', 'coarray-bench', 'vcuda', 'remd', 'dlm']
+
+
+@pytest.mark.parametrize('name', COMPONENTS)
 def test_component_variants_map_to_cmake_options(name):
     src, base = recipe(name), base_recipe()
     ast.parse(src)
     ast.parse(base)
     names = cmake_cache_names(name)
-    for _, opt in re.findall(r'self\.define\((f?)"([^"]+)"', src + base):
-        # an f-string name (XMPC_{b.upper()}) must match at least one option
+    for opt in re.findall(r'self\.define(?:_from_variant)?\(\s*f?"([^"]+)"', src + base):
+        # an f-string name (UMSTUDY_{feature.upper()}) must match at least one option
         pattern = re.sub(r'\{[^}]*\}', r'\\w+', opt)
         assert any(re.fullmatch(pattern, n) for n in names), f'{opt} is not a CMake option of src/{name}'
-    assert re.search(r'class \w+\((Umstudy(Gpu|Cuda)?Component|XmpCoarray)\)', src)
-    assert 'conflicts("cuda_arch=none", when="+cuda"' in base
+    assert re.search(r'class \w+\((Umstudy(Gpu|Cuda|Openmp)?Component)', src)
+    assert re.search(r'conflicts\(\s*"cuda_arch=none",\s*when="\+cuda"', base)
     assert f'root_cmakelists_dir = "src/{name}"' in src
     assert os.path.isfile(os.path.join(ROOT, 'src', name, 'CMakeLists.txt'))
+
+
+def auto_options(name):
+    """The component's options that default to AUTO (detect what is on the build machine)."""
+    text = open(os.path.join(ROOT, 'src', name, 'CMakeLists.txt')).read()
+    opts = set(re.findall(r'set\((\w+) "AUTO" CACHE', text))
+    if 'foreach(_b ' in text and 'set(XMPC_${_b} "AUTO"' in text:
+        opts |= {f'XMPC_{b}' for b in re.findall(r'foreach\(_b ([A-Z0-9 ]+)\)', text)[0].split()}
+    return opts
+
+
+@pytest.mark.parametrize('name', COMPONENTS)
+def test_spack_builds_leave_nothing_to_auto_detection(name):
+    """Every AUTO option (the shared UMSTUDY_* ones and the component's own) is passed
+    ON/OFF by the recipe, so a Spack build never picks up whatever the build machine has."""
+    src, base = recipe(name), base_recipe()
+    common = set(re.findall(r'set\((UMSTUDY_\w+) "AUTO" CACHE',
+                            open(os.path.join(ROOT, 'src', 'cmake', 'UmstudyCommon.cmake')).read()))
+    features = re.search(r'FEATURES = \(([^)]*)\)', base).group(1)
+    passed = {f'UMSTUDY_{f.upper()}' for f in re.findall(r'"(\w+)"', features)}
+    passed |= set(re.findall(r'self\.define(?:_from_variant)?\(\s*"([A-Z0-9_]+)"', src))
+    missing = (common | auto_options(name)) - passed
+    assert not missing, f'{name}: the recipe leaves {sorted(missing)} to AUTO'
+
+
+@pytest.mark.parametrize('name', COMPONENTS)
+def test_every_component_has_stand_alone_tests(name):
+    tree = ast.parse(recipe(name))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+    tests = [f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name.startswith('test_')]
+    assert tests and all(ast.get_docstring(f) for f in tests), f'{name}: test_* methods with docstrings'
+    # and the installed programs are checked right after the install
+    assert '@run_after("install")' in recipe(name)
+
+
+def test_recipes_pin_the_release_and_no_fake_maintainer():
+    base = base_recipe()
+    version, sha256 = re.search(r'^RELEASE = \("([^"]+)", "([0-9a-f]{64})"\)$', base, re.M).groups()
+    assert 'version(RELEASE[0], sha256=RELEASE[1]' in base and 'version("main", branch="main")' in base
+    assert re.search(rf'project\(umstudy [^)]*VERSION {re.escape(version)}\)',
+                     open(os.path.join(ROOT, 'src', 'CMakeLists.txt')).read()), 'src/CMakeLists.txt: same version'
+    for name in COMPONENTS + ['umstudy']:
+        assert 'maintainers(' not in recipe(name)
+    assert 'maintainers(' not in base
+
+
+def test_license_file_is_apache_2():
+    text = open(os.path.join(ROOT, 'LICENSE')).read()
+    assert 'Apache License' in text and 'Version 2.0, January 2004' in text
+    assert 'END OF TERMS AND CONDITIONS' in text and len(text.splitlines()) > 190
+    assert 'license("Apache-2.0")' in base_recipe()
+
+
+def test_release_tarball_is_reproducible_and_pinned(tmp_path):
+    """`make dist` twice gives the same bytes, holding src/ and LICENSE; the recipes pin its
+    sha256 (after a change to src/, `make spack-pin`)."""
+    dist = os.path.join(ROOT, 'spack-repo', 'dist.py')
+    shas = []
+    for d in ('a', 'b'):
+        r = subprocess.run([sys.executable, dist, '--out', str(tmp_path / d)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        shas.append(r.stdout.split()[0])
+    assert shas[0] == shas[1]
+    version = re.search(r'^RELEASE = \("([^"]+)"', base_recipe(), re.M).group(1)
+    path = tmp_path / 'a' / f'umstudy-{version}.tar.gz'
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == shas[0]
+    with tarfile.open(path) as tar:
+        names = tar.getnames()
+        assert all(n.startswith(f'umstudy-{version}/') for n in names)
+        assert f'umstudy-{version}/LICENSE' in names and f'umstudy-{version}/src/CMakeLists.txt' in names
+        assert {m.mtime for m in tar.getmembers()} == {1767225600} and {m.uid for m in tar.getmembers()} == {0}
+    r = subprocess.run([sys.executable, dist, '--check'], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_release_goes_into_a_spack_1x_mirror(tmp_path):
+    dist = os.path.join(ROOT, 'spack-repo', 'dist.py')
+    r = subprocess.run([sys.executable, dist, '--out', str(tmp_path / 'd'), '--mirror', str(tmp_path / 'm')],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    sha = r.stdout.split()[0]
+    archive = tmp_path / 'm' / '_source-cache' / 'archive' / sha[:2] / f'{sha}.tar.gz'
+    assert hashlib.sha256(archive.read_bytes()).hexdigest() == sha
+    for name in COMPONENTS:
+        assert (tmp_path / 'm' / name).is_dir() and os.path.samefile(next((tmp_path / 'm' / name).iterdir()), archive)
 
 
 def test_bundle_covers_every_component_with_a_recipe():
@@ -90,6 +185,7 @@ def run_spack(*args, scope=None, timeout=600):
 def scope(tmp_path_factory):
     d = tmp_path_factory.mktemp('scope')
     (d / 'repos.yaml').write_text(f'repos:\n  umstudy: {os.path.abspath(REPO_DIR)}\n')
+    (d / 'packages.yaml').write_text('packages:\n  all:\n    variants: cuda_arch=90\n')
     return str(d)
 
 
@@ -103,12 +199,30 @@ def test_spack_audit_is_clean(scope):
 
 
 @needs_spack
+def test_spack_style_is_clean():
+    """`spack style` (import, isort, black, flake8) on every recipe; mypy is left out: it
+    checks Spack's own sources too, against whatever mypy is installed."""
+    tools = [t for t in ('black', 'isort', 'flake8') if not shutil.which(t)]
+    if tools:
+        pytest.skip(f'spack style needs {", ".join(tools)} on PATH (pip install "black<=25.1" "isort<6" flake8); '
+                    'without them it bootstraps them from the network')
+    files = sorted(os.path.relpath(os.path.join(d, f), ROOT) for d, _, fs in os.walk(REPO_DIR)
+                   for f in fs if f.endswith('.py'))
+    rc, out = run_spack('style', '-s', 'mypy', *files)
+    assert rc == 0 and 'spack style checks were clean' in out, out
+
+
+@needs_spack
 def test_spack_concretises_the_bundle_and_the_local_environment(scope):
-    rc, out = run_spack('spec', 'umstudy+cuda cuda_arch=90', scope=scope)
-    assert rc == 0 and 'himeno@main+cuda' in out and 'umbench@main+cuda' in out and 'vcuda@main+cuda' in out, out
+    rc, out = run_spack('spec', 'umstudy+cuda', scope=scope)
+    for c in COMPONENTS:
+        assert rc == 0 and re.search(rf'\^{c}@0\.1\.0', out), out
+    assert 'himeno@0.1.0+cuda' in out and 'cuda_arch:=90' in out and 'vcuda@0.1.0+cuda~ipo~ucx' in out, out
+    # coarray-bench uses xmp-coarray's installed runtime
+    assert re.search(r'\^coarray-bench@\S+[^\n]*\n(\s.*\n)*?\s+\^xmp-coarray@', out) or 'xmp-coarray' in out
     rc, out = run_spack('spec', 'umstudy~cuda', scope=scope)
-    # umbench is GPU programs only: a CPU-only bundle leaves it out.
-    assert rc == 0 and 'himeno@main~cuda' in out and 'umbench' not in out and 'vcuda' not in out, out
+    # umbench and vcuda are GPU programs: a CPU-only bundle leaves them out.
+    assert rc == 0 and 'himeno@0.1.0~cuda' in out and 'umbench' not in out and 'vcuda' not in out, out
     env = os.path.join(ROOT, 'systems', 'local')
     rc, out = run_spack('-e', env, 'concretize', '-f', timeout=900)
     assert rc == 0 and 'dev_path=' in out, out

@@ -5,7 +5,8 @@
 
 The environment builds this checkout: the umstudy repository and one `develop` entry per
 component recipe found in spack-repo (so a new component is picked up by regenerating,
-not by editing five files).  `arch` (platform-os-target) becomes a requirement on every
+not by editing five files).  Every entry's path is the checkout; each recipe reinstalls
+only when what it builds from changed (UmstudyComponent.detect_dev_src_change).  `arch` (platform-os-target) becomes a requirement on every
 package, so the environment refuses to concretise for the wrong machine.
 """
 import argparse
@@ -47,9 +48,19 @@ def environment(name):
         packages.setdefault('all', {})['require'] = [
             f'platform={platform} os={os_} target={FAMILY.get(target, "x86_64")}:']
         packages['all']['target'] = [target]
+    # The GPU architecture of every CUDA component: a preference for all packages, since
+    # propagating it from the bundle (umstudy cuda_arch==90) is refused by Spack's
+    # concretizer (a multi-valued variant with a disjoint `none`: spack/spack#39168).
+    archs = str(data.system(name).get('build', {}).get('cuda_archs', '')).replace(';', ',')
+    if archs:
+        packages.setdefault('all', {})['variants'] = f'cuda_arch={archs}'
     env = {}
     if 'include' in site:
-        env['include'] = [{'path': p, 'optional': True} for p in site.pop('include')]
+        # Untracked files of this machine's externals and compilers; prefer_modify makes
+        # `spack -e systems/<name> external find` (and compiler find) write there, never
+        # into this generated, tracked file.
+        env['include'] = [{'path': p, 'optional': True, 'prefer_modify': True}
+                          for p in site.pop('include')]
     env['repos'] = {BUNDLE: '../../spack-repo/spack_repo/umstudy'}
     env['specs'] = site.pop('specs')
     env['develop'] = {c: {'spec': f'{c}@=main', 'path': '../..'} for c in components()}

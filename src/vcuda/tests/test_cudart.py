@@ -22,9 +22,26 @@ import argparse, json, os, re, shutil, signal, socket, subprocess, sys, time
 TOKEN = "s3cret-test-token"  # test_net.c's
 
 
+def rpath_finds_cudart(exe):
+    """Whether `exe` has a DT_RPATH (not DT_RUNPATH) directory holding a libcudart.so.N:
+    the loader searches DT_RPATH before LD_LIBRARY_PATH, so such a program (Spack links
+    with DT_RPATH by default) loads the real runtime whatever LD_LIBRARY_PATH says, and
+    only LD_PRELOAD puts the stand-in in front."""
+    if not shutil.which("readelf"):
+        return False
+    out = subprocess.run(["readelf", "-d", exe], capture_output=True, text=True).stdout
+    dirs = [d for m in re.findall(r"\(RPATH\)\s+Library rpath: \[(.*)\]", out) for d in m.split(":")]
+    return any(os.path.isdir(d) and any(re.fullmatch(r"libcudart\.so\.\d+", f) for f in os.listdir(d))
+               for d in dirs)
+
+
 def run(sample, lib, env_extra, preload=False):
     env = {k: v for k, v in os.environ.items() if not k.startswith("VCUDA_")}
     env.update(env_extra)
+    if not preload and rpath_finds_cudart(sample):
+        print(f"note: {os.path.basename(sample)} has a DT_RPATH to the real libcudart, which "
+              "LD_LIBRARY_PATH cannot override: run through LD_PRELOAD (as vcuda-run does)")
+        preload = True
     if preload:
         env["LD_PRELOAD"] = os.path.join(lib, "libcudart.so." + stand_in_major(lib))
     else:

@@ -1,16 +1,14 @@
 # umstudy: Spack (>= 1.0) recipe for DLM and the P004 benchmarks (src/dlm).
-from spack_repo.umstudy.build_systems.component import UmstudyComponent
+from spack_repo.umstudy.build_systems.component import UmstudyOpenmpComponent
 
-from spack.package import *
+from spack.package import depends_on, requires, run_after
 
 
-class Dlm(UmstudyComponent):
+class Dlm(UmstudyOpenmpComponent):
     """Distributed large memory (P004): user-level remote paging over MPI, one compute
     rank and memory ranks, with the fault engines R3, R58, R77 (SIGSEGV + mprotect)
     and userfaultfd; the paper's microbenchmark, temporal-blocking 7-point stencil and
     STREAM (OpenMP)."""
-
-    version("main", branch="main")
 
     # MPI_THREAD_MULTIPLE: the fault engines talk MPI from their own threads.
     depends_on("mpi")
@@ -18,6 +16,18 @@ class Dlm(UmstudyComponent):
     requires("platform=linux", msg="DLM pages with Linux memfd, userfaultfd and /proc")
 
     root_cmakelists_dir = "src/dlm"
+    always = ("mpi",)
+    programs = ["dlm-micro", "dlm-stencil", "dlm-stream"]
 
-    def component_args(self):
-        return [self.define("UMSTUDY_MPI", "ON")]
+    @run_after("install")
+    def check_installed_programs(self):
+        self.check_programs(self.programs)
+
+    def test_micro_small(self):
+        """dlm-micro on one compute and one memory rank, every element read back"""
+        self.check_programs(self.programs)
+        self.run_program(
+            self.mpi_launcher(2) + [self.prefix.bin.join("dlm-micro"), "--elements", "100000"],
+            expect=['"mismatches"', "ok"],
+            env=self.MPI_TEST_ENV,
+        )

@@ -1,7 +1,7 @@
 # umstudy: Spack (>= 1.0) recipe for the Himeno component (src/himeno).
 from spack_repo.umstudy.build_systems.component import UmstudyGpuComponent
 
-from spack.package import *
+from spack.package import SkipTest, run_after
 
 
 class Himeno(UmstudyGpuComponent):
@@ -11,6 +11,33 @@ class Himeno(UmstudyGpuComponent):
 
     homepage = "https://i.riken.jp/supercom/documents/himenobmt/"
 
-    version("main", branch="main")
-
     root_cmakelists_dir = "src/himeno"
+
+    def programs(self):
+        spec = self.spec
+        return (
+            ["himeno-cpu"]
+            + (["himeno-cuda"] if spec.satisfies("+cuda") else [])
+            + (["himeno-acc"] if spec.satisfies("+openacc") else [])
+        )
+
+    @run_after("install")
+    def check_installed_programs(self):
+        self.check_programs(self.programs())
+
+    def test_cpu_verify(self):
+        """himeno-cpu on a small grid, gosa and p checked against a CPU recomputation"""
+        self.check_programs(self.programs())
+        self.run_program(
+            ["himeno-cpu", "--dims", "16x12x20", "--iterations", "4", "--verify"],
+            expect=['"verified"'],
+        )
+
+    def test_gpu_verify(self):
+        """himeno-cuda on a small grid, checked against the CPU (skips without a GPU)"""
+        if not self.spec.satisfies("+cuda"):
+            raise SkipTest("~cuda: no himeno-cuda")
+        self.run_program(
+            ["himeno-cuda", "--dims", "16x12x20", "--iterations", "4", "--verify"],
+            expect=['"verified"'],
+        )

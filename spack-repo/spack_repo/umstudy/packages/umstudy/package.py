@@ -1,56 +1,70 @@
-# umstudy: the bundle an evaluator installs (`spack install umstudy`).
+# umstudy: the bundle an evaluator installs (`spack install umstudy+cuda`).
+import inspect
+
 from spack_repo.builtin.build_systems.bundle import BundlePackage
-from spack_repo.builtin.build_systems.cuda import CudaPackage
+from spack_repo.umstudy.build_systems.component import HOMEPAGE, RELEASE
 
-from spack.package import *
+from spack.package import depends_on, license, test_part, variant, version
 
-# Components that exist so far; each later component adds itself here.  gpu: takes the
-# bundle's cuda/openmp/openacc variants; mpi: takes its mpi variant; needs: the bundle
-# conditions under which it has something to build (any one of them).
+# Every component, and the bundle variant it needs to have something to build.  The
+# bundle passes its +cuda/~cuda on; the components' other variants reach them by
+# propagation from the spec the user writes (`umstudy+cuda ++openacc ~~openmp`), and the
+# GPU architecture as a preference for all packages (`spack config add
+# packages:all:variants:cuda_arch=90`, or the environment's): Spack's concretizer refuses
+# to propagate cuda_arch (`cuda_arch==90`, spack/spack#39168).
 COMPONENTS = {
-    "himeno": {"gpu": True},
-    "umbench": {"gpu": True, "mpi": True, "needs": ["+cuda", "~cuda +openacc"]},
-    "xmp-coarray": {"needs": ["+mpi"]},
-    "coarray-bench": {"needs": ["+mpi"]},
-    # cuda: takes the bundle's cuda_arch only (no OpenMP/OpenACC variants)
-    "vcuda": {"cuda": True, "needs": ["+cuda"]},
-    "remd": {"gpu": True},
-    "dlm": {"needs": ["+mpi"]},
+    "himeno": "",
+    "remd": "",
+    "umbench": "+cuda",
+    "vcuda": "+cuda",
+    "xmp-coarray": "+mpi",
+    "coarray-bench": "+mpi",
+    "dlm": "+mpi",
 }
+# Components with a cuda variant: the bundle's +cuda/~cuda is theirs.
+CUDA_COMPONENTS = ("himeno", "remd", "umbench", "vcuda")
 
 
-class Umstudy(BundlePackage, CudaPackage):
+class Umstudy(BundlePackage):
     """Reproducibility artifact for five studies of transparent data movement in HPC
     (OpenACC UM, GH200 SAM + Himeno, XMP coarrays, DS-CUDA REMD, DLM paging): every
     benchmark program, built with the same options."""
 
-    homepage = "https://github.com/umstudy/umstudy"
-    git = "https://github.com/umstudy/umstudy.git"
-    maintainers("umstudy")
+    homepage = HOMEPAGE
 
     license("Apache-2.0")
 
-    version("main", branch="main")
+    # A bundle has no source: each component pins the release tarball's sha256.
+    version(RELEASE[0], preferred=True)
+    version("main")
 
-    variant("openmp", default=True, description="OpenMP in CPU code")
-    variant("mpi", default=True, description="MPI programs (umbench's halo stencil, ...)")
-    variant("openacc", default=False, description="OpenACC variants (NVHPC, or GCC nvptx)")
+    variant("cuda", default=False, description="The CUDA programs: umbench, vcuda, *-cuda")
+    variant("mpi", default=True, description="The MPI components: xmp-coarray, coarray-bench, dlm")
 
-    conflicts("cuda_arch=none", when="+cuda", msg="name the GPU architecture: cuda_arch=90 ...")
+    for _name, _when in COMPONENTS.items():
+        for _v in (RELEASE[0], "main"):
+            depends_on(f"{_name}@{_v}", when=f"@{_v} {_when}".strip())
+        if _name in CUDA_COMPONENTS:
+            depends_on(f"{_name}+cuda", when="+cuda")
+            if not _when:
+                depends_on(f"{_name}~cuda", when="~cuda")
 
-    # Every variant of the bundle is passed on to each component that has it.
-    for _name, _c in COMPONENTS.items():
-        for _need in _c.get("needs", [""]):
-            depends_on(f"{_name}@main", when=_need or None)
-            _opts = (("openmp", "openacc") if _c.get("gpu") else ()) + (("mpi",) if _c.get("mpi") else ())
-            for _v in _opts:
-                if _v in _need:
-                    continue  # the condition already fixes it
-                depends_on(f"{_name}+{_v}", when=f"{_need} +{_v}".strip())
-                depends_on(f"{_name}~{_v}", when=f"{_need} ~{_v}".strip())
-            if (_c.get("gpu") or _c.get("cuda")) and "~cuda" not in _need:
-                _rest = " ".join(t for t in _need.split() if t != "+cuda")
-                if "+cuda" not in _need:
-                    depends_on(f"{_name}~cuda", when=f"{_rest} ~cuda".strip())
-                for _arch in CudaPackage.cuda_arch_values:
-                    depends_on(f"{_name}+cuda cuda_arch={_arch}", when=f"{_rest} +cuda cuda_arch={_arch}".strip())
+    def test_components(self):
+        """every component's stand-alone tests, against the installed components"""
+        ran = []
+        for name in COMPONENTS:
+            if name not in self.spec:
+                continue
+            pkg = self.spec[name].package
+            # the methods `spack test run <component>` runs: the class's test_* functions
+            for method, fn in inspect.getmembers(type(pkg), inspect.isfunction):
+                if not method.startswith("test_"):
+                    continue
+                with test_part(
+                    self,
+                    f"test_components_{name}_{method[5:]}",
+                    purpose=f"{name}: {(fn.__doc__ or method).strip()}",
+                ):
+                    fn(pkg)
+                ran.append(f"{name}.{method}")
+        assert ran, "no component tests ran"
