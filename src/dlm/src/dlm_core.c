@@ -44,16 +44,29 @@ void dlm_fatal(const char *fmt, ...)
         for (;;)
             pause();
     }
-    char msg[512];
+    char msg[600];
+    int n = snprintf(msg, sizeof msg, "dlm: error: ");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    n += vsnprintf(msg + n, sizeof msg - (size_t)n - 1, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "dlm: error: %s\n", msg);
-    fflush(NULL);
+    if (n > (int)sizeof msg - 2)
+        n = (int)sizeof msg - 2;
+    msg[n++] = '\n';
+    /* write(2), not stdio: a user thread stopped (dlm_stop_world) or interrupted by
+     * the fault handler inside fprintf holds the stream's lock, and waiting for it
+     * would be a hang after all.  stdout's records are flushed only if nobody holds it. */
+    for (ssize_t w, off = 0; off < n; off += w)
+        if ((w = write(2, msg + off, (size_t)(n - off))) <= 0)
+            break;
+    if (ftrylockfile(stdout) == 0) {
+        fflush_unlocked(stdout);
+        funlockfile(stdout);
+    }
     /* Not MPI_Abort: a launcher told to survive dead ranks (Open MPI --enable-recovery)
-     * reports status 0 for it.  A rank leaving with a status is what every launcher
-     * turns into the job's failure (and the end of the remaining ranks). */
+     * reports status 0 for it, and MPI may wait on the dead rank.  A rank leaving with
+     * a status is what every launcher turns into the job's failure (and the end of
+     * the remaining ranks). */
     _exit(DLM_EFAILED);
 }
 
@@ -509,6 +522,103 @@ static int check_map_count(void)
 
 const dlm_config *dlm_get_config(void) { return &dlm_g.cfg; }
 
+/* ---- the start-up and shutdown watchdog ---------------------------------------------------
+ *
+ * MPI_Init_thread, start-up's collectives (MPI_Bcast, MPI_Comm_dup) and MPI_Finalize
+ * wait on every rank and have no form with a deadline: a memory rank killed while
+ * rank 0 is inside one of them leaves rank 0 waiting for ever (Open MPI 4.1 under
+ * --enable-recovery; a kill during a slow start-up on a loaded machine does it).
+ * Rank 0 runs these phases under a watchdog thread: a phase not over within the
+ * timeout ends the process as a late page would (dlm_fatal).  A collective cannot
+ * tell which rank is missing, so with several memory ranks the message names them all. */
+static pthread_mutex_t g_guard_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_guard_cv;
+static const char *g_guard_what; /* the phase under way, NULL when none */
+static double g_guard_deadline, g_guard_timeout = 30;
+static int g_guard_world; /* MPI_COMM_WORLD's size, 0 while unknown */
+static int g_guard_started;
+
+static void memory_ranks_text(char *buf, size_t n)
+{
+    if (g_guard_world == 2)
+        snprintf(buf, n, "memory rank 1");
+    else if (g_guard_world > 2)
+        snprintf(buf, n, "one of memory ranks 1-%d", g_guard_world - 1);
+    else
+        snprintf(buf, n, "a memory rank");
+}
+
+static void *guard_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_guard_mu);
+    for (;;) {
+        if (!g_guard_what) {
+            pthread_cond_wait(&g_guard_cv, &g_guard_mu);
+            continue;
+        }
+        if (dlm_now() >= g_guard_deadline) {
+            char who[64];
+            memory_ranks_text(who, sizeof who);
+            dlm_fatal("%s did not take part within %.1f s during %s: it died or hangs", who, g_guard_timeout,
+                      g_guard_what);
+        }
+        struct timespec ts;
+        ts.tv_sec = (time_t)g_guard_deadline;
+        ts.tv_nsec = (long)((g_guard_deadline - (double)ts.tv_sec) * 1e9);
+        pthread_cond_timedwait(&g_guard_cv, &g_guard_mu, &ts);
+    }
+    return NULL;
+}
+
+/* Starts the deadline for phase `what` (a string literal). */
+static void guard_arm(const char *what)
+{
+    pthread_mutex_lock(&g_guard_mu);
+    if (!g_guard_started) {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* dlm_now's clock */
+        pthread_cond_init(&g_guard_cv, &ca);
+        pthread_condattr_destroy(&ca);
+        pthread_t t;
+        pthread_attr_t ta;
+        pthread_attr_init(&ta);
+        pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &ta, guard_main, NULL) != 0) {
+            pthread_mutex_unlock(&g_guard_mu);
+            dlm_fatal("cannot start the start-up watchdog thread");
+        }
+        pthread_attr_destroy(&ta);
+        g_guard_started = 1;
+    }
+    g_guard_what = what;
+    g_guard_deadline = dlm_now() + g_guard_timeout;
+    pthread_cond_signal(&g_guard_cv);
+    pthread_mutex_unlock(&g_guard_mu);
+}
+
+static void guard_disarm(void)
+{
+    pthread_mutex_lock(&g_guard_mu);
+    g_guard_what = NULL;
+    pthread_mutex_unlock(&g_guard_mu);
+}
+
+/* Before MPI_Init_thread: the rank and world size as the launcher's environment
+ * gives them (-1 / 0 where it does not), and the timeout as configure() will read it. */
+static int env_int(const char *const *names, int dflt)
+{
+    for (; *names; ++names) {
+        const char *v = getenv(*names);
+        char *end;
+        long x = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && !*end && x >= 0 && x <= INT_MAX)
+            return (int)x;
+    }
+    return dflt;
+}
+
 /* ---- start-up and shutdown -------------------------------------------------------------- */
 
 static int setup_compute(void)
@@ -553,10 +663,26 @@ int dlm_startup(int *argc, char ***argv) { return dlm_startup_opts(argc, argv, N
 int dlm_startup_opts(int *argc, char ***argv, const dlm_options *opts)
 {
     int provided, rank, world;
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+    /* The timeout configure() will settle on (an invalid DLM_TIMEOUT is reported there;
+     * until then the default bounds the wait). */
+    if (env_double("DLM_TIMEOUT", &g_guard_timeout, 30) != 0)
+        g_guard_timeout = 30;
+    if (opts && opts->timeout > 0)
+        g_guard_timeout = opts->timeout;
+    g_guard_world = env_int(size_vars, 0);
+    if (env_int(rank_vars, 0) == 0) /* rank 0, or a launcher that does not say */
+        guard_arm("start-up (MPI_Init_thread)");
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     g_mpi_up = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    g_guard_world = world;
+    if (rank == 0)
+        guard_arm("start-up (the configuration broadcast and communicator set-up)");
+    else
+        guard_disarm();
     /* Rank 0 decides (its environment is the one that counts) and tells the others. */
     int status = DLM_OK;
     if (rank == 0) {
@@ -575,6 +701,7 @@ int dlm_startup_opts(int *argc, char ***argv, const dlm_options *opts)
             MPI_Finalize();
             exit(status);
         }
+        guard_disarm();
         return status;
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &dlm_g.comm_req);
@@ -589,6 +716,7 @@ int dlm_startup_opts(int *argc, char ***argv, const dlm_options *opts)
         MPI_Finalize();
         exit(0);
     }
+    guard_disarm();
     status = setup_compute();
     /* The engine may have failed (e.g. userfaultfd not permitted): tell the servers
      * by shutting them down; the caller decides how to leave. */
@@ -608,11 +736,23 @@ void dlm_shutdown(void)
         if (g_started)
             dlm_g.engine->stop();
         g_started = 0;
-        dlm_msg m = {OP_SHUTDOWN, 0, 0, 0, 0};
-        for (int r = 1; r <= dlm_g.cfg.memory_ranks; ++r)
+        /* A small send completes whether its receiver lives or not (eager), so each
+         * memory rank acknowledges: one killed just before shutdown is named here,
+         * not left for MPI_Finalize to wait on. */
+        for (int r = 1; r <= dlm_g.cfg.memory_ranks; ++r) {
+            int tag = dlm_new_tag();
+            MPI_Request ack;
+            MPI_Irecv(NULL, 0, MPI_BYTE, r, tag, dlm_g.comm_bulk, &ack);
+            dlm_msg m = {OP_SHUTDOWN, tag, 0, 0, 0};
             dlm_send_msg(r, &m, "shutdown");
+            dlm_wait_req(&ack, r, "shutdown");
+        }
     }
+    if (rank == 0)
+        guard_arm("shutdown (MPI_Finalize)");
     MPI_Finalize();
+    if (rank == 0)
+        guard_disarm();
     g_mpi_up = 0;
 }
 

@@ -144,6 +144,8 @@ void dlm_serve(void)
         case OP_SHUTDOWN:
             while (g_npending)
                 reap(1);
+            /* The acknowledgement rank 0 waits for (with its deadline) before MPI_Finalize. */
+            MPI_Send(NULL, 0, MPI_BYTE, 0, m.tag, dlm_g.comm_bulk);
             munmap(store, slots * ps);
             return;
         default:

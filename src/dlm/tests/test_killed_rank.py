@@ -66,17 +66,32 @@ def main():
     timeout = float(os.environ.get('DLM_TIMEOUT', '30'))
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    victims = []  # the rank's process and the shell around it, if any
+    # The rank's process and the shell around it, if any.  The shell appears first and
+    # runs the program as its child only later (seconds on a loaded machine): killing
+    # the shell alone would leave the memory rank serving and the run looking hung, so
+    # wait until the program itself carries rank 1, and collect again just before the kill.
+    def rank1():
+        return [p for p in descendants(proc.pid) if rank_of(p) == 1]
+
+    def is_program(pid):
+        try:
+            with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                arg0 = f.read().split(b'\0')[0].decode(errors='replace')
+        except OSError:
+            return False
+        return os.path.basename(arg0) == os.path.basename(prog[0])
+
+    victims = []
     deadline = time.time() + 30
-    while not victims and time.time() < deadline and proc.poll() is None:
+    while not any(is_program(v) for v in victims) and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
-        victims = [p for p in descendants(proc.pid) if rank_of(p) == 1]
-    if not victims:
+        victims = rank1()
+    if not any(is_program(v) for v in victims):
         proc.kill()
         out, err = proc.communicate()
-        print('FAIL: no process with rank 1 appeared (launcher variables:', RANK_VARS, ')', err[-2000:])
+        print('FAIL: no program process with rank 1 appeared (launcher variables:', RANK_VARS, ')', err[-2000:])
         return 1
-    time.sleep(1.5)  # paging by now
+    time.sleep(1.5)  # paging by now, unless start-up is slow (then the kill tests start-up)
     if proc.poll() == 77:
         out, err = proc.communicate()
         print('skipped: the engine cannot run here (exit 77):', err.strip()[-500:])
@@ -84,9 +99,13 @@ def main():
     if proc.poll() is not None:
         print('FAIL: the program ended before the memory rank could be killed; make it run longer')
         return 1
+    victims = rank1() or victims
     t0 = time.time()
     for v in victims:
-        os.kill(v, sig)
+        try:
+            os.kill(v, sig)
+        except ProcessLookupError:
+            pass
     try:
         out, err = proc.communicate(timeout=timeout + 30)
     except subprocess.TimeoutExpired:

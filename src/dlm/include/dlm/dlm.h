@@ -57,10 +57,13 @@ typedef struct dlm_options {
  * leave through dlm_exit/dlm_shutdown (a bad configuration has ended the memory ranks
  * already with the same status; an engine that could not start has left them serving).
  * Memory ranks never return: they serve pages until rank 0 calls dlm_shutdown, then
- * exit(0). */
+ * exit(0).  On rank 0 start-up is bounded by the timeout: a memory rank that dies or
+ * hangs meanwhile is named and rank 0 exits with DLM_EFAILED. */
 int dlm_startup(int *argc, char ***argv);
 int dlm_startup_opts(int *argc, char ***argv, const dlm_options *opts);
-/* Rank 0: ends the memory ranks and MPI.  Safe after a failed dlm_startup. */
+/* Rank 0: ends the memory ranks (each acknowledges) and MPI, every wait bounded by the
+ * timeout (a dead memory rank: named, exit status DLM_EFAILED).  Safe after a failed
+ * dlm_startup. */
 void dlm_shutdown(void);
 /* dlm_shutdown, then exit(status). */
 void dlm_exit(int status)
