@@ -39,6 +39,7 @@ help:
 	@echo "  SYSTEM=<name>              one of: $(SYSTEMS) (default local)"
 	@echo "  CHECKS=<regex>             check names to run (make run), e.g. CHECKS='^Himeno'"
 	@echo "  RFMFLAGS=<options>         more ReFrame options, e.g. RFMFLAGS='-S trials=1'"
+	@echo "  REPEAT=N                   make run: each case N times (default 3; a performance verdict needs >= 3)"
 	@echo "  UMSTUDY_COMPONENTS='a;b'   build a subset of src/ (himeno umbench xmp-coarray coarray-bench vcuda remd dlm)"
 	@echo "  PYTHON=<python>            a Python with ReFrame (default: .venv, made by make setup)"
 	@echo "  JOBS=N                     parallel build jobs (default: nproc)"

@@ -23,7 +23,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "edf40ffa482f5ce017db34bb0b99a308ae678e6eaa3a7c1bce63947d76d508fc")
+RELEASE = ("0.1.0", "e919d50e79ac0745f4e304dd1f0cd7a3f10aa50c90d83a923e50bc88f21824dd")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
