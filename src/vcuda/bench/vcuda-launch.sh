@@ -24,6 +24,8 @@
 # Inside a task (started by the launcher, not by hand): vcuda-launch --serve-task DIR ...
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=vcuda-server-start.sh
+. "$here/vcuda-server-start.sh"
 self="$here/$(basename "${BASH_SOURCE[0]}")"
 launcher=local nodes="" rpn=1 gpn="" scheme="" bind="" server="" lib="" launcher_opts="" server_opts=""
 rundir="" start_timeout=120 keep=0 task_dir=""
@@ -76,15 +78,8 @@ if [ -n "$task_dir" ]; then
     dev=$(((local_task * gpn + g) % (node_gpus > 0 ? node_gpus : 1)))
     log="$task_dir/server.$task.$g.log"
     # shellcheck disable=SC2086 # server options are words
-    "$server" --device $dev --listen "$scheme$bind:0" $server_opts 2>"$log" &
-    pids+=($!)
-    port=""
-    for _ in $(seq 400); do
-      port=$(sed -n "s/.*listening on \(ucx:\/\/\)\{0,1\}[^ ]*:\([0-9]*\)$/\2/p" "$log")
-      [ -n "$port" ] && break
-      kill -0 "${pids[-1]}" 2>/dev/null || break
-      sleep 0.05
-    done
+    vcuda_start_server "$log" 400 "$server" --device $dev --listen "$scheme$bind:0" $server_opts
+    port=$server_port
     if [ -n "$port" ]; then
       echo "$scheme$bind:$port" >"$task_dir/.ep.$task.$g" && mv "$task_dir/.ep.$task.$g" "$task_dir/ep.$task.$g"
     else

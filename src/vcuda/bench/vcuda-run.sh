@@ -20,6 +20,8 @@ unsupported() {
   exit 77
 }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=vcuda-server-start.sh
+. "$here/vcuda-server-start.sh"
 gpus="" lib="" server="" logdir="" server_opts="" scheme=""
 while [ $# -gt 0 ]; do
   case $1 in
@@ -69,15 +71,8 @@ servers=""
 for ((g = 0; g < gpus; g++)); do
   log="$logdir/vcuda-server-$g.log"
   # shellcheck disable=SC2086 # server options are words
-  "$server" --device $g --listen ${scheme}127.0.0.1:0 $server_opts 2>"$log" &
-  pids+=($!)
-  port=""
-  for _ in $(seq 200); do # the server names its port once it listens
-    port=$(sed -n 's/.*listening on \(ucx:\/\/\)\{0,1\}127\.0\.0\.1:\([0-9]*\)$/\2/p' "$log")
-    [ -n "$port" ] && break
-    kill -0 "${pids[-1]}" 2>/dev/null || break
-    sleep 0.05
-  done
+  vcuda_start_server "$log" 200 "$server" --device $g --listen ${scheme}127.0.0.1:0 $server_opts
+  port=$server_port
   if [ -z "$port" ]; then
     why=$(tail -1 "$log" | tr -d '"\\')
     echo "vcuda-run: server for GPU $g did not start: $why" >&2
@@ -87,5 +82,6 @@ for ((g = 0; g < gpus; g++)); do
 done
 [ -n "$servers" ] || unsupported "no server started (${why:-see the server logs in $logdir})"
 export VCUDA_SERVERS=$servers
-echo "vcuda-run: $gpus server(s) at $VCUDA_SERVERS (logs in $logdir), stand-in $stand_in" >&2
+started=$(tr ',' '\n' <<<"$servers" | wc -l)
+echo "vcuda-run: $started of $gpus server(s) at $VCUDA_SERVERS (logs in $logdir), stand-in $stand_in" >&2
 LD_PRELOAD="$stand_in${LD_PRELOAD:+:$LD_PRELOAD}" "$@"

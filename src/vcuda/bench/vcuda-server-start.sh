@@ -1,0 +1,22 @@
+# Sourced by vcuda-run and vcuda-launch (bash): one place that starts a vcuda-server and
+# learns its port.
+#   vcuda_start_server LOG TRIES SERVER [OPTIONS...]
+# starts the server in the background with its stderr in LOG, appends its pid to the
+# array `pids` and waits up to TRIES x 50 ms for the line it prints once it listens
+# ("... listening on [ucx://]ADDR:PORT", port 0 asked, so the kernel chose it).  Sets
+# `server_port` to that port, or to "" when the server exited or never listened (its
+# last log line says why).
+vcuda_start_server() {
+  local log=$1 tries=$2
+  shift 2
+  "$@" 2>"$log" &
+  pids+=($!)
+  server_port=""
+  for _ in $(seq "$tries"); do
+    server_port=$(sed -n 's/.*listening on \(ucx:\/\/\)\{0,1\}[^ ]*:\([0-9]*\)$/\2/p' "$log")
+    [ -n "$server_port" ] && return 0
+    kill -0 "${pids[-1]}" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
