@@ -23,7 +23,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "e919d50e79ac0745f4e304dd1f0cd7a3f10aa50c90d83a923e50bc88f21824dd")
+RELEASE = ("0.1.0", "88b64b750368c16b088c7363f1df8b9c4abf81b8d65419197d0eeb0ab82b33a1")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
