@@ -37,7 +37,8 @@ def test_make_help_lists_targets_and_variables():
 
 
 @pytest.mark.parametrize('arg, choices', [('SIZE=papr', ['quick', 'paper']),
-                                          ('SYSTEM=nosuchsystem', data.system_names())])
+                                          ('SYSTEM=nosuchsystem', data.system_names()),
+                                          ('REPEAT=0', ['positive number of repeats', '>= 3'])])
 def test_make_run_refuses_bad_input_with_the_choices(arg, choices):
     before = reports()
     r = make('run', arg)
