@@ -306,22 +306,25 @@ def _facts(case, system):
 
 
 class Measured:
-    """Samples of one part (one per repeat), and what qualifies them."""
+    """Samples of one part (one per repeat), the case they come from and the other
+    cases they were combined with (each can make the part only indicative)."""
 
-    def __init__(self, samples, case, notes=()):
+    def __init__(self, samples, case, notes=(), others=()):
         self.samples = [float(v) for v in samples]
         self.case = case
         self.notes = list(notes)
+        self.others = list(others)
 
     @property
     def median(self):
         return statistics.median(self.samples)
 
-    def combine(self, other, op, notes=()):
+    def combine(self, other, op):
         # Repeats are paired by repeat number (runs of one session, side by side).
         n = min(len(self.samples), len(other.samples))
         vals = [op(a, b) for a, b in zip(self.samples[:n], other.samples[:n])]
-        return Measured(vals, self.case, self.notes + other.notes + list(notes))
+        return Measured(vals, self.case, self.notes + other.notes,
+                        self.others + [other.case] + other.others)
 
 
 def _case(cases, system, selector):
@@ -359,19 +362,18 @@ def measure(cases, system, selector):
                 m = m.combine(other, lambda a, b: a - b)
             else:
                 m = m.combine(other, lambda a, b: a / b if b else float('nan'))
-            m.others = getattr(m, 'others', []) + [other.case]
     if 'over_fact' in selector:
         try:
             f = data.evaluate(selector['over_fact'], _facts(case, system))
         except data.MissingFact as e:
             raise Problem(NOT_APPLICABLE, f'system facts do not state {e.args[0]}')
-        m = Measured([v / f for v in m.samples], case, m.notes)
+        m = Measured([v / f for v in m.samples], case, m.notes, m.others)
     return m
 
 
 def _qualify(m, claim, size_needed):
     """Why a measured part can only be indicative (None where it can be judged)."""
-    cases = [m.case] + getattr(m, 'others', [])
+    cases = [m.case] + m.others
     if size_needed and any(c['size'] != size_needed for c in cases):
         return f'{size_needed}-size claim measured at {m.case["size"]} size'
     for c in cases:
@@ -449,9 +451,7 @@ def remd_model_error(cases, system, selector):
             used.append(run)
     if errs is None:
         raise Problem(NOT_RUN, 'no measured R(n) to compare the model with: ' + '; '.join(missing))
-    m = Measured(errs, local.case, notes)
-    m.others = used
-    return m
+    return Measured(errs, local.case, notes, used)
 
 
 DERIVATIONS = {'remd_model_error': remd_model_error}
