@@ -10,7 +10,7 @@ import textwrap
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'reframe', 'lib'))
 from umstudy import data  # noqa: E402
-from umstudy.verdicts import case_is  # noqa: E402,F401  (report.py and the figures share it)
+from umstudy.verdicts import case_is  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import remd_model  # noqa: E402

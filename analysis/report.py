@@ -70,7 +70,7 @@ def fmt_measured(r):
 
 
 def fmt_paper(r):
-    return f"{fmt(r['paper'])} {r['unit'] or ''} ({r['paper_system']})".replace('None ', '')
+    return f"{fmt(r['paper'])} {r['unit'] or ''} ({r['paper_system']})"
 
 
 def load_reference(paths=None):
