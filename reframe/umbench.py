@@ -23,12 +23,12 @@ from umstudy.checks import (UmstudyMetricTest, metric, mpirun_on_local,  # noqa:
 # 8 GB arrays, 200 reps x 10 trials (100 reps per migration phase).
 SIZES = {
     'modes': {'quick': ['--size', '1G'], 'paper': ['--size', '8G']},
-    'fraction': {'quick': ['--size', '1G', '--step', '5'], 'paper': ['--size', '8G', '--step', '5']},
-    'stride': {'quick': ['--size', '1G', '--min', '4K', '--max', '396K', '--step', '16K', '--beyond', '4M'],
+    'fraction': {'quick': ['--size', '1G', '--step', '10'], 'paper': ['--size', '8G', '--step', '5']},
+    'stride': {'quick': ['--size', '1G', '--min', '4K', '--max', '388K', '--step', '32K', '--beyond', '4M'],
                'paper': ['--size', '8G', '--min', '4K', '--max', '396K', '--step', '4K', '--beyond', '4M']},
-    'halo': {'quick': {'small': 7680, 'large': 15360}, 'paper': {'small': 30720, 'large': 61440}},
+    'halo': {'quick': {'small': 5120, 'large': 10240}, 'paper': {'small': 30720, 'large': 61440}},
     'arrays': {'quick': ['1G'], 'paper': ['4G', '8G']},
-    'reps': {'quick': (20, 2), 'paper': (200, 10)},
+    'reps': {'quick': (20, 1), 'paper': (200, 10)},
 }
 MODE = size()  # at import: class bodies below see `size` as the ReFrame variable
 

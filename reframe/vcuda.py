@@ -19,6 +19,8 @@ from umstudy.checks import UmstudyMetricTest, size, skip_without_gpu  # noqa: E4
 
 MODE = size()
 REPS = {'quick': 20, 'paper': 100}
+# D2H calls per idle interval of the keep-alive sweep (median of these per interval)
+INTERVAL_CALLS = {'quick': 15, 'paper': 30}
 
 
 class VcudaBase(UmstudyMetricTest):
@@ -107,7 +109,8 @@ class VcudaKeepalive(VcudaBase):
             self.env_vars['VCUDA_KEEPALIVE_MS'] = str(self.keepalive_ms)
         self.through_vcuda('vcuda-bench', ['--max-devices', '1', '--reps', '10', '--max-bytes', '64K',
                                            '--large', '8M', '--large-reps', '2',
-                                           '--intervals', '0,1,2,5,10,20,50', '--interval-calls', '30'],
+                                           '--intervals', '0,1,2,5,10,20,50',
+                                           '--interval-calls', str(INTERVAL_CALLS[self.size])],
                            f'--spin-us {self.server_spin_us}')
 
     def named_metrics(self):

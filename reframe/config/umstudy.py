@@ -103,6 +103,10 @@ _asked = jobs.requested_system(sys.argv, os.environ) or jobs.system_by_hostname(
 if _asked in _names:
     jobs.refuse_placeholder(data.system(_asked))
 
+_GENERAL = {'report_file': os.path.join(PREFIX, 'reports', 'run-report-{sessionid}.json'), 'remote_detect': False}
+_LOCAL_JOBS = [n for n in _names if all(p.get('scheduler', data.system(n)['scheduler']) == 'local'
+                                        for p in data.system(n)['partitions'])]
+
 site_configuration = {
     'systems': [_system(n) for n in _names],
     'environments': [e for n in _names for e in _environments(n)],
@@ -126,8 +130,9 @@ site_configuration = {
         }],
     }],
     'storage': [{'enable': True, 'sqlite_db_file': os.path.join(PREFIX, 'results.db')}],
-    'general': [{
-        'report_file': os.path.join(PREFIX, 'reports', 'run-report-{sessionid}.json'),
-        'remote_detect': False,
-    }],
+    # Where jobs are local processes a poll is a waitpid, not a scheduler query: poll
+    # fast (ReFrame's default, 10/s decaying by 10% a poll, adds up to a second to each
+    # of a quick run's ~150 short cases).  The first entry naming the system applies.
+    'general': [{**_GENERAL, 'target_systems': _LOCAL_JOBS, 'poll_rate_max': 50, 'poll_rate_decay': 0.02,
+                 'poll_rate_min': 2}, _GENERAL],
 }

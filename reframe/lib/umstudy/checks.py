@@ -83,28 +83,38 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
         return opts
 
     @staticmethod
-    def reusable(cache, opts):
-        """Whether a configured build tree has what these options ask for."""
-        if not cache or cache.get('UMSTUDY_COMPONENTS', '') != opts['UMSTUDY_COMPONENTS'] or \
-                cache.get('CMAKE_BUILD_TYPE') != opts['CMAKE_BUILD_TYPE']:
-            return False
+    def not_reusable(cache, opts):
+        """Why a configured build tree lacks what these options ask for ('' if it has it)."""
+        if not cache:
+            return 'no build/default (make build) yet'
+        for key in ('UMSTUDY_COMPONENTS', 'CMAKE_BUILD_TYPE'):
+            if cache.get(key, '') != opts[key]:
+                return f'{key} is {cache.get(key, "")!r} there, {opts[key]!r} here'
         for key in ('CMAKE_C_COMPILER', 'CMAKE_CXX_COMPILER'):
             want, have = shutil.which(opts.get(key, '')), cache.get(key)
             if not want or not have or os.path.realpath(want) != os.path.realpath(have):
-                return False   # another compiler than the environment's
+                return f'{key} is {have} there, {opts.get(key)} ({want}) here'
         if opts['UMSTUDY_CUDA'] == 'OFF':
-            return True   # CPU programs are the same with or without the CUDA variants
-        have_cuda = cache.get('UMSTUDY_CUDA') != 'OFF' and \
-            cache.get('CMAKE_CUDA_COMPILER', 'NOTFOUND') not in ('', 'NOTFOUND') and \
-            not cache.get('CMAKE_CUDA_COMPILER', '').endswith('-NOTFOUND')
-        return have_cuda and cache.get('CMAKE_CUDA_ARCHITECTURES') == opts['CMAKE_CUDA_ARCHITECTURES']
+            return ''   # CPU programs are the same with or without the CUDA variants
+        if cache.get('UMSTUDY_CUDA') == 'OFF' or cache.get('CMAKE_CUDA_COMPILER', 'NOTFOUND') in ('', 'NOTFOUND') \
+                or cache.get('CMAKE_CUDA_COMPILER', '').endswith('-NOTFOUND'):
+            return 'built without CUDA'
+        if cache.get('CMAKE_CUDA_ARCHITECTURES') != opts['CMAKE_CUDA_ARCHITECTURES']:
+            return (f"CUDA architectures {cache.get('CMAKE_CUDA_ARCHITECTURES')} there, "
+                    f"{opts['CMAKE_CUDA_ARCHITECTURES']} here")
+        return ''
+
+    @classmethod
+    def reusable(cls, cache, opts):
+        return not cls.not_reusable(cache, opts)
 
     @run_before('compile')
     def configure(self):
         opts = self.wanted_options()
         default = os.path.join(data.REPO, 'build', 'default')
         part = self.current_partition
-        if self.reusable(_cmake_cache(default), opts):
+        why_not = self.not_reusable(_cmake_cache(default), opts)
+        if not why_not:
             self.builddir = default
             configure = []
             why = 'reusing make build (build/default)'
@@ -115,7 +125,7 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
             configure = ['cmake -S {} -B {} -DBUILD_TESTING=OFF {}'.format(
                 os.path.join(data.REPO, 'src'), self.builddir,
                 ' '.join(f'"-D{k}={v}"' for k, v in opts.items()))]
-            why = f'building in {os.path.relpath(self.builddir, data.REPO)}'
+            why = f'building in {os.path.relpath(self.builddir, data.REPO)} (build/default: {why_not})'
         getlogger().info(f'umstudy: {part.fullname}+{self.current_environ.name}: {why}')
         jobs = max(1, os.cpu_count() or 1)
         self.build_system.commands = configure + [f'cmake --build {self.builddir} -j {jobs}']
