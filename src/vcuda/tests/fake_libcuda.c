@@ -16,6 +16,9 @@
  *     driver does; its __device__ variable is named "counter_state";
  *   - pitched allocations, 2-D sets, stream and event queries, stream priorities and
  *     context limits are modelled plainly (pitch: the width rounded up to 512 bytes);
+ *   - graphs of kernels, 1-D device copies, byte sets and empty nodes run their nodes
+ *     in dependency order when launched, and say so on stderr, as they do when an exec
+ *     is destroyed (with the count left), so tests can tell where a graph ran;
  *   - cuModuleLoadData reads the ELF it is given trusting every offset, with no length,
  *     as the real driver does: an image the server failed to validate can crash it.
  * Every other driver function the server resolves exists as a weak stub returning
@@ -196,6 +199,14 @@ EXPORT CUresult cuModuleLoadData(void **mod, const void *image)
     const uint8_t *p = image;
     CUresult d = alive();
     if (d) return d;
+    uint32_t fat_magic, entry_header;
+    uint16_t fat_header;
+    memcpy(&fat_magic, p, 4);
+    if (fat_magic == 0xba55ed50u) { /* a fatbinary: its first entry's image (a driver picks its GPU's) */
+        memcpy(&fat_header, p + 6, 2);
+        memcpy(&entry_header, p + fat_header + 4, 4);
+        p += fat_header + entry_header;
+    }
     if (memcmp(p, "\177ELF", 4)) return 200;
     module *m = calloc(1, sizeof *m);
     uint64_t shoff;
@@ -421,6 +432,7 @@ EXPORT CUresult cuGraphLaunch(void *e, void *s)
     const graph_exec *x = e;
     CUresult r = drain(s);
     if (r) return r;
+    fprintf(stderr, "fake libcuda: graph launched (%zu nodes)\n", x->n);
     pthread_mutex_lock(&mu);
     for (size_t i = 0; i < x->n; ++i) {
         const gnode *n = &x->nodes[i];

@@ -30,37 +30,7 @@
 static const char TOKEN[] = "server-test-token";
 static const char *server_exe, *fake_dir;
 
-typedef struct {
-    pid_t pid;
-    uint16_t port;
-    char log[64];
-} server;
-
-static void start(server *s, const char *extra)
-{
-    snprintf(s->log, sizeof s->log, "vcuda-server-test-%d.log", (int)getpid());
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "exec env LD_LIBRARY_PATH='%s' VCUDA_TOKEN='%s' '%s' --device 0 --listen 127.0.0.1:0 %s 2>%s",
-             fake_dir, TOKEN, server_exe, extra ? extra : "", s->log);
-    unlink(s->log);
-    s->port = 0;
-    fflush(NULL);
-    s->pid = fork();
-    if (s->pid == 0) setpgid(0, 0), execl("/bin/sh", "sh", "-c", cmd, (char *)NULL), _exit(127);
-    for (int i = 0; i < 400; ++i) { /* the line scripts wait for */
-        FILE *f = fopen(s->log, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            char *at = strstr(line, "listening on 127.0.0.1:");
-            if (at && strchr(at, '\n')) s->port = (uint16_t)atoi(at + strlen("listening on 127.0.0.1:"));
-        }
-        if (f) fclose(f);
-        if (s->port) return;
-        usleep(25000);
-    }
-    fprintf(stderr, "server did not start\n");
-    exit(1);
-}
+static void start(server *s, const char *extra) { start_server(s, server_exe, fake_dir, TOKEN, extra); }
 
 static char *finish(server *s)
 {
