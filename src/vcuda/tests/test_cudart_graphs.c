@@ -41,7 +41,7 @@ int main(int argc, char **argv)
     if (argc != 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")))
         return fprintf(stderr, "usage: %s server|client SERVER FAKE_LIB_DIR\n", argv[0]), 2;
     int on_server = !strcmp(argv[1], "server");
-    server s;
+    vcuda_test_server s;
     start_server(&s, argv[2], argv[3], TOKEN, NULL);
     char servers[64];
     snprintf(servers, sizeof servers, "127.0.0.1:%u", s.port);

@@ -30,6 +30,8 @@
 static const char TOKEN[] = "server-test-token";
 static const char *server_exe, *fake_dir;
 
+typedef vcuda_test_server server;
+
 static void start(server *s, const char *extra) { start_server(s, server_exe, fake_dir, TOKEN, extra); }
 
 static char *finish(server *s)

@@ -21,11 +21,11 @@ typedef struct {
     pid_t pid;
     uint16_t port;
     char log[64];
-} server;
+} vcuda_test_server;
 
 /* Starts `exe --device 0 --listen 127.0.0.1:0 EXTRA` with the stand-in driver of
  * fake_dir and the token, its stderr in a log of its own, and waits for its port. */
-static inline void start_server(server *s, const char *exe, const char *fake_dir, const char *token, const char *extra)
+static inline void start_server(vcuda_test_server *s, const char *exe, const char *fake_dir, const char *token, const char *extra)
 {
     snprintf(s->log, sizeof s->log, "vcuda-server-test-%d.log", (int)getpid());
     char cmd[1024];
