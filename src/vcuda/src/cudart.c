@@ -1031,7 +1031,8 @@ EXPORT cudaError_t cudaStreamQuery(cudaStream_t s)
 
 EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t stream, unsigned flags)
 {
-    /* cudaEventRecordExternal only matters inside a graph capture, which vcuda refuses */
+    /* cudaEventRecordExternal makes an event-record node in a capture; here a recorded
+     * event only lets another stream join the capture (see cudaEventRecord) */
     if (flags & ~(unsigned)cudaEventRecordExternal) return record(cudaErrorInvalidValue);
     return cudaEventRecord(ev, stream);
 }
@@ -1131,7 +1132,7 @@ EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device)
     return cudaSuccess;
 }
 
-/* vcuda never captures (graphs are refused by name), so no stream is ever capturing. */
+/* Active while the stream records into a graph (see "graphs" below). */
 EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
 {
     if (!status) return record(cudaErrorInvalidValue);
