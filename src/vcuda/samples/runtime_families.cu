@@ -280,7 +280,7 @@ int main()
         // by hand: memset -> kernel -> copy back, with a host node at the end
         cudaGraph_t g2;
         CHECK(cudaGraphCreate(&g2, 0));
-        cudaGraphNode_t set_node, kern_node, copy_node, host_node;
+        cudaGraphNode_t set_node = nullptr, kern_node = nullptr, copy_node = nullptr, host_node = nullptr;
         cudaMemsetParams mp = {};
         mp.dst = g_out, mp.value = 0, mp.elementSize = sizeof(float), mp.width = n, mp.height = 1;
         CHECK(cudaGraphAddMemsetNode(&set_node, g2, nullptr, 0, &mp));

@@ -4,9 +4,10 @@
  * A plain C program calling the runtime API as nvcc's code would: it registers a
  * fatbinary holding the stand-in driver's `counter` kernel, captures a stream (a set,
  * the kernel, a device-to-device copy), instantiates the graph and launches it three
- * times, then builds a graph with a host node.  With VCUDA_GRAPHS=server the first
+ * times, then builds a graph with a host node and one by hand (a 4-byte memset, the
+ * kernel, an edge given twice).  With VCUDA_GRAPHS=server the captured and the hand-made
  * graph must run on the server (the stand-in driver says "graph launched" per launch),
- * the host-node graph must be replayed (no such line); with VCUDA_GRAPHS=client neither
+ * the host-node graph must be replayed (no such line); with VCUDA_GRAPHS=client none
  * runs there.  Results must be the same either way, and a failure of a server-side
  * launch (its memory freed) must surface at the next call, as a kernel launch's does. */
 #define _GNU_SOURCE
@@ -102,6 +103,29 @@ int main(int argc, char **argv)
     CHECK(cudaGraphLaunch(ex2, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess && host_runs == 1);
     CHECK(cudaGraphExecDestroy(ex2) == cudaSuccess && cudaGraphDestroy(g2) == cudaSuccess);
 
+    /* by hand: a 4-byte-element memset, then the kernel, the edge given twice (the
+     * server takes each dependency once) */
+    cudaGraph_t g3;
+    cudaGraphExec_t ex3;
+    cudaGraphNode_t set = NULL, kern = NULL;
+    struct cudaMemsetParams mp;
+    memset(&mp, 0, sizeof mp);
+    mp.dst = buf, mp.value = 0, mp.elementSize = 4, mp.width = 4, mp.height = 1;
+    CHECK(cudaGraphCreate(&g3, 0) == cudaSuccess);
+    CHECK(cudaGraphAddMemsetNode(&set, g3, NULL, 0, &mp) == cudaSuccess);
+    CHECK(cudaGraphAddKernelNode(&kern, g3, NULL, 0, &kp) == cudaSuccess);
+    cudaGraphNode_t from[] = {set, set}, to[] = {kern, kern};
+    CHECK(cudaGraphAddDependencies(g3, from, to, NULL, 2) == cudaSuccess);
+    CHECK(cudaGraphInstantiate(&ex3, g3, 0) == cudaSuccess);
+    CHECK(cudaGraphLaunch(ex3, 0) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaMemcpy(host, buf, sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess);
+    good = 1;
+    for (int i = 0; i < 16; ++i) good &= host[i] == 0;
+    for (int i = 16; i < 32; ++i) good &= host[i] == 0x11;
+    memcpy(&runs, host + 32, sizeof runs);
+    CHECK(good && runs == 5); /* the counter's fifth run: 3 above, 1 in the host-node graph */
+    CHECK(cudaGraphExecDestroy(ex3) == cudaSuccess && cudaGraphDestroy(g3) == cudaSuccess);
+
     /* the memory freed under the instantiated graph: refused on the server, nothing
      * written; told at the launch (replayed) or at the next call (on the server) */
     CHECK(cudaFree(buf) == cudaSuccess);
@@ -114,8 +138,9 @@ int main(int argc, char **argv)
 
     static char text[1 << 20];
     char *log = stop_server_read_log(s.pid, s.log, text, sizeof text);
-    /* on the server: 3 launches, one exec made and destroyed; replayed: none of it */
-    CHECK(count(log, "fake libcuda: graph launched") == (on_server ? 3 : 0));
+    /* on the server: 4 launches, two execs made and destroyed; replayed: none of it */
+    CHECK(count(log, "fake libcuda: graph launched") == (on_server ? 4 : 0));
+    CHECK(count(log, "graph exec destroyed") == (on_server ? 2 : 0));
     CHECK(count(log, "graph exec destroyed, 0 left") == (on_server ? 1 : 0));
     printf("%s: %s (%d failed checks)\n", argv[1], failures ? "FAIL" : "PASS", failures);
     return failures != 0;
