@@ -960,10 +960,11 @@ static int rc_graph_launch(rc_t *c, uint64_t exec, uint32_t flags)
     return rc_call(c, &m, flags, 2000);
 }
 
-static void graphs(void)
+/* opts: the server's options (a context per client, or the shared one) */
+static void graphs(const char *opts)
 {
     server s;
-    start(&s, NULL);
+    start(&s, opts);
     rc_t a, b;
     CHECK(rc_open(&a, s.port, 2000) == 0);
     uint64_t mod = rc_module(&a, "rt", 0), fn = rc_function(&a, mod, "counter");
@@ -1117,7 +1118,8 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "quotas")) quotas();
     else if (!strcmp(c, "shrink")) shrink();
     else if (!strcmp(c, "runtime_calls")) runtime_calls();
-    else if (!strcmp(c, "graphs")) graphs();
+    else if (!strcmp(c, "graphs")) graphs(NULL);
+    else if (!strcmp(c, "graphs_isolation")) graphs("--isolation context");
     else if (!strcmp(c, "real_cubin") && argc > 4) real_cubin(argv[4]);
     else return fprintf(stderr, "unknown case %s\n", c), 2;
     return failures ? 1 : 0;
