@@ -2488,19 +2488,25 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
     void *argv[VCUDA_MAX_PARAMS];
     if (!g) return record(cudaErrorInvalidValue);
     if (capturing(s)) return unsupported("cudaGraphLaunch", "a graph launched into a capturing stream (child graphs)");
-    if (g->exec && g->exec_device == current_device) {
-        /* one frame; like a kernel launch, unanswered unless VCUDA_LAUNCH=sync (a failure
-         * on the server is returned by this device's next call) */
+    if (g->exec && g->exec_device == stream_device(s)) {
+        /* one frame to the server holding it (the stream's); like a kernel launch,
+         * unanswered unless VCUDA_LAUNCH=sync (a failure there is returned by that
+         * device's next call) */
         char why[VCUDA_WHY_LEN];
         vcuda_msg m, r;
         uint64_t sh;
-        if ((e = stream_handle(s, &sh))) return e;
-        memset(&m, 0, sizeof m);
-        m.hdr.opcode = VCUDA_OP_GRAPH_LAUNCH;
-        m.v[0] = g->exec, m.v[1] = sh, m.nv = 2;
-        r.hdr.flags = 0; /* (no reply when posted) */
-        return result(async_launch ? vcuda_client_post(current_device, &m, why)
-                                   : vcuda_client_call(current_device, &m, &r, 0, why), &r, "cudaGraphLaunch", why);
+        int saved = current_device;
+        current_device = g->exec_device;
+        if (!(e = stream_handle(s, &sh))) {
+            memset(&m, 0, sizeof m);
+            m.hdr.opcode = VCUDA_OP_GRAPH_LAUNCH;
+            m.v[0] = g->exec, m.v[1] = sh, m.nv = 2;
+            r.hdr.flags = 0; /* (no reply when posted) */
+            e = result(async_launch ? vcuda_client_post(current_device, &m, why)
+                                    : vcuda_client_call(current_device, &m, &r, 0, why), &r, "cudaGraphLaunch", why);
+        }
+        current_device = saved;
+        return e;
     }
     for (size_t i = 0; i < g->nnodes && !e; ++i) {
         graph_node *n = g->nodes[i];
