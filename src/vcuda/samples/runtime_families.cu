@@ -280,7 +280,7 @@ int main()
         // by hand: memset -> kernel -> copy back, with a host node at the end
         cudaGraph_t g2;
         CHECK(cudaGraphCreate(&g2, 0));
-        cudaGraphNode_t set_node, kern_node, copy_node, host_node;
+        cudaGraphNode_t set_node = nullptr, kern_node = nullptr, copy_node = nullptr, host_node = nullptr;
         cudaMemsetParams mp = {};
         mp.dst = g_out, mp.value = 0, mp.elementSize = sizeof(float), mp.width = n, mp.height = 1;
         CHECK(cudaGraphAddMemsetNode(&set_node, g2, nullptr, 0, &mp));
@@ -305,6 +305,30 @@ int main()
         CHECK(cudaGraphExecDestroy(exec));
         CHECK(cudaGraphDestroy(g2));
         CHECK(cudaGraphDestroy(g3));
+        // device work only (a set, a kernel on a forked stream, a device copy): a graph
+        // the GPU runs as a whole, launched three times
+        CHECK(cudaStreamBeginCapture(hi, cudaStreamCaptureModeGlobal));
+        CHECK(cudaMemsetAsync(g_out, 0, n * sizeof(float), hi));
+        CHECK(cudaEventRecord(fork, hi));
+        CHECK(cudaStreamWaitEvent(side, fork, 0));
+        scale<<<(n + 255) / 256, 256, 0, side>>>(g_out, g_in, n);
+        CHECK(cudaEventRecord(join, side));
+        CHECK(cudaStreamWaitEvent(hi, join, 0));
+        CHECK(cudaMemcpyAsync(g_in, g_out, n * sizeof(float), cudaMemcpyDeviceToDevice, hi));
+        CHECK(cudaStreamEndCapture(hi, &graph));
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int rep = 0; rep < 3; ++rep) CHECK(cudaGraphLaunch(exec, hi));
+        CHECK(cudaStreamSynchronize(hi));
+        CHECK(cudaMemcpy(dst.data(), g_in, n * sizeof(float), cudaMemcpyDeviceToHost));
+        good = true;
+        for (int i = 0; i < n; ++i) {
+            float v = src[i];
+            for (int rep = 0; rep < 3; ++rep) v *= c[i % 16];
+            good &= dst[i] == v;
+        }
+        EXPECT(good, "device-only graph launched three times");
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
         CHECK(cudaStreamDestroy(side));
         CHECK(cudaEventDestroy(fork));
         CHECK(cudaEventDestroy(join));

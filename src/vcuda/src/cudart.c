@@ -64,18 +64,29 @@ static int grow(void *arr, size_t *cap, size_t n, size_t elem)
 static pthread_once_t open_once = PTHREAD_ONCE_INIT;
 static cudaError_t open_error;
 static int async_launch = 1;
+static int server_graphs = 1; /* graphs built and run on the server (see "graphs") */
+
+/* An environment switch between two words: *on = (value is `yes`), unchanged if unset;
+ * -1 (said on stderr) for any other value. */
+static int env_choice(const char *name, const char *yes, const char *no, int *on)
+{
+    const char *l = getenv(name);
+    if (!l || !*l) return 0;
+    if (strcmp(l, yes) && strcmp(l, no)) {
+        fprintf(stderr, "vcuda: %s='%s' is not %s or %s\n", name, l, yes, no);
+        return -1;
+    }
+    *on = !strcmp(l, yes);
+    return 0;
+}
 
 static void open_servers(void)
 {
     char why[VCUDA_WHY_LEN];
-    const char *l = getenv("VCUDA_LAUNCH");
-    if (l && *l) {
-        if (strcmp(l, "async") && strcmp(l, "sync")) {
-            fprintf(stderr, "vcuda: VCUDA_LAUNCH='%s' is not async or sync\n", l);
-            open_error = cudaErrorInitializationError;
-            return;
-        }
-        async_launch = !strcmp(l, "async");
+    if (env_choice("VCUDA_LAUNCH", "async", "sync", &async_launch) ||
+        env_choice("VCUDA_GRAPHS", "server", "client", &server_graphs)) {
+        open_error = cudaErrorInitializationError;
+        return;
     }
     if (vcuda_client_open(why)) {
         fprintf(stderr, "vcuda: %s\n", why);
@@ -501,6 +512,7 @@ static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size
     m.nsizes = k->nparams;
     memcpy(m.sizes, k->sizes, k->nparams * sizeof *k->sizes);
     m.blob = packed, m.blob_len = (uint32_t)at;
+    r.hdr.flags = 0; /* (no reply when posted) */
     if (async_launch && op == VCUDA_OP_LAUNCH) {
         /* like the real runtime: the launch returns once queued; what fails on the
          * server is returned by this device's next call (limits are checked here first,
@@ -1019,7 +1031,8 @@ EXPORT cudaError_t cudaStreamQuery(cudaStream_t s)
 
 EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t stream, unsigned flags)
 {
-    /* cudaEventRecordExternal only matters inside a graph capture, which vcuda refuses */
+    /* cudaEventRecordExternal makes an event-record node in a capture; here a recorded
+     * event only lets another stream join the capture (see cudaEventRecord) */
     if (flags & ~(unsigned)cudaEventRecordExternal) return record(cudaErrorInvalidValue);
     return cudaEventRecord(ev, stream);
 }
@@ -1119,7 +1132,7 @@ EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device)
     return cudaSuccess;
 }
 
-/* vcuda never captures (graphs are refused by name), so no stream is ever capturing. */
+/* Active while the stream records into a graph (see "graphs" below). */
 EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
 {
     if (!status) return record(cudaErrorInvalidValue);
@@ -1966,10 +1979,16 @@ EXPORT cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
 /* A graph is kept here, as the list of its nodes and their dependencies, built by the
  * cudaGraphAdd* calls or by stream capture (a capturing stream, and every stream that
  * waits on an event recorded in it, appends what it is given instead of sending it).
- * Instantiation fixes an order that respects every dependency; cudaGraphLaunch then
- * issues the nodes in that order into the launch stream, each executed on the server
- * as the call it was made from (kernels, copies, sets) or run here (host nodes).  Only
- * the concurrency between independent branches is given up: results are the same. */
+ * Instantiation fixes an order that respects every dependency.  A graph of kernels,
+ * device-to-device copies, sets and empty nodes is then sent whole to the server
+ * (GRAPH_INSTANTIATE), which builds and instantiates it as a CUgraph: cudaGraphLaunch
+ * is one frame, and the GPU runs independent branches concurrently.  A graph that
+ * touches this process's memory -- host nodes (the function runs here), copies from or
+ * to host memory (read or written here when the node runs), 3-D copies -- or exceeds
+ * the server's graph limits is replayed instead: cudaGraphLaunch issues its nodes in
+ * that order into the launch stream, each executed on the server as the call it was
+ * made from or run here (host nodes); only the concurrency between independent branches
+ * is given up, results are the same.  VCUDA_GRAPHS=client replays every graph. */
 typedef enum { NODE_EMPTY, NODE_KERNEL, NODE_COPY, NODE_COPY3D, NODE_SET, NODE_HOST } node_kind;
 
 typedef struct graph_node {
@@ -2002,6 +2021,8 @@ typedef struct graph {
     cudaStream_t origin;   /* capture: the stream that began it */
     remote_object *joined[64]; /* capture: the other streams that joined it */
     size_t njoined;
+    uint64_t exec;    /* instantiated on the server: its handle there (0: replayed here) */
+    int exec_device;  /* the device (server) that holds it */
 } graph;
 #define GRAPH_MAGIC 0x47524150u
 #define EXEC_MAGIC 0x47455845u
@@ -2332,6 +2353,96 @@ EXPORT cudaError_t cudaGraphClone(cudaGraph_t *out, cudaGraph_t gr)
     return e;
 }
 
+/* Whether the server can run node n as it is (see "graphs" above); a copy's direction
+ * is resolved here, on the current device, as cudaMemcpyDefault would be at launch. */
+static int server_node(const graph_node *n)
+{
+    switch (n->kind) {
+    case NODE_EMPTY: return 1;
+    case NODE_KERNEL: return n->shmem <= UINT32_MAX;
+    case NODE_SET: return 1;
+    case NODE_COPY:
+        return n->copy_kind == cudaMemcpyDeviceToDevice ||
+               (n->copy_kind == cudaMemcpyDefault && is_device_pointer(n->dst) && is_device_pointer(n->src));
+    default: return 0;
+    }
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Instantiates the ordered copy c on the current device's server, where it can run
+ * there (c->exec stays 0 otherwise: replayed).  Errors are the server's. */
+static cudaError_t server_instantiate(graph *c)
+{
+    char why[VCUDA_WHY_LEN];
+    size_t total_deps = 0, len = 0;
+    cudaError_t e = ready();
+    if (e) return record(e);
+    if (!server_graphs || !c->nnodes || c->nnodes > VCUDA_MAX_GRAPH_NODES) return cudaSuccess;
+    for (size_t i = 0; i < c->nnodes; ++i) {
+        if (!server_node(c->nodes[i])) return cudaSuccess;
+        total_deps += c->nodes[i]->ndeps;
+    }
+    vcuda_graph_node *w = calloc(c->nnodes, sizeof *w);
+    uint32_t *deps = malloc((total_deps ? total_deps : 1) * sizeof *deps), *d = deps;
+    uint8_t *blob = NULL;
+    if (!w || !deps) e = cudaErrorMemoryAllocation;
+    for (size_t i = 0; !e && i < c->nnodes; ++i) {
+        const graph_node *n = c->nodes[i];
+        vcuda_graph_node *x = &w[i];
+        /* dependencies: earlier nodes (c is ordered), increasing, each once */
+        uint32_t nd = 0;
+        for (size_t k = 0; k < n->ndeps; ++k) d[nd++] = (uint32_t)n->deps[k]->index;
+        qsort(d, nd, sizeof *d, cmp_u32);
+        x->ndeps = 0, x->deps = d;
+        for (uint32_t k = 0; k < nd; ++k)
+            if (!x->ndeps || d[k] != d[x->ndeps - 1]) d[x->ndeps++] = d[k];
+        d += x->ndeps;
+        switch (n->kind) {
+        case NODE_KERNEL: {
+            uint64_t fn;
+            if ((e = resolve(n->k, &fn))) break;
+            x->kind = VCUDA_GNODE_KERNEL, x->function = fn;
+            uint32_t dims[6] = {n->grid.x, n->grid.y, n->grid.z, n->block.x, n->block.y, n->block.z};
+            memcpy(x->dim, dims, sizeof dims);
+            x->shmem = (uint32_t)n->shmem, x->params = n->args;
+            for (uint32_t p = 0; p < n->k->nparams; ++p) x->params_len += n->k->sizes[p];
+            break;
+        }
+        case NODE_COPY:
+            x->kind = VCUDA_GNODE_COPY, x->dst = (uintptr_t)n->dst, x->src = (uintptr_t)n->src, x->size = n->n;
+            break;
+        case NODE_SET:
+            x->kind = VCUDA_GNODE_SET, x->dst = (uintptr_t)n->dst, x->pitch = n->pitch, x->value = (uint32_t)n->value & 0xff;
+            x->width = n->width, x->height = n->height;
+            break;
+        default: x->kind = VCUDA_GNODE_EMPTY; break;
+        }
+    }
+    uint32_t count = (uint32_t)c->nnodes;
+    /* beyond the codec's limits (argument bytes, sizes): replayed, as it always could be */
+    if (!e && !vcuda_graph_encode(w, count, NULL, 0, &len, why) && len <= VCUDA_MAX_CHUNK) {
+        if (!(blob = malloc(len))) e = cudaErrorMemoryAllocation;
+        else if (!vcuda_graph_encode(w, count, blob, len, &len, why)) {
+            vcuda_msg m, r;
+            memset(&m, 0, sizeof m);
+            m.hdr.opcode = VCUDA_OP_GRAPH_INSTANTIATE;
+            m.v[0] = count, m.nv = 1;
+            m.blob = blob, m.blob_len = (uint32_t)len;
+            vcuda_client_status s = vcuda_client_call(current_device, &m, &r, 0, why);
+            if (s == VCUDA_CLIENT_REMOTE_ERROR)
+                fprintf(stderr, "vcuda: cudaGraphInstantiate: %.*s\n", (int)r.str_len, (const char *)r.str);
+            if (!(e = result(s, &r, "cudaGraphInstantiate", why))) c->exec = r.v[0], c->exec_device = current_device;
+        }
+    }
+    free(w), free(deps), free(blob);
+    return e ? record(e) : cudaSuccess;
+}
+
 EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t gr, unsigned long long flags)
 {
     graph *g = as_graph(gr, GRAPH_MAGIC), *c = NULL;
@@ -2339,6 +2450,7 @@ EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t gr, un
     if (flags & ~(unsigned long long)(cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority))
         return unsupported("cudaGraphInstantiate", "device launch and upload flags");
     cudaError_t e = copy_graph_locked(g, EXEC_MAGIC, 1, &c);
+    if (!e && (e = server_instantiate(c))) destroy_graph(c, EXEC_MAGIC);
     if (!e) *out = (cudaGraphExec_t)c;
     return e;
 }
@@ -2348,7 +2460,20 @@ EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *out, cudaGraph
     return cudaGraphInstantiate(out, gr, flags);
 }
 
-EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ex) { return destroy_graph(ex, EXEC_MAGIC); }
+EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ex)
+{
+    graph *g = as_graph(ex, EXEC_MAGIC);
+    cudaError_t e = cudaSuccess;
+    if (g && g->exec) { /* the server's first; the copy here goes whatever it says */
+        vcuda_msg r;
+        int saved = current_device;
+        current_device = g->exec_device;
+        e = call(VCUDA_OP_GRAPH_EXEC_DESTROY, &g->exec, 1, &r, "cudaGraphExecDestroy");
+        current_device = saved;
+    }
+    cudaError_t d = destroy_graph(ex, EXEC_MAGIC);
+    return e ? e : d;
+}
 
 EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t ex, cudaStream_t s)
 {
@@ -2363,6 +2488,26 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
     void *argv[VCUDA_MAX_PARAMS];
     if (!g) return record(cudaErrorInvalidValue);
     if (capturing(s)) return unsupported("cudaGraphLaunch", "a graph launched into a capturing stream (child graphs)");
+    if (g->exec && g->exec_device == stream_device(s)) {
+        /* one frame to the server holding it (the stream's); like a kernel launch,
+         * unanswered unless VCUDA_LAUNCH=sync (a failure there is returned by that
+         * device's next call) */
+        char why[VCUDA_WHY_LEN];
+        vcuda_msg m, r;
+        uint64_t sh;
+        int saved = current_device;
+        current_device = g->exec_device;
+        if (!(e = stream_handle(s, &sh))) {
+            memset(&m, 0, sizeof m);
+            m.hdr.opcode = VCUDA_OP_GRAPH_LAUNCH;
+            m.v[0] = g->exec, m.v[1] = sh, m.nv = 2;
+            r.hdr.flags = 0; /* (no reply when posted) */
+            e = result(async_launch ? vcuda_client_post(current_device, &m, why)
+                                    : vcuda_client_call(current_device, &m, &r, 0, why), &r, "cudaGraphLaunch", why);
+        }
+        current_device = saved;
+        return e;
+    }
     for (size_t i = 0; i < g->nnodes && !e; ++i) {
         graph_node *n = g->nodes[i];
         switch (n->kind) {

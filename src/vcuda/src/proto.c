@@ -390,6 +390,128 @@ uint64_t vcuda_chunk_count(uint64_t size)
     return size == 0 ? 1 : (size + VCUDA_MAX_CHUNK - 1) / VCUDA_MAX_CHUNK;
 }
 
+/* ---- graphs (see proto.h) ------------------------------------------------------------ */
+
+uint32_t vcuda_graph_dep(const vcuda_graph_node *n, uint32_t k)
+{
+    return n->deps ? n->deps[k] : (uint32_t)get_le(n->deps_le + 4ull * k, 4);
+}
+
+/* One walk serves both directions, so the encoder cannot write what the decoder would
+ * refuse: reading (r) fills the node from the bytes, writing (w) puts the node's fields
+ * there, neither (sizing) only moves on; every value is checked after either. */
+typedef struct {
+    uint8_t *w;
+    const uint8_t *r;
+    size_t len, at;
+} graph_cursor;
+
+static vcuda_status graph_field(graph_cursor *c, uint64_t *v, int w, uint32_t node, char *why)
+{
+    if ((size_t)w > c->len - c->at)
+        return fail(why, VCUDA_E_FIELD_OVERRUN, "graph node %u: a field runs past the end of the graph", node);
+    if (w == 4 && *v > UINT32_MAX)
+        return fail(why, VCUDA_E_BAD_VALUE, "graph node %u: %llu does not fit 32 bits", node, (unsigned long long)*v);
+    if (c->w) put_le(c->w + c->at, *v, w);
+    else if (c->r) *v = get_le(c->r + c->at, w);
+    c->at += (size_t)w;
+    return VCUDA_OK;
+}
+
+static vcuda_status graph_node_walk(graph_cursor *c, vcuda_graph_node *x, uint32_t i, uint32_t *param_total, char *why)
+{
+    vcuda_status s;
+    uint64_t v;
+#define FIELD(lvalue, width, bad, ...)                                                     \
+    do {                                                                                   \
+        v = (lvalue);                                                                      \
+        if ((s = graph_field(c, &v, width, i, why))) return s;                             \
+        (lvalue) = (__typeof__(lvalue))v;                                                  \
+        if (bad) return fail(why, VCUDA_E_BAD_VALUE, __VA_ARGS__);                         \
+    } while (0)
+    FIELD(x->kind, 4, x->kind >= VCUDA_GNODE_KINDS, "graph node %u: kind %u unknown", i, x->kind);
+    FIELD(x->ndeps, 4, x->ndeps > i, "graph node %u: %u dependencies, %u nodes before it", i, x->ndeps, i);
+    if (c->r) x->deps = NULL, x->deps_le = c->r + c->at;
+    for (uint32_t k = 0, prev = 0; k < x->ndeps; ++k) {
+        uint32_t d = c->r ? 0 : vcuda_graph_dep(x, k);
+        FIELD(d, 4, d >= i || (k && d <= prev),
+              "graph node %u: dependency %u is not an earlier node in increasing order", i, d);
+        prev = d;
+    }
+    switch (x->kind) {
+    case VCUDA_GNODE_KERNEL:
+        FIELD(x->function, 8, 0, "graph node %u", i);
+        for (int d = 0; d < 6; ++d)
+            FIELD(x->dim[d], 4, x->dim[d] < 1 || x->dim[d] > INT32_MAX, "graph node %u: dimension %u outside [1,2^31-1]",
+                  i, x->dim[d]);
+        FIELD(x->shmem, 4, 0, "graph node %u", i);
+        FIELD(x->params_len, 4, x->params_len > VCUDA_MAX_PARAM_BYTES ||
+                                    x->params_len > VCUDA_MAX_GRAPH_PARAM_BYTES - *param_total,
+              "graph node %u: %u argument bytes over the kernel's or the graph's limit", i, x->params_len);
+        *param_total += x->params_len;
+        if (x->params_len > c->len - c->at)
+            return fail(why, VCUDA_E_FIELD_OVERRUN, "graph node %u: arguments run past the end of the graph", i);
+        if (c->w && x->params_len && !x->params)
+            return fail(why, VCUDA_E_BAD_LENGTH, "graph node %u: %u argument bytes from NULL", i, x->params_len);
+        if (c->w && x->params_len) memcpy(c->w + c->at, x->params, x->params_len);
+        else if (c->r) x->params = c->r + c->at;
+        c->at += x->params_len;
+        break;
+    case VCUDA_GNODE_COPY:
+        FIELD(x->dst, 8, 0, "graph node %u", i);
+        FIELD(x->src, 8, 0, "graph node %u", i);
+        FIELD(x->size, 8, x->size > VCUDA_MAX_SIZE, "graph node %u: copy of %llu bytes", i, (unsigned long long)x->size);
+        break;
+    case VCUDA_GNODE_SET:
+        FIELD(x->dst, 8, 0, "graph node %u", i);
+        FIELD(x->pitch, 8, x->pitch > VCUDA_MAX_SIZE, "graph node %u: pitch out of range", i);
+        FIELD(x->value, 4, x->value > 255, "graph node %u: set value %u is not a byte", i, x->value);
+        FIELD(x->width, 8, x->width > VCUDA_MAX_SIZE, "graph node %u: width out of range", i);
+        FIELD(x->height, 8, x->height > VCUDA_MAX_SIZE, "graph node %u: height out of range", i);
+        break;
+    default: break;
+    }
+#undef FIELD
+    return VCUDA_OK;
+}
+
+static vcuda_status graph_walk(graph_cursor *c, const vcuda_graph_node *in, vcuda_graph_node *out, uint32_t count,
+                               char *why)
+{
+    uint32_t param_total = 0;
+    vcuda_status s;
+    if (count < 1 || count > VCUDA_MAX_GRAPH_NODES)
+        return fail(why, VCUDA_E_BAD_COUNT, "graph of %u nodes outside [1,%u]", count, VCUDA_MAX_GRAPH_NODES);
+    for (uint32_t i = 0; i < count; ++i) {
+        vcuda_graph_node x;
+        if (in) x = in[i];
+        else memset(&x, 0, sizeof x);
+        if ((s = graph_node_walk(c, &x, i, &param_total, why))) return s;
+        if (out) out[i] = x;
+    }
+    if (c->r && c->at != c->len)
+        return fail(why, VCUDA_E_EXTRA_BYTES, "%zu bytes after the graph's last node", c->len - c->at);
+    return VCUDA_OK;
+}
+
+vcuda_status vcuda_graph_decode(const uint8_t *p, size_t len, uint32_t count, vcuda_graph_node *out, char *why)
+{
+    graph_cursor c = {NULL, p, len, 0};
+    return graph_walk(&c, NULL, out, count, why);
+}
+
+vcuda_status vcuda_graph_encode(const vcuda_graph_node *n, uint32_t count, uint8_t *buf, size_t cap, size_t *len,
+                                char *why)
+{
+    graph_cursor c = {NULL, NULL, SIZE_MAX, 0};
+    vcuda_status s = graph_walk(&c, n, NULL, count, why);
+    *len = c.at;
+    if (s || !buf) return s;
+    if (cap < c.at) return fail(why, VCUDA_E_NO_SPACE, "graph needs %zu bytes, buffer has %zu", c.at, cap);
+    c = (graph_cursor){buf, NULL, cap, 0};
+    return graph_walk(&c, n, NULL, count, why);
+}
+
 /* ---- authentication -------------------------------------------------------------- */
 
 int vcuda_token_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)

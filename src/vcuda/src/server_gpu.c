@@ -21,6 +21,8 @@
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
+typedef void *CUgraph, *CUgraphNode, *CUgraphExec;
+#include "driver_graph.h"
 
 #define DRIVER_FUNCTIONS(X)                                                                  \
     X(cuInit, CUresult, (unsigned))                                                          \
@@ -89,10 +91,26 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
     X(cuCtxCreate_v2, CUresult, (CUcontext *, unsigned, int))                                \
     X(cuCtxDestroy_v2, CUresult, (CUcontext))
 
+/* Graphs built and run on the server (see "graphs" below). */
+#define GRAPH_FUNCTIONS(X)                                                                   \
+    X(cuGraphCreate, CUresult, (CUgraph *, unsigned))                                        \
+    X(cuGraphDestroy, CUresult, (CUgraph))                                                   \
+    X(cuGraphAddEmptyNode, CUresult, (CUgraphNode *, CUgraph, const CUgraphNode *, size_t))  \
+    X(cuGraphAddKernelNode_v2, CUresult,                                                     \
+      (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const kernel_node_params *))     \
+    X(cuGraphAddMemcpyNode, CUresult,                                                        \
+      (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const memcpy3d_params *, CUcontext)) \
+    X(cuGraphAddMemsetNode, CUresult,                                                        \
+      (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const memset_node_params *, CUcontext)) \
+    X(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *, CUgraph, unsigned long long))   \
+    X(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))                                      \
+    X(cuGraphExecDestroy, CUresult, (CUgraphExec))
+
 typedef struct {
 #define DECLARE(name, ret, args) ret(*name) args;
     DRIVER_FUNCTIONS(DECLARE)
     TENANCY_FUNCTIONS(DECLARE)
+    GRAPH_FUNCTIONS(DECLARE)
 #undef DECLARE
 } driver;
 
@@ -107,7 +125,8 @@ static vcuda_gpu_limits limits = VCUDA_GPU_LIMITS_DEFAULT;
 #define PARAM_ALIGN 16
 #define MSG_LEN 320 /* error texts sent back (driver messages are short) */
 
-typedef enum { H_STREAM = 1, H_EVENT, H_MODULE, H_FUNCTION } handle_kind;
+typedef enum { H_STREAM = 1, H_EVENT, H_MODULE, H_FUNCTION, H_GRAPH_EXEC } handle_kind;
+#define MAX_CLIENT_GRAPH_NODES (64u * VCUDA_MAX_GRAPH_NODES) /* in all of a client's graph execs */
 
 typedef struct {
     CUfunction f;
@@ -119,7 +138,7 @@ typedef struct {
 typedef struct {
     uint64_t id;
     handle_kind kind;
-    void *obj; /* CUstream, CUevent, cached_module*, function_info* */
+    void *obj; /* CUstream, CUevent, cached_module*, function_info*, graph_exec* */
     unsigned flags; /* streams: the client's flags (0: ordered with its default stream) */
 } handle;
 
@@ -148,6 +167,7 @@ typedef struct {
     void *pinned[2];
     uint64_t generation; /* the context generation this client attached to */
     int fatal;           /* a sticky error: the session ends after this reply */
+    uint32_t graph_nodes; /* nodes in the client's graph execs */
     uint64_t mem_bytes;
     uint32_t nmodules;
     CUcontext own;     /* --isolation context: the client's own context (else NULL) */
@@ -464,13 +484,27 @@ static int d2h(vcuda_gpu *g, vcuda_conn *c, client *cl, const vcuda_msg *q, vcud
     }
 }
 
+/* Kernel arguments as the driver takes them, one aligned pointer per parameter, from
+ * bytes packed by the kernel's own sizes (the caller checked their total).  Per worker
+ * thread (clients launch concurrently); valid until its next call. */
+static void **unpack_params(const function_info *fi, const uint8_t *blob)
+{
+    static _Thread_local _Alignas(PARAM_ALIGN) uint8_t packed[VCUDA_MAX_PARAMS * PARAM_ALIGN + VCUDA_MAX_PARAM_BYTES];
+    static _Thread_local void *params[VCUDA_MAX_PARAMS];
+    size_t at = 0, from = 0;
+    for (uint32_t i = 0; i < fi->n; ++i) {
+        params[i] = packed + at;
+        memcpy(packed + at, blob + from, fi->sizes[i]);
+        from += fi->sizes[i];
+        at += (fi->sizes[i] + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN;
+    }
+    return fi->n ? params : NULL;
+}
+
 static int launch(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
 {
     handle *h = find_handle(cl, q->v[0], H_FUNCTION);
     CUstream s;
-    /* per worker thread: clients launch concurrently */
-    static _Thread_local _Alignas(PARAM_ALIGN) uint8_t packed[VCUDA_MAX_PARAMS * PARAM_ALIGN + VCUDA_MAX_PARAM_BYTES];
-    void *params[VCUDA_MAX_PARAMS];
     if (!h) return reply_invalid(cl, r, 98 /* cudaErrorInvalidDeviceFunction */, "LAUNCH: unknown function handle");
     if (stream_of(cl, q->v[8], &s)) return reply_invalid(cl, r, 400, "LAUNCH: unknown stream");
     const function_info *fi = h->obj;
@@ -478,20 +512,14 @@ static int launch(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
     if (q->nsizes != fi->n || memcmp(q->sizes, fi->sizes, fi->n * sizeof *fi->sizes))
         return reply_invalid(cl, r, 1, "LAUNCH: %u arguments given, the kernel takes %u (or their sizes differ)",
                              q->nsizes, fi->n);
-    size_t at = 0, from = 0;
-    for (uint32_t i = 0; i < fi->n; ++i) {
-        params[i] = packed + at;
-        memcpy(packed + at, q->blob + from, fi->sizes[i]);
-        from += fi->sizes[i];
-        at += (fi->sizes[i] + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN;
-    }
+    void **params = unpack_params(fi, q->blob);
     CUresult rc = q->hdr.opcode == VCUDA_OP_LAUNCH_COOPERATIVE
         ? g->cu.cuLaunchCooperativeKernel(fi->f, (unsigned)q->v[1], (unsigned)q->v[2], (unsigned)q->v[3],
                                           (unsigned)q->v[4], (unsigned)q->v[5], (unsigned)q->v[6],
-                                          (unsigned)q->v[7], s, fi->n ? params : NULL)
+                                          (unsigned)q->v[7], s, params)
         : g->cu.cuLaunchKernel(fi->f, (unsigned)q->v[1], (unsigned)q->v[2], (unsigned)q->v[3],
                                (unsigned)q->v[4], (unsigned)q->v[5], (unsigned)q->v[6],
-                               (unsigned)q->v[7], s, fi->n ? params : NULL, NULL);
+                               (unsigned)q->v[7], s, params, NULL);
     return rc ? reply_cu(g, cl, r, vcuda_opcode_name(q->hdr.opcode), rc) : 0;
 }
 
@@ -532,6 +560,175 @@ static int function_get(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg 
     r->nsizes = fi->n;
     memcpy(r->sizes, fi->sizes, fi->n * sizeof *fi->sizes);
     return 0;
+}
+
+/* ---- graphs ----------------------------------------------------------------------- *
+ * GRAPH_INSTANTIATE brings a whole graph (proto.h, "graphs"); it is checked here as
+ * LAUNCH, MEMCPY_D2D and MEMSET are, node by node (function handles the client's own,
+ * argument bytes the kernel's own total, every copied or set range inside one of the
+ * client's allocations), then built as a CUgraph of the client's context, instantiated,
+ * and kept as a handle: GRAPH_LAUNCH is then one frame and one cuGraphLaunch.  The
+ * ranges are checked again at every launch (memory freed since then may be someone
+ * else's), and unloading a module destroys the execs whose kernels it holds. */
+typedef struct {
+    uint64_t p, n;
+} mem_range;
+
+typedef struct {
+    CUgraphExec exec;
+    uint32_t nodes, nranges, nmodules;
+    mem_range *ranges;
+    CUmodule *modules;
+} graph_exec;
+
+static void graph_exec_free(vcuda_gpu *g, client *cl, graph_exec *x, int alive)
+{
+    if (alive && x->exec) g->cu.cuGraphExecDestroy(x->exec);
+    cl->graph_nodes -= x->nodes;
+    free(x->ranges);
+    free(x->modules);
+    free(x);
+}
+
+/* The client's execs whose kernels are in module m (NULL: all of them) go. */
+static void graph_execs_drop(vcuda_gpu *g, client *cl, CUmodule m, int alive)
+{
+    for (uint32_t i = cl->nhandle; i-- > 0;) {
+        if (cl->handles[i].kind != H_GRAPH_EXEC) continue;
+        graph_exec *x = cl->handles[i].obj;
+        int uses = !m;
+        for (uint32_t k = 0; k < x->nmodules && !uses; ++k) uses = x->modules[k] == m;
+        if (!uses) continue;
+        graph_exec_free(g, cl, x, alive);
+        remove_handle(cl, &cl->handles[i]);
+    }
+}
+
+/* Checks one decoded node against the client's tables; records what launches recheck. */
+static int graph_node_check(client *cl, const vcuda_graph_node *n, uint32_t i, graph_exec *x, vcuda_msg *r)
+{
+    switch (n->kind) {
+    case VCUDA_GNODE_KERNEL: {
+        handle *h = find_handle(cl, n->function, H_FUNCTION);
+        if (!h) return reply_invalid(cl, r, 98, "GRAPH_INSTANTIATE: node %u: unknown function handle", i), -1;
+        const function_info *fi = h->obj;
+        uint32_t total = 0;
+        for (uint32_t k = 0; k < fi->n; ++k) total += fi->sizes[k];
+        if (n->params_len != total)
+            return reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: node %u: %u argument bytes, the kernel takes %u", i,
+                                 n->params_len, total), -1;
+        uint32_t k = 0;
+        while (k < x->nmodules && x->modules[k] != fi->owner) ++k;
+        if (k == x->nmodules) x->modules[x->nmodules++] = fi->owner;
+        return 0;
+    }
+    case VCUDA_GNODE_COPY:
+        if (!n->size) return 0;
+        if (!find_range(cl, n->dst, n->size) || !find_range(cl, n->src, n->size))
+            return reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: node %u: a copied range is not inside an allocation of "
+                                 "this client", i), -1;
+        x->ranges[x->nranges++] = (mem_range){n->dst, n->size};
+        x->ranges[x->nranges++] = (mem_range){n->src, n->size};
+        return 0;
+    case VCUDA_GNODE_SET: {
+        if (!n->width || !n->height) return 0;
+        if (n->width > n->pitch || n->height - 1 > VCUDA_MAX_SIZE / n->pitch)
+            return reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: node %u: width over pitch", i), -1;
+        uint64_t span = (n->height - 1) * n->pitch + n->width;
+        if (!find_range(cl, n->dst, span))
+            return reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: node %u: the set rows are not inside an allocation of "
+                                 "this client", i), -1;
+        x->ranges[x->nranges++] = (mem_range){n->dst, span};
+        return 0;
+    }
+    default: return 0;
+    }
+}
+
+/* Adds checked node i to the CUgraph (deps: the CUgraphNodes it waits for). */
+static CUresult graph_node_add(vcuda_gpu *g, client *cl, CUgraph graph, const vcuda_graph_node *n, CUgraphNode *out,
+                               const CUgraphNode *deps)
+{
+    CUcontext cx = cl->own ? cl->own : g->ctx;
+    if (n->kind == VCUDA_GNODE_KERNEL) {
+        const function_info *fi = find_handle(cl, n->function, H_FUNCTION)->obj;
+        kernel_node_params p = {fi->f, {n->dim[0], n->dim[1], n->dim[2]}, {n->dim[3], n->dim[4], n->dim[5]}, n->shmem,
+                                unpack_params(fi, n->params), NULL, NULL, NULL};
+        return g->cu.cuGraphAddKernelNode_v2(out, graph, deps, n->ndeps, &p); /* copies the arguments */
+    }
+    if (n->kind == VCUDA_GNODE_COPY && n->size) {
+        memcpy3d_params p;
+        memset(&p, 0, sizeof p);
+        p.src_type = p.dst_type = VCUDA_CU_MEMORYTYPE_DEVICE;
+        p.src_device = n->src, p.dst_device = n->dst;
+        p.src_pitch = p.dst_pitch = p.width = n->size;
+        p.src_height = p.dst_height = p.height = p.depth = 1;
+        return g->cu.cuGraphAddMemcpyNode(out, graph, deps, n->ndeps, &p, cx);
+    }
+    if (n->kind == VCUDA_GNODE_SET && n->width && n->height) {
+        memset_node_params p = {n->dst, n->pitch, n->value, 1, n->width, n->height};
+        return g->cu.cuGraphAddMemsetNode(out, graph, deps, n->ndeps, &p, cx);
+    }
+    /* empty nodes, and copies and sets of nothing, only order */
+    return g->cu.cuGraphAddEmptyNode(out, graph, deps, n->ndeps);
+}
+
+static int graph_instantiate(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
+{
+    uint32_t count = (uint32_t)q->v[0];
+    char bad[VCUDA_WHY_LEN];
+    if (count < 1 || count > VCUDA_MAX_GRAPH_NODES)
+        return reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: %u nodes outside [1,%u]", count, VCUDA_MAX_GRAPH_NODES);
+    if (count > MAX_CLIENT_GRAPH_NODES - cl->graph_nodes)
+        return reply_invalid(cl, r, 2, "GRAPH_INSTANTIATE: this client's graphs would exceed %u nodes",
+                             MAX_CLIENT_GRAPH_NODES);
+    vcuda_graph_node *nodes = calloc(count, sizeof *nodes);
+    CUgraphNode *made = calloc(count, sizeof *made), *deps = calloc(count, sizeof *deps);
+    graph_exec *x = calloc(1, sizeof *x);
+    CUgraph graph = NULL;
+    CUresult rc = 0;
+    int refused = 0;
+    if (x) x->ranges = calloc(2 * (size_t)count, sizeof *x->ranges), x->modules = calloc(count, sizeof *x->modules);
+    if (!nodes || !made || !deps || !x || !x->ranges || !x->modules)
+        refused = reply_invalid(cl, r, 2, "GRAPH_INSTANTIATE: server out of memory") + 1;
+    else if (vcuda_graph_decode(q->blob, q->blob_len, count, nodes, bad))
+        refused = reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: %s", bad) + 1;
+    for (uint32_t i = 0; i < count && !refused; ++i) refused = graph_node_check(cl, &nodes[i], i, x, r) != 0;
+    if (!refused && !(rc = g->cu.cuGraphCreate(&graph, 0)))
+        for (uint32_t i = 0; i < count && !rc; ++i) {
+            for (uint32_t k = 0; k < nodes[i].ndeps; ++k) deps[k] = made[vcuda_graph_dep(&nodes[i], k)];
+            rc = graph_node_add(g, cl, graph, &nodes[i], &made[i], deps);
+        }
+    if (!refused && !rc) rc = g->cu.cuGraphInstantiateWithFlags(&x->exec, graph, 0);
+    if (graph) g->cu.cuGraphDestroy(graph); /* the exec is independent of it */
+    free(nodes), free(made), free(deps);
+    uint64_t id = 0;
+    if (!refused && !rc) {
+        x->nodes = count, cl->graph_nodes += count;
+        if (!(id = add_handle(cl, H_GRAPH_EXEC, x))) reply_invalid(cl, r, 2, "GRAPH_INSTANTIATE: handle limit reached");
+    } else if (rc)
+        reply_cu(g, cl, r, "GRAPH_INSTANTIATE", rc);
+    if (!id) {
+        if (x) graph_exec_free(g, cl, x, 1);
+        return 0;
+    }
+    r->v[0] = id, r->nv = 1;
+    return 0;
+}
+
+static int graph_launch(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
+{
+    handle *h = find_handle(cl, q->v[0], H_GRAPH_EXEC);
+    CUstream s;
+    CUresult rc;
+    if (!h) return reply_invalid(cl, r, 400, "GRAPH_LAUNCH: unknown graph exec");
+    if (stream_of(cl, q->v[1], &s)) return reply_invalid(cl, r, 400, "GRAPH_LAUNCH: unknown stream");
+    const graph_exec *x = h->obj;
+    for (uint32_t i = 0; i < x->nranges; ++i)
+        if (!find_range(cl, x->ranges[i].p, x->ranges[i].n))
+            return reply_invalid(cl, r, 1, "GRAPH_LAUNCH: memory the graph copies or sets was freed since it was "
+                                 "instantiated");
+    return (rc = g->cu.cuGraphLaunch(x->exec, s)) ? reply_cu(g, cl, r, "GRAPH_LAUNCH", rc) : 0;
 }
 
 /* MODULE_LOOKUP / MODULE_LOAD: the client gets a module of its own, loaded from the
@@ -602,6 +799,7 @@ static void module_unload(vcuda_gpu *g, client *cl, handle *h)
      * another client's allocation */
     for (uint32_t i = cl->nglobal; i-- > 0;)
         if (cl->globals[i].owner == m->mod) cl->globals[i] = cl->globals[--cl->nglobal];
+    graph_execs_drop(g, cl, m->mod, 1); /* and the graphs that launch its kernels */
     g->cu.cuModuleUnload(m->mod);
     free(m);
     --cl->nmodules;
@@ -819,11 +1017,14 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
         return 0;
     case VCUDA_OP_FUNCTION_GET: return function_get(g, cl, q, r);
     case VCUDA_OP_LAUNCH:
-        launch(g, cl, q, r);
+    case VCUDA_OP_GRAPH_LAUNCH:
+        if (q->hdr.opcode == VCUDA_OP_LAUNCH) launch(g, cl, q, r);
+        else graph_launch(g, cl, q, r);
         if ((q->hdr.flags & VCUDA_FLAG_NOREPLY) && (r->hdr.flags & VCUDA_FLAG_ERROR) && !cl->launch_error) {
             /* nobody waits for this reply: the client's next call gets the error */
             cl->launch_error = (int)r->v[0];
-            snprintf(cl->launch_msg, sizeof cl->launch_msg, "an earlier kernel launch failed: %.280s", cl->msg);
+            snprintf(cl->launch_msg, sizeof cl->launch_msg, "an earlier %s failed: %.280s",
+                     q->hdr.opcode == VCUDA_OP_LAUNCH ? "kernel launch" : "graph launch", cl->msg);
         }
         return 0;
     default: return more_requests(g, cl, q, r);
@@ -1136,6 +1337,12 @@ static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
         return 0;
     }
     case VCUDA_OP_PRINTF_FETCH: return printf_fetch(g, cl, r);
+    case VCUDA_OP_GRAPH_INSTANTIATE: return graph_instantiate(g, cl, q, r);
+    case VCUDA_OP_GRAPH_EXEC_DESTROY:
+        if (!(h = find_handle(cl, q->v[0], H_GRAPH_EXEC))) return reply_invalid(cl, r, 400, "GRAPH_EXEC_DESTROY: unknown graph exec");
+        graph_exec_free(g, cl, h->obj, 1);
+        remove_handle(cl, h);
+        return 0;
     default:
         return reply_invalid(cl, r, 801, "%s is not served by vcuda-server", op);
     }
@@ -1152,6 +1359,7 @@ static void release_client(void *ctx, vcuda_conn *c)
     int alive = cl->generation == g->generation && !cl->own;
     pthread_mutex_unlock(&g->mu);
     if (alive) sync_client(g, cl); /* work the client queued may still use its memory */
+    graph_execs_drop(g, cl, NULL, alive); /* before the modules their kernels are in */
     for (uint32_t i = 0; i < cl->nalloc && alive; ++i) g->cu.cuMemFree_v2(cl->allocs[i].base);
     for (uint32_t i = 0; i < cl->nhandle; ++i) {
         handle *h = &cl->handles[i];
@@ -1321,6 +1529,7 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
 #define RESOLVE(name, ret, args) *(void **)&g->cu.name = dlsym(g->lib, #name);
     DRIVER_FUNCTIONS(RESOLVE)
     TENANCY_FUNCTIONS(RESOLVE)
+    GRAPH_FUNCTIONS(RESOLVE)
 #undef RESOLVE
     /* cuEventElapsedTime_v2 (CUDA 12.8+) is the same call where it exists */
     void *v2 = dlsym(g->lib, "cuEventElapsedTime_v2");
@@ -1333,6 +1542,7 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
     }
     DRIVER_FUNCTIONS(CHECK_RESOLVED)
     TENANCY_FUNCTIONS(CHECK_RESOLVED)
+    GRAPH_FUNCTIONS(CHECK_RESOLVED)
 #undef CHECK_RESOLVED
     if ((rc = g->cu.cuInit(0)) || (rc = g->cu.cuDeviceGetCount(&n)) || n == 0) {
         vcuda_fail(why, 0, "no usable GPU (cuInit/cuDeviceGetCount: CUresult %d, %d devices)", rc, n);

@@ -16,6 +16,9 @@
  *     driver does; its __device__ variable is named "counter_state";
  *   - pitched allocations, 2-D sets, stream and event queries, stream priorities and
  *     context limits are modelled plainly (pitch: the width rounded up to 512 bytes);
+ *   - graphs of kernels, 1-D device copies, byte sets and empty nodes run their nodes
+ *     in dependency order when launched, and say so on stderr, as they do when an exec
+ *     is destroyed (with the count left), so tests can tell where a graph ran;
  *   - cuModuleLoadData reads the ELF it is given trusting every offset, with no length,
  *     as the real driver does: an image the server failed to validate can crash it.
  * Every other driver function the server resolves exists as a weak stub returning
@@ -27,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "../src/driver_graph.h"
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -194,6 +199,14 @@ EXPORT CUresult cuModuleLoadData(void **mod, const void *image)
     const uint8_t *p = image;
     CUresult d = alive();
     if (d) return d;
+    uint32_t fat_magic, entry_header;
+    uint16_t fat_header;
+    memcpy(&fat_magic, p, 4);
+    if (fat_magic == 0xba55ed50u) { /* a fatbinary: its first entry's image (a driver picks its GPU's) */
+        memcpy(&fat_header, p + 6, 2);
+        memcpy(&entry_header, p + fat_header + 4, 4);
+        p += fat_header + entry_header;
+    }
     if (memcmp(p, "\177ELF", 4)) return 200;
     module *m = calloc(1, sizeof *m);
     uint64_t shoff;
@@ -290,22 +303,143 @@ EXPORT CUresult cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size)
     *off = 0, *size = fn->kind == 3 ? 8 : 4;
     return 0;
 }
+/* What a kernel does, in stream s's time (mu held; arg: its one parameter, if any). */
+static void run_kernel(const function *fn, void *s, const void *arg)
+{
+    int64_t t = now_ns(), *end = &S(s)->end_ns;
+    if (*end < t) *end = t;
+    if (fn->kind == 1) *end += (int64_t)*(const uint32_t *)arg * 1000000;
+    if (fn->kind == 2) dead = (int)*(const uint32_t *)arg; /* reported from now on */
+    if (fn->kind == 3) {
+        *(int *)DEV(*(const CUdeviceptr *)arg) = ++fn->m->counter;
+        if (printf_len + 32 < sizeof printf_buf)
+            printf_len += (size_t)snprintf(printf_buf + printf_len, 32, "counter %d\n", fn->m->counter);
+    }
+}
+
 EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                unsigned smem, void *s, void **params, void **extra)
 {
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)extra;
-    function *fn = f;
     CUresult d = alive();
     if (d) return d;
     pthread_mutex_lock(&mu);
-    int64_t t = now_ns(), *end = &S(s)->end_ns;
-    if (*end < t) *end = t;
-    if (fn->kind == 1) *end += (int64_t)*(const uint32_t *)params[0] * 1000000;
-    if (fn->kind == 2) dead = (int)*(const uint32_t *)params[0]; /* reported from now on */
-    if (fn->kind == 3) {
-        *(int *)DEV(*(const CUdeviceptr *)params[0]) = ++fn->m->counter;
-        if (printf_len + 32 < sizeof printf_buf)
-            printf_len += (size_t)snprintf(printf_buf + printf_len, 32, "counter %d\n", fn->m->counter);
+    run_kernel(f, s, params ? params[0] : NULL);
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+/* ---- graphs: nodes with their parameters copied (kernel arguments too, as the driver
+ * does); a node's dependencies exist before it (the API takes them as it is added), so
+ * the order of adding is an order that respects every dependency, and an exec runs its
+ * nodes in that order when launched, after the stream's queued work.  Only what the
+ * server builds is modelled: kernels, 1-D device copies, byte sets, empty nodes. */
+typedef struct {
+    int kind; /* 0 empty, 1 kernel, 2 copy, 3 set */
+    const function *fn;
+    unsigned char arg[8];
+    CUdeviceptr dst, src;
+    size_t n, pitch, width, height;
+    unsigned char value;
+} gnode;
+typedef struct {
+    gnode **nodes; /* a graph's: each its own allocation (the node's handle) */
+    size_t n;
+} graph;
+typedef struct {
+    gnode *nodes; /* an exec's: copies, in the order they were added */
+    size_t n;
+} graph_exec;
+static int live_execs; /* said on stderr at each destroy, for the server's tests */
+
+static CUresult add_gnode(void **out, void *g, void *const *deps, size_t ndeps, gnode x)
+{
+    graph *gr = g;
+    for (size_t i = 0; i < ndeps; ++i) { /* dependencies must be nodes of this graph */
+        size_t k = 0;
+        while (k < gr->n && gr->nodes[k] != deps[i]) ++k;
+        if (k == gr->n) return 1;
+    }
+    gnode **q = realloc(gr->nodes, (gr->n + 1) * sizeof *q), *n = malloc(sizeof *n);
+    if (q) gr->nodes = q;
+    if (!q || !n) return free(n), 2;
+    *n = x;
+    *out = gr->nodes[gr->n++] = n;
+    return alive();
+}
+EXPORT CUresult cuGraphCreate(void **g, unsigned f) { (void)f; return (*g = calloc(1, sizeof(graph))) ? alive() : 2; }
+EXPORT CUresult cuGraphDestroy(void *g)
+{
+    graph *gr = g;
+    for (size_t i = 0; i < gr->n; ++i) free(gr->nodes[i]);
+    free(gr->nodes);
+    free(gr);
+    return 0;
+}
+EXPORT CUresult cuGraphAddEmptyNode(void **out, void *g, void *const *deps, size_t nd)
+{
+    return add_gnode(out, g, deps, nd, (gnode){0});
+}
+EXPORT CUresult cuGraphAddKernelNode_v2(void **out, void *g, void *const *deps, size_t nd, const kernel_node_params *p)
+{
+    const function *fn = p->func;
+    gnode x = {1, fn, {0}, 0, 0, 0, 0, 0, 0, 0};
+    if (!fn || p->extra) return 1;
+    if (fn->kind) memcpy(x.arg, p->params[0], fn->kind == 3 ? 8 : 4); /* cuFuncGetParamInfo's sizes */
+    return add_gnode(out, g, deps, nd, x);
+}
+EXPORT CUresult cuGraphAddMemcpyNode(void **out, void *g, void *const *deps, size_t nd, const memcpy3d_params *p, void *ctx)
+{
+    (void)ctx;
+    if (p->src_type != VCUDA_CU_MEMORYTYPE_DEVICE || p->dst_type != VCUDA_CU_MEMORYTYPE_DEVICE || p->height != 1 ||
+        p->depth != 1)
+        return 801;
+    gnode x = {2, NULL, {0}, p->dst_device, p->src_device, p->width, 0, 0, 0, 0};
+    return add_gnode(out, g, deps, nd, x);
+}
+EXPORT CUresult cuGraphAddMemsetNode(void **out, void *g, void *const *deps, size_t nd, const memset_node_params *p, void *ctx)
+{
+    (void)ctx;
+    if (p->element_size != 1 || (p->height > 1 && p->pitch < p->width)) return 1;
+    gnode x = {3, NULL, {0}, p->dst, 0, 0, p->pitch, p->width, p->height, (unsigned char)p->value};
+    return add_gnode(out, g, deps, nd, x);
+}
+EXPORT CUresult cuGraphInstantiateWithFlags(void **e, void *g, unsigned long long f)
+{
+    const graph *gr = g;
+    graph_exec *x = calloc(1, sizeof *x);
+    if (f || !x || (gr->n && !(x->nodes = malloc(gr->n * sizeof *x->nodes)))) return free(x), 1;
+    for (size_t i = 0; i < gr->n; ++i) x->nodes[i] = *gr->nodes[i];
+    x->n = gr->n;
+    pthread_mutex_lock(&mu);
+    ++live_execs;
+    pthread_mutex_unlock(&mu);
+    *e = x;
+    return alive();
+}
+EXPORT CUresult cuGraphExecDestroy(void *e)
+{
+    pthread_mutex_lock(&mu);
+    int left = --live_execs;
+    pthread_mutex_unlock(&mu);
+    fprintf(stderr, "fake libcuda: graph exec destroyed, %d left\n", left);
+    free(((graph_exec *)e)->nodes);
+    free(e);
+    return 0;
+}
+EXPORT CUresult cuGraphLaunch(void *e, void *s)
+{
+    const graph_exec *x = e;
+    CUresult r = drain(s);
+    if (r) return r;
+    fprintf(stderr, "fake libcuda: graph launched (%zu nodes)\n", x->n);
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < x->n; ++i) {
+        const gnode *n = &x->nodes[i];
+        if (n->kind == 1) run_kernel(n->fn, s, n->arg);
+        else if (n->kind == 2) memmove(DEV(n->dst), DEV(n->src), n->n);
+        else if (n->kind == 3)
+            for (size_t y = 0; y < n->height; ++y) memset((char *)DEV(n->dst) + y * n->pitch, n->value, n->width);
     }
     pthread_mutex_unlock(&mu);
     return 0;

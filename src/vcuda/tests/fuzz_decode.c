@@ -1,11 +1,31 @@
 /* libFuzzer target for the frame decoder the server runs on every client frame.
  * Beyond "no crash, no leak, no UB" (the sanitizers), it checks that anything the
  * decoder accepts re-encodes to the identical bytes: the wire format is canonical,
- * so decoder and encoder cannot silently disagree about a field. */
+ * so decoder and encoder cannot silently disagree about a field.  A GRAPH_INSTANTIATE
+ * the frame decoder accepts goes on through the graph decoder, the same way. */
 #include "vcuda/proto.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+static void graph(const vcuda_msg *m)
+{
+    static vcuda_graph_node nodes[VCUDA_MAX_GRAPH_NODES];
+    char why[VCUDA_WHY_LEN];
+    uint32_t count = (uint32_t)m->v[0];
+    if (count < 1 || count > VCUDA_MAX_GRAPH_NODES) return; /* (the server refuses it so) */
+    if (vcuda_graph_decode(m->blob, m->blob_len, count, nodes, why) != VCUDA_OK) return;
+    size_t n;
+    uint8_t *out = malloc(m->blob_len ? m->blob_len : 1);
+    if (!out || vcuda_graph_encode(nodes, count, out, m->blob_len, &n, why) != VCUDA_OK || n != m->blob_len ||
+        memcmp(out, m->blob, n) != 0)
+        abort();
+    for (uint32_t i = 0; i < count; ++i) /* what the server relies on */
+        for (uint32_t k = 0; k < nodes[i].ndeps; ++k)
+            if (vcuda_graph_dep(&nodes[i], k) >= i || (k && vcuda_graph_dep(&nodes[i], k) <= vcuda_graph_dep(&nodes[i], k - 1)))
+                abort();
+    free(out);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -26,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcmp(out, data, size) != 0)
             abort();
         free(out);
+        if (m.hdr.opcode == VCUDA_OP_GRAPH_INSTANTIATE && !(m.hdr.flags & VCUDA_FLAG_REPLY)) graph(&m);
     }
     return 0;
 }

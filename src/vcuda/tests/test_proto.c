@@ -149,7 +149,7 @@ static void header_bytes(void)
     m.v[0] = 3;
     m.nv = 1;
     CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_OK);
-    static const uint8_t want[] = {'V', 'C', 'U', 'D', 2, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
+    static const uint8_t want[] = {'V', 'C', 'U', 'D', 3, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
                                    4, 3, 2, 1, 4, 0, 0, 0, 3, 0, 0, 0};
     CHECK(n == sizeof want && memcmp(frame, want, n) == 0);
 }
@@ -164,10 +164,12 @@ static void reject_header(void)
     frame[0] ^= 0xFF;
     frame[4] = 1; /* a peer from before the challenge-response handshake */
     expect(frame, n, VCUDA_E_BAD_VERSION);
+    frame[4] = 2; /* a peer from before graphs ran on the server */
+    expect(frame, n, VCUDA_E_BAD_VERSION);
     frame[4] = VCUDA_PROTO_VERSION;
-    /* 49: one past the last runtime opcode; 99: in the gap before the control opcodes;
+    /* 52: one past the last runtime opcode; 99: in the gap before the control opcodes;
      * 102: one past the last control opcode */
-    uint16_t bad_ops[] = {0, 49, 99, 102, 1000, 0xFFFF};
+    uint16_t bad_ops[] = {0, 52, 99, 102, 1000, 0xFFFF};
     for (size_t i = 0; i < sizeof bad_ops / sizeof bad_ops[0]; ++i) {
         frame[6] = (uint8_t)bad_ops[i], frame[7] = (uint8_t)(bad_ops[i] >> 8);
         expect(frame, n, VCUDA_E_BAD_OPCODE);
@@ -374,6 +376,93 @@ static void token_file(void)
     CHECK(vcuda_token_load(tok, &len, why) == VCUDA_E_TOKEN_FILE);
 }
 
+/* ---- graphs: the GRAPH_INSTANTIATE bytes (proto.h, "graphs") ---------------------- */
+
+static const uint32_t g_dep0[] = {0}, g_dep12[] = {1, 2};
+static const uint8_t g_args[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+
+/* set -> {kernel, copy} -> empty: one node of every kind, a join and a fork */
+static void graph_sample(vcuda_graph_node n[4])
+{
+    memset(n, 0, 4 * sizeof *n);
+    n[0].kind = VCUDA_GNODE_SET, n[0].dst = 0x7f0000001000ull, n[0].pitch = 512, n[0].value = 0xab;
+    n[0].width = 500, n[0].height = 3;
+    n[1].kind = VCUDA_GNODE_KERNEL, n[1].ndeps = 1, n[1].deps = g_dep0, n[1].function = 0x8000000000000001ull;
+    for (int d = 0; d < 6; ++d) n[1].dim[d] = (uint32_t)(d + 1) << (d * 4);
+    n[1].shmem = 4096, n[1].params = g_args, n[1].params_len = sizeof g_args;
+    n[2].kind = VCUDA_GNODE_COPY, n[2].ndeps = 1, n[2].deps = g_dep0, n[2].dst = 0x7f0000002000ull;
+    n[2].src = 0x7f0000001000ull, n[2].size = 1500;
+    n[3].kind = VCUDA_GNODE_EMPTY, n[3].ndeps = 2, n[3].deps = g_dep12;
+}
+
+static uint8_t g_blob[8 << 20];
+
+static void graph_codec(void)
+{
+    vcuda_graph_node n[4], d[4];
+    size_t len = 0, len2 = 0;
+    graph_sample(n);
+    CHECK(vcuda_graph_encode(n, 4, NULL, 0, &len, why) == VCUDA_OK && len > 0);
+    CHECK(vcuda_graph_encode(n, 4, g_blob, len - 1, &len2, why) == VCUDA_E_NO_SPACE && len2 == len);
+    CHECK(vcuda_graph_encode(n, 4, g_blob, sizeof g_blob, &len, why) == VCUDA_OK);
+    CHECK(vcuda_graph_decode(g_blob, len, 4, d, why) == VCUDA_OK);
+    for (int i = 0; i < 4; ++i) {
+        CHECK(d[i].kind == n[i].kind && d[i].ndeps == n[i].ndeps && d[i].dst == n[i].dst && d[i].src == n[i].src &&
+              d[i].size == n[i].size && d[i].pitch == n[i].pitch && d[i].width == n[i].width &&
+              d[i].height == n[i].height && d[i].value == n[i].value && d[i].function == n[i].function &&
+              d[i].shmem == n[i].shmem && !memcmp(d[i].dim, n[i].dim, sizeof n[i].dim) &&
+              d[i].params_len == n[i].params_len);
+        for (uint32_t k = 0; k < n[i].ndeps; ++k) CHECK(vcuda_graph_dep(&d[i], k) == n[i].deps[k]);
+    }
+    CHECK(!memcmp(d[1].params, g_args, sizeof g_args));
+    /* decoded nodes re-encode to the same bytes: one canonical form */
+    static uint8_t again[4096];
+    CHECK(vcuda_graph_encode(d, 4, again, sizeof again, &len2, why) == VCUDA_OK && len2 == len &&
+          !memcmp(again, g_blob, len));
+    /* every prefix, the bytes with one more, and a wrong count are refused */
+    for (size_t cut = 0; cut < len; ++cut) CHECK(vcuda_graph_decode(g_blob, cut, 4, d, why) != VCUDA_OK);
+    CHECK(vcuda_graph_decode(g_blob, len + 1, 4, d, why) == VCUDA_E_EXTRA_BYTES);
+    CHECK(vcuda_graph_decode(g_blob, len, 3, d, why) == VCUDA_E_EXTRA_BYTES);
+    CHECK(vcuda_graph_decode(g_blob, len, 0, d, why) == VCUDA_E_BAD_COUNT);
+    CHECK(vcuda_graph_decode(g_blob, len, VCUDA_MAX_GRAPH_NODES + 1, d, why) == VCUDA_E_BAD_COUNT);
+    /* what no graph may say, refused by the encoder and (patched in) by the decoder */
+    static const char *const cases[] = {"dependency on itself", "dependencies out of order", "kind 4", "dimension 0",
+                                        "set value 256", "copy over 2^48", "too many argument bytes"};
+    static const uint32_t self[] = {1}, twice[] = {2, 1};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        graph_sample(n);
+        switch (c) {
+        case 0: n[1].deps = self; break;
+        case 1: n[3].deps = twice; break;
+        case 2: n[2].kind = VCUDA_GNODE_KINDS; break;
+        case 3: n[1].dim[4] = 0; break;
+        case 4: n[0].value = 256; break;
+        case 5: n[2].size = VCUDA_MAX_SIZE + 1; break;
+        case 6: n[1].params_len = VCUDA_MAX_PARAM_BYTES + 1; break;
+        }
+        vcuda_status s = vcuda_graph_encode(n, 4, g_blob, sizeof g_blob, &len, why);
+        if (s) printf("graph refused as expected: %s: %s\n", cases[c], why);
+        CHECK(s != VCUDA_OK);
+    }
+    /* patched bytes: a forward dependency (node 1 on node 1) and an unknown kind */
+    graph_sample(n);
+    CHECK(vcuda_graph_encode(n, 4, g_blob, sizeof g_blob, &len, why) == VCUDA_OK);
+    size_t dep_at = 44 + 8; /* node 0 (a set) is 44 bytes; node 1's kind and count, then its dependency */
+    g_blob[dep_at] = 1;
+    CHECK(vcuda_graph_decode(g_blob, len, 4, d, why) == VCUDA_E_BAD_VALUE);
+    g_blob[dep_at] = 0, g_blob[44] = 7;
+    CHECK(vcuda_graph_decode(g_blob, len, 4, d, why) == VCUDA_E_BAD_VALUE);
+    /* the graph's argument bytes together are bounded, not only each kernel's */
+    static vcuda_graph_node big[200];
+    uint32_t per = VCUDA_MAX_PARAM_BYTES, fit = VCUDA_MAX_GRAPH_PARAM_BYTES / per;
+    for (uint32_t i = 0; i <= fit; ++i) {
+        big[i] = n[1];
+        big[i].ndeps = 0, big[i].params = g_blob + 4096, big[i].params_len = per;
+    }
+    CHECK(vcuda_graph_encode(big, fit, NULL, 0, &len, why) == VCUDA_OK);
+    CHECK(vcuda_graph_encode(big, fit + 1, NULL, 0, &len, why) == VCUDA_E_BAD_VALUE);
+}
+
 static int write_corpus(const char *dir)
 {
     char path[4096];
@@ -387,6 +476,20 @@ static int write_corpus(const char *dir)
             if (!f || fwrite(frame, 1, n, f) != n || fclose(f) != 0) return perror(path), 1;
         }
     }
+    /* a GRAPH_INSTANTIATE carrying a real graph, so the fuzzer starts inside the graph codec */
+    vcuda_graph_node g[4];
+    vcuda_msg m;
+    size_t len = 0, n = 0;
+    graph_sample(g);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_GRAPH_INSTANTIATE;
+    m.v[0] = 4, m.nv = 1;
+    CHECK(vcuda_graph_encode(g, 4, g_blob, sizeof g_blob, &len, why) == VCUDA_OK);
+    m.blob = g_blob, m.blob_len = (uint32_t)len;
+    CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_OK);
+    snprintf(path, sizeof path, "%s/GRAPH_INSTANTIATE-graph", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(frame, 1, n, f) != n || fclose(f) != 0) return perror(path), 1;
     return failures != 0;
 }
 
@@ -397,7 +500,8 @@ int main(int argc, char **argv)
         {"header_bytes", header_bytes}, {"reject_header", reject_header},
         {"reject_payload_length", reject_payload_length}, {"reject_counts", reject_counts},
         {"reject_strings", reject_strings}, {"reject_values", reject_values},
-        {"chunking", chunking}, {"token_equal", token_equal}, {"token_file", token_file}, {"sha256", sha256}};
+        {"chunking", chunking}, {"token_equal", token_equal}, {"token_file", token_file}, {"sha256", sha256},
+        {"graph_codec", graph_codec}};
     if (argc == 3 && !strcmp(argv[1], "write_corpus")) return write_corpus(argv[2]);
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; ++i)
         if (!strcmp(argv[1], cases[i].name)) {

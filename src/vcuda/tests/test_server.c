@@ -30,37 +30,9 @@
 static const char TOKEN[] = "server-test-token";
 static const char *server_exe, *fake_dir;
 
-typedef struct {
-    pid_t pid;
-    uint16_t port;
-    char log[64];
-} server;
+typedef vcuda_test_server server;
 
-static void start(server *s, const char *extra)
-{
-    snprintf(s->log, sizeof s->log, "vcuda-server-test-%d.log", (int)getpid());
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "exec env LD_LIBRARY_PATH='%s' VCUDA_TOKEN='%s' '%s' --device 0 --listen 127.0.0.1:0 %s 2>%s",
-             fake_dir, TOKEN, server_exe, extra ? extra : "", s->log);
-    unlink(s->log);
-    s->port = 0;
-    fflush(NULL);
-    s->pid = fork();
-    if (s->pid == 0) setpgid(0, 0), execl("/bin/sh", "sh", "-c", cmd, (char *)NULL), _exit(127);
-    for (int i = 0; i < 400; ++i) { /* the line scripts wait for */
-        FILE *f = fopen(s->log, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            char *at = strstr(line, "listening on 127.0.0.1:");
-            if (at && strchr(at, '\n')) s->port = (uint16_t)atoi(at + strlen("listening on 127.0.0.1:"));
-        }
-        if (f) fclose(f);
-        if (s->port) return;
-        usleep(25000);
-    }
-    fprintf(stderr, "server did not start\n");
-    exit(1);
-}
+static void start(server *s, const char *extra) { start_server(s, server_exe, fake_dir, TOKEN, extra); }
 
 static char *finish(server *s)
 {
@@ -956,6 +928,135 @@ static void runtime_calls(void)
     CHECK(!strstr(log, "Segmentation"));
 }
 
+/* ---- graphs built and run on the server ----------------------------------------------- */
+
+/* GRAPH_INSTANTIATE of count nodes encoded from `nodes` (bytes patched by patch(), if
+ * any, before sending); 0 ok (exec in c->r.v[0]), 1 error reply, -1 transport. */
+static int rc_graph(rc_t *c, const vcuda_graph_node *nodes, uint32_t count, uint32_t sent_count,
+                    void (*patch)(uint8_t *, size_t *))
+{
+    static uint8_t blob[4096];
+    size_t n = 0;
+    char why[VCUDA_WHY_LEN];
+    if (vcuda_graph_encode(nodes, count, blob, sizeof blob - 8, &n, why)) return fprintf(stderr, "encode: %s\n", why), -1;
+    if (patch) patch(blob, &n);
+    vcuda_msg m = msg(VCUDA_OP_GRAPH_INSTANTIATE);
+    m.v[0] = sent_count, m.nv = 1;
+    m.blob = blob, m.blob_len = (uint32_t)n;
+    return rc_call(c, &m, 0, 2000);
+}
+
+/* Corruptions of the 2-node graph below: node 0 (a set) is 44 bytes, node 1 (a kernel)
+ * depends on node 0 with the u32 at byte 52. */
+static void self_dependency(uint8_t *b, size_t *n) { (void)n; b[52] = 1; }
+static void unknown_kind(uint8_t *b, size_t *n) { (void)n; b[0] = 9; }
+static void trailing_byte(uint8_t *b, size_t *n) { b[(*n)++] = 0; }
+static void cut_short(uint8_t *b, size_t *n) { (void)b; *n -= 1; }
+
+static int rc_graph_launch(rc_t *c, uint64_t exec, uint32_t flags)
+{
+    vcuda_msg m = msg(VCUDA_OP_GRAPH_LAUNCH);
+    m.v[0] = exec, m.v[1] = 0, m.nv = 2;
+    return rc_call(c, &m, flags, 2000);
+}
+
+/* opts: the server's options (a context per client, or the shared one) */
+static void graphs(const char *opts)
+{
+    server s;
+    start(&s, opts);
+    rc_t a, b;
+    CHECK(rc_open(&a, s.port, 2000) == 0);
+    uint64_t mod = rc_module(&a, "rt", 0), fn = rc_function(&a, mod, "counter");
+    CHECK(mod && fn && rc_simple(&a, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    uint64_t buf = a.r.v[0], out = buf + 32;
+    /* set [0,16) -> {kernel counter(out), copy [16,32) <- [0,16)} -> empty */
+    uint32_t d0[] = {0}, d12[] = {1, 2};
+    vcuda_graph_node nodes[4];
+    memset(nodes, 0, sizeof nodes);
+    nodes[0].kind = VCUDA_GNODE_SET, nodes[0].dst = buf, nodes[0].pitch = 16, nodes[0].width = 16, nodes[0].height = 1;
+    nodes[0].value = 0x11;
+    nodes[1].kind = VCUDA_GNODE_KERNEL, nodes[1].ndeps = 1, nodes[1].deps = d0, nodes[1].function = fn;
+    for (int i = 0; i < 6; ++i) nodes[1].dim[i] = 1;
+    nodes[1].params = (const uint8_t *)&out, nodes[1].params_len = 8;
+    nodes[2].kind = VCUDA_GNODE_COPY, nodes[2].ndeps = 1, nodes[2].deps = d0, nodes[2].dst = buf + 16;
+    nodes[2].src = buf, nodes[2].size = 16;
+    nodes[3].kind = VCUDA_GNODE_EMPTY, nodes[3].ndeps = 2, nodes[3].deps = d12;
+    CHECK(rc_graph(&a, nodes, 4, 4, NULL) == 0);
+    uint64_t exec = a.r.v[0];
+    /* launched twice without replies, like kernel launches */
+    CHECK(rc_graph_launch(&a, exec, VCUDA_FLAG_NOREPLY) == 0 && rc_graph_launch(&a, exec, VCUDA_FLAG_NOREPLY) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_MEMCPY_D2H, buf, 36, 0, 2000) == 0 && a.r.blob_len == 36);
+    int good = 1;
+    for (int i = 0; i < 32; ++i) good &= a.r.blob[i] == 0x11;
+    CHECK(good && *(const int *)(a.r.blob + 32) == 2); /* the kernel ran once per launch */
+    CHECK(rc_simple(&a, VCUDA_OP_PRINTF_FETCH, 0, 0, 0, 2000) == 0);
+
+    /* bad graphs: refused with the reason, the session goes on */
+    CHECK(rc_graph(&a, nodes, 2, 2, self_dependency) == 1 && a.r.v[0] == 1);
+    CHECK(rc_graph(&a, nodes, 2, 2, unknown_kind) == 1 && a.r.v[0] == 1);
+    CHECK(rc_graph(&a, nodes, 2, 2, trailing_byte) == 1 && a.r.v[0] == 1);
+    CHECK(rc_graph(&a, nodes, 2, 2, cut_short) == 1 && a.r.v[0] == 1);
+    CHECK(rc_graph(&a, nodes, 2, 3, NULL) == 1 && a.r.v[0] == 1); /* fewer nodes than announced */
+    CHECK(rc_graph(&a, nodes, 2, 0, NULL) == 1 && a.r.v[0] == 1);
+    CHECK(rc_graph(&a, nodes, 2, VCUDA_MAX_GRAPH_NODES + 1, NULL) == 1 && a.r.v[0] == 1);
+    vcuda_graph_node bad = nodes[1];
+    bad.ndeps = 0, bad.function = 9999; /* not a function of this client */
+    CHECK(rc_graph(&a, &bad, 1, 1, NULL) == 1 && a.r.v[0] == 98);
+    bad.function = fn, bad.params_len = 4; /* the kernel takes 8 bytes */
+    CHECK(rc_graph(&a, &bad, 1, 1, NULL) == 1 && a.r.v[0] == 1);
+    bad = nodes[2], bad.ndeps = 0, bad.size = 64; /* runs past the allocation */
+    CHECK(rc_graph(&a, &bad, 1, 1, NULL) == 1 && a.r.v[0] == 1);
+    bad = nodes[0], bad.pitch = 8; /* width over pitch */
+    CHECK(rc_graph(&a, &bad, 1, 1, NULL) == 1 && a.r.v[0] == 1);
+    bad.pitch = 16, bad.height = 5; /* 5 rows of 16: past the allocation */
+    CHECK(rc_graph(&a, &bad, 1, 1, NULL) == 1 && a.r.v[0] == 1);
+    CHECK(rc_graph_launch(&a, exec + 1000, 0) == 1 && a.r.v[0] == 400);
+    /* an unanswered launch that fails: the next call says so */
+    CHECK(rc_graph_launch(&a, exec + 1000, VCUDA_FLAG_NOREPLY) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 400 &&
+          strstr((const char *)a.r.str, "earlier graph launch"));
+    CHECK(rc_simple(&a, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000) == 0);
+    /* destroyed: gone */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_EXEC_DESTROY, exec, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_EXEC_DESTROY, exec, 0, 0, 2000) == 1 && a.r.v[0] == 400);
+    CHECK(rc_graph_launch(&a, exec, 0) == 1 && a.r.v[0] == 400);
+    /* memory freed after instantiation: the launch is refused, nothing is written */
+    CHECK(rc_graph(&a, nodes, 4, 4, NULL) == 0);
+    exec = a.r.v[0];
+    CHECK(rc_simple(&a, VCUDA_OP_FREE, buf, 0, 0, 2000) == 0);
+    CHECK(rc_graph_launch(&a, exec, 0) == 1 && a.r.v[0] == 1);
+    /* unloading the module of its kernels destroys the exec */
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    buf = a.r.v[0], out = buf + 32;
+    nodes[0].dst = buf, nodes[2].dst = buf + 16, nodes[2].src = buf;
+    CHECK(rc_graph(&a, nodes, 4, 4, NULL) == 0);
+    exec = a.r.v[0];
+    CHECK(rc_simple(&a, VCUDA_OP_MODULE_UNLOAD, mod, 0, 0, 2000) == 0);
+    CHECK(rc_graph_launch(&a, exec, 0) == 1 && a.r.v[0] == 400);
+    rc_close(&a);
+
+    /* a client that goes with live execs: they go with it */
+    CHECK(rc_open(&b, s.port, 2000) == 0);
+    mod = rc_module(&b, "rt", 1), fn = rc_function(&b, mod, "counter");
+    CHECK(fn && rc_simple(&b, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    buf = b.r.v[0], out = buf + 32;
+    nodes[0].dst = buf, nodes[1].function = fn, nodes[2].dst = buf + 16, nodes[2].src = buf;
+    CHECK(rc_graph(&b, nodes, 4, 4, NULL) == 0 && rc_graph(&b, nodes, 4, 4, NULL) == 0);
+    CHECK(rc_graph_launch(&b, b.r.v[0], VCUDA_FLAG_NOREPLY) == 0);
+    rc_close(&b);
+    /* the server is still good for a new client */
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_simple(&a, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000) == 0);
+    rc_close(&a);
+    usleep(200000); /* b's release runs on its worker */
+    char *log = finish(&s);
+    const char *last = NULL;
+    for (const char *p = log; (p = strstr(p, "graph exec destroyed, ")); ++p) last = p;
+    CHECK(last && !strncmp(last, "graph exec destroyed, 0 left", 28));
+    CHECK(!strstr(log, "Segmentation") && !strstr(log, "AddressSanitizer"));
+}
+
 /* Every FILE (a cubin or fatbin nvcc wrote) must pass the validator: images real
  * programs send are accepted, whatever the fuzzer and the patched variants refuse. */
 static int check_images(int n, char **files)
@@ -1017,6 +1118,8 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "quotas")) quotas();
     else if (!strcmp(c, "shrink")) shrink();
     else if (!strcmp(c, "runtime_calls")) runtime_calls();
+    else if (!strcmp(c, "graphs")) graphs(NULL);
+    else if (!strcmp(c, "graphs_isolation")) graphs("--isolation context");
     else if (!strcmp(c, "real_cubin") && argc > 4) real_cubin(argv[4]);
     else return fprintf(stderr, "unknown case %s\n", c), 2;
     return failures ? 1 : 0;

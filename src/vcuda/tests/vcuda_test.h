@@ -11,9 +11,46 @@ static int failures;
     } while (0)
 
 #include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+typedef struct {
+    pid_t pid;
+    uint16_t port;
+    char log[64];
+} vcuda_test_server;
+
+/* Starts `exe --device 0 --listen 127.0.0.1:0 EXTRA` with the stand-in driver of
+ * fake_dir and the token, its stderr in a log of its own, and waits for its port. */
+static inline void start_server(vcuda_test_server *s, const char *exe, const char *fake_dir, const char *token, const char *extra)
+{
+    snprintf(s->log, sizeof s->log, "vcuda-server-test-%d.log", (int)getpid());
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "exec env LD_LIBRARY_PATH='%s' VCUDA_TOKEN='%s' '%s' --device 0 --listen 127.0.0.1:0 %s 2>%s",
+             fake_dir, token, exe, extra ? extra : "", s->log);
+    unlink(s->log);
+    s->port = 0;
+    fflush(NULL);
+    s->pid = fork();
+    if (s->pid == 0) setpgid(0, 0), execl("/bin/sh", "sh", "-c", cmd, (char *)NULL), _exit(127);
+    for (int i = 0; i < 400; ++i) { /* the line scripts wait for */
+        FILE *f = fopen(s->log, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            char *at = strstr(line, "listening on 127.0.0.1:");
+            if (at && strchr(at, '\n')) s->port = (uint16_t)atoi(at + strlen("listening on 127.0.0.1:"));
+        }
+        if (f) fclose(f);
+        if (s->port) return;
+        struct timespec ts = {0, 25000000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "server did not start\n");
+    exit(1);
+}
 
 /* Stops a server child (also a stopped one) and returns its log, read into text (cap
  * bytes) and echoed, its last 3000 bytes, for the ctest output. */

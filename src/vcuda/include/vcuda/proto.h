@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define VCUDA_MAGIC 0x44554356u /* "VCUD" as little-endian bytes */
-#define VCUDA_PROTO_VERSION 2u /* 2: challenge-response HELLO/AUTH, PROGRESS */
+#define VCUDA_PROTO_VERSION 3u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs */
 #define VCUDA_HEADER_SIZE 24u
 
 /* Limits; compile-time configurable.  The payload bound is what a server is willing to
@@ -145,6 +145,9 @@ enum {
     X(MALLOC_PITCH, 46, "z(width) z(height)", "h(dptr) z(pitch)")                           \
     X(MEMSET_2D, 47, "h(dst) z(pitch) i(value) z(width) z(height) h(stream)", "")           \
     X(PRINTF_FETCH, 48, "", "b(text)") /* device printf output since the last fetch */      \
+    X(GRAPH_INSTANTIATE, 49, "u(node_count) b(nodes)", "h(graph_exec)") /* see "graphs" */  \
+    X(GRAPH_LAUNCH, 50, "h(graph_exec) h(stream)", "")                                      \
+    X(GRAPH_EXEC_DESTROY, 51, "h(graph_exec)", "")                                          \
     /* 100..127: connection control (see "authentication" and "liveness" below) */         \
     X(AUTH, 100, "t(client_proof) u(heartbeat_ms)", "t(server_proof) d(server_device)")     \
     X(PROGRESS, 101, "", "u(elapsed_ms)") /* server -> client only: still working */
@@ -159,8 +162,8 @@ typedef enum {
  * reply until the last one) and the chunks of a D2H reply. */
 #define VCUDA_CHUNKED_REQUEST(op) ((op) == VCUDA_OP_MEMCPY_H2D || (op) == VCUDA_OP_SINK)
 #define VCUDA_CHUNKED_REPLY(op) ((op) == VCUDA_OP_MEMCPY_D2H)
-/* The only request that may go without a reply (VCUDA_FLAG_NOREPLY). */
-#define VCUDA_NOREPLY_REQUEST(op) ((op) == VCUDA_OP_LAUNCH)
+/* The only requests that may go without a reply (VCUDA_FLAG_NOREPLY): launches. */
+#define VCUDA_NOREPLY_REQUEST(op) ((op) == VCUDA_OP_LAUNCH || (op) == VCUDA_OP_GRAPH_LAUNCH)
 
 /* Layout of error replies, whatever the opcode. */
 #define VCUDA_ERROR_LAYOUT "e(cuda_error) s(message)"
@@ -244,6 +247,43 @@ int vcuda_layout_is_bytes_only(const char *layout);
 
 /* Number of chunk frames a copy of `size` bytes takes (at least 1). */
 uint64_t vcuda_chunk_count(uint64_t size);
+
+/* ---- graphs ------------------------------------------------------------------------ *
+ * GRAPH_INSTANTIATE carries a whole graph in its bytes field, node after node, each:
+ *   u32 kind, u32 ndeps, ndeps x u32 dependency indices (strictly increasing, each below
+ *   the node's own index: so no duplicate edge and no cycle can be expressed), then
+ *   KERNEL: u64 function handle, 6 x u32 grid/block dims in [1, 2^31-1], u32 dynamic
+ *           shared memory, u32 argument bytes <= VCUDA_MAX_PARAM_BYTES + the bytes
+ *           (packed as LAUNCH's, the server unpacks them by the kernel's own sizes)
+ *   COPY:   u64 dst, u64 src, u64 size (device to device)
+ *   SET:    u64 dst, u64 pitch, u32 value (a byte), u64 width, u64 height
+ *   EMPTY:  nothing more.
+ * node_count in [1, VCUDA_MAX_GRAPH_NODES], every byte consumed, the kernels' argument
+ * bytes together <= VCUDA_MAX_GRAPH_PARAM_BYTES, sizes <= VCUDA_MAX_SIZE.  Handles and
+ * ranges are the server's to check (against the client's own tables). */
+#define VCUDA_MAX_GRAPH_NODES 4096u
+#define VCUDA_MAX_GRAPH_PARAM_BYTES (4u << 20)
+enum { VCUDA_GNODE_EMPTY = 0, VCUDA_GNODE_KERNEL, VCUDA_GNODE_COPY, VCUDA_GNODE_SET, VCUDA_GNODE_KINDS };
+
+typedef struct {
+    uint32_t kind, ndeps;
+    const uint32_t *deps;   /* encoding: the dependency indices */
+    const uint8_t *deps_le; /* decoding: where they lie in the frame (see vcuda_graph_dep) */
+    uint64_t function, dst, src, size, pitch, width, height;
+    uint32_t dim[6], shmem, value;
+    const uint8_t *params; /* kernel argument bytes (decoding: into the frame) */
+    uint32_t params_len;
+} vcuda_graph_node;
+
+/* Dependency k of a node, whether made for encoding or decoded. */
+uint32_t vcuda_graph_dep(const vcuda_graph_node *n, uint32_t k);
+/* Decodes `count` nodes (the caller's array, count already within the limit) from the
+ * bytes of a GRAPH_INSTANTIATE; never allocates, keeps pointers into p. */
+vcuda_status vcuda_graph_decode(const uint8_t *p, size_t len, uint32_t count, vcuda_graph_node *out, char *why);
+/* The inverse, with the decoder's checks: buf NULL (or too small) sizes only; *len gets
+ * the bytes needed either way. */
+vcuda_status vcuda_graph_encode(const vcuda_graph_node *n, uint32_t count, uint8_t *buf, size_t cap, size_t *len,
+                                char *why);
 
 /* ---- authentication ------------------------------------------------------------- *
  * The token never crosses the wire.  The client sends HELLO with a fresh random nonce
