@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """vcuda-launch on one host with several tasks standing in for nodes (CPU only: a test
 server with vcuda-server's command line stands in for it, so no GPU is needed).
+srun, and mpirun inside a Slurm job, with the real server: test_launch_slurm.py.
 
     test_launch.py CASE --launch SCRIPT --net-test EXE --lib DIR
 
@@ -14,8 +15,9 @@ local       3 tasks started by vcuda-launch itself, TCP: 3 devices; the run dire
             (holding the token) is gone afterwards
 local_ucx   the same over UCX (skipped where vcuda was built without UCX)
 mpirun      mpirun, 1 "node" x 3 tasks x 2 servers: 6 devices (skipped without mpirun)
-srun        srun, 2 tasks (skipped where srun cannot reach a Slurm controller)
 no_server   servers that cannot start: each named, exit 77, the program not run
+remote_only --remote-only with every task on the client's host (this one): no server
+            starts there, exit 77 saying so (servers on the other nodes need other hosts)
 """
 import argparse, os, shutil, stat, subprocess, sys, tempfile
 
@@ -92,16 +94,6 @@ def main():
                                                                  text=True).stdout else ""
         return devices(a, ["--launcher", "mpirun", "--nodes", "1", "--ranks-per-node", "3", "--gpus-per-node", "2",
                            "--launcher-opts", opts], 6, "mpirun, 3 tasks x 2 servers")
-    if a.case == "srun":
-        if not shutil.which("srun"):
-            print("skipped: no srun")
-            return 77
-        probe = subprocess.run(["srun", "-N1", "-n1", "true"], capture_output=True, text=True, timeout=60)
-        if probe.returncode != 0:
-            print(f"skipped: srun cannot run a job here: {probe.stderr.strip().splitlines()[-1:]}")
-            return 77
-        return devices(a, ["--launcher", "srun", "--nodes", "1", "--ranks-per-node", "2", "--gpus-per-node", "1",
-                           "--launcher-opts", "--overcommit"], 2, "srun, 2 tasks")
     if a.case == "no_server":
         with tempfile.TemporaryDirectory() as w:
             fake_bad = os.path.join(w, "bad-server")
@@ -113,6 +105,11 @@ def main():
             return expect(p.returncode == 77 and p.stderr.count("server not started") == 2
                           and "nothing to serve" in p.stderr and "devices=" not in p.stdout,
                           "each failed server named, exit 77, the program not run")
+    if a.case == "remote_only":
+        with tempfile.TemporaryDirectory() as w:
+            p = run(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--remote-only"], w)
+            return expect(p.returncode == 77 and "every task ran on the client's node" in p.stderr
+                          and "devices=" not in p.stdout, "no server on the client's node, exit 77 saying why")
     print(f"unknown case {a.case}")
     return 2
 
