@@ -46,8 +46,9 @@ LAUNCHERS = ('srun', 'mpirun', 'mpiexec')   # the ones vcuda-launch starts its t
 
 def node_layout(gpus, gpus_per_node):
     """(server nodes, servers per server node) for `gpus` GPUs on nodes of `gpus_per_node`:
-    the fewest nodes, the GPUs spread evenly (P003: 3 per node, fewer on the last); a node
-    may serve one more than the run uses (remd takes the first `gpus`)."""
+    the fewest nodes, the GPUs spread evenly (P003: 3 per node, fewer on the last).  Where
+    they do not divide, the nodes start up to one server each beyond `gpus`, idle (remd
+    takes the first `gpus` devices: every server of the first nodes)."""
     nodes = -(-gpus // gpus_per_node)
     return nodes, -(-gpus // nodes)
 

@@ -20,11 +20,10 @@ import re
 from umstudy import data, jobs
 
 NAMES = 'RemdVcudaNodes'
-GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'golden')
-WALLTIME = re.compile(r'^#PBS -l walltime=|^#PBS -l elapstim_req=|^#SBATCH --time=')
 
 
 def gpus_per_node(system):
+    from test_job_scripts import GOLDEN
     desc = data.system(system)
     if desc.get('detect'):   # the dry run detected from the saved probe
         return len(json.load(open(os.path.join(GOLDEN, 'probe.json'))).get('gpus', [])) or 1
@@ -42,6 +41,7 @@ def nodes_asked(text):
 def check(system, size, found, normalise):
     """Checks the RemdVcudaNodes scripts among `found` ({case: (path, text)}) and compares
     the one with the most GPUs with its golden file; `normalise(text)` as for the others."""
+    from test_job_scripts import WALLTIME, golden   # (here: that module imports this one)
     found = {c: v for c, v in found.items() if c.startswith(NAMES + '_')}
     desc = data.system(system)
     part = desc['partitions'][0]
@@ -71,10 +71,4 @@ def check(system, size, found, normalise):
     # the golden: the most GPUs, P003's keep-alive on, 256 atoms
     gpus, _, _, case = max(cases)
     assert gpus == max(c[0] for c in cases)
-    got = f"== remd-nodes: {gpus} GPUs\n{normalise(found[case][1])}\n"
-    path = os.path.join(GOLDEN, f'remd-nodes-{system}-{size}.txt')
-    if os.environ.get('UMSTUDY_REGOLD'):
-        with open(path, 'w') as f:
-            f.write(got)
-    if os.path.exists(path):
-        assert got == open(path).read(), f'job script differs from {path}:\n{got}'
+    golden(f'remd-nodes-{system}-{size}.txt', f"== remd-nodes: {gpus} GPUs\n{normalise(found[case][1])}\n")

@@ -111,8 +111,12 @@ def test_site_job_scripts(system, size, tmp_path):
     if desc.get('detect'):   # the dry run detected from the saved probe, not this machine
         cores = json.load(open(os.path.join(GOLDEN, 'probe.json')))['cores']
     assert f'export OMP_NUM_THREADS={cores}' in omp, omp
-    got = '\n'.join(rendered) + '\n'
-    path = os.path.join(GOLDEN, f'{system}-{size}.txt')
+    golden(f'{system}-{size}.txt', '\n'.join(rendered) + '\n')
+
+
+def golden(name, got):
+    """`got` must equal golden/<name> where it exists (UMSTUDY_REGOLD=1 writes it)."""
+    path = os.path.join(GOLDEN, name)
     if os.environ.get('UMSTUDY_REGOLD'):
         with open(path, 'w') as f:
             f.write(got)

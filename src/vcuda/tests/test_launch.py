@@ -31,14 +31,16 @@ print(f"devices={n.value} error={e} token_mode={mode:o}")
 """
 
 
+def write(path, text, mode=0o644):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+    return path
+
+
 def run(a, extra, workdir, expect_rc=0, timeout=120):
-    fake = os.path.join(workdir, "fake-server")
-    with open(fake, "w") as f:
-        f.write(f"#!/bin/sh\nexec '{a.net_test}' fake_server \"$@\"\n")
-    os.chmod(fake, 0o755)
-    prog = os.path.join(workdir, "count.py")
-    with open(prog, "w") as f:
-        f.write(COUNT)
+    fake = write(os.path.join(workdir, "fake-server"), f"#!/bin/sh\nexec '{a.net_test}' fake_server \"$@\"\n", 0o755)
+    prog = write(os.path.join(workdir, "count.py"), COUNT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VCUDA_")}
     # a stale token in the caller's environment must not replace the job's
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", VCUDA_LAUNCH_DIR=workdir,

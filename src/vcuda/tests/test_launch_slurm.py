@@ -23,7 +23,7 @@ a Slurm that cannot start fails instead: CI must run these.
 import argparse, json, os, re, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_launch import expect, have_ucx  # noqa: E402
+from test_launch import expect, have_ucx, write  # noqa: E402
 
 TASKS = 3
 
@@ -117,20 +117,15 @@ def main():
 
 
 def run_job(a, w, conf, launcher, transport):
-    server = os.path.join(w, "vcuda-server")   # the real server on the CPU stand-in driver
-    with open(server, "w") as f:
-        f.write(f"#!/bin/sh\nLD_LIBRARY_PATH='{a.fake_driver}' exec '{a.server}' \"$@\"\n")
-    os.chmod(server, 0o755)
-    client = os.path.join(w, "client.py")
-    with open(client, "w") as f:
-        f.write(CLIENT)
+    # the real server on the CPU stand-in driver
+    server = write(os.path.join(w, "vcuda-server"),
+                   f"#!/bin/sh\nLD_LIBRARY_PATH='{a.fake_driver}' exec '{a.server}' \"$@\"\n", 0o755)
+    client = write(os.path.join(w, "client.py"), CLIENT)
     cmd = [a.launch, "--launcher", launcher, "--ranks-per-node", str(TASKS), "--gpus-per-node", "1",
            "--server", server, "--lib", a.lib, "--start-timeout", "60", "--keep"]
     cmd += ["--ucx"] if transport == "ucx" else []
     cmd += ["--", sys.executable, client]
-    script = os.path.join(w, "job.sh")
-    with open(script, "w") as f:
-        f.write("#!/bin/bash\n" + " ".join(f"'{c}'" for c in cmd) + "\n")
+    script = write(os.path.join(w, "job.sh"), "#!/bin/bash\n" + " ".join(f"'{c}'" for c in cmd) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VCUDA_", "SLURM_"))}
     env.update(SLURM_CONF=conf, VCUDA_LAUNCH_DIR=w, VCUDA_TOKEN="a-stale-token-from-the-caller",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
