@@ -16,10 +16,12 @@ local       3 tasks started by vcuda-launch itself, TCP: 3 devices; the run dire
 local_ucx   the same over UCX (skipped where vcuda was built without UCX)
 mpirun      mpirun, 1 "node" x 3 tasks x 2 servers: 6 devices (skipped without mpirun)
 no_server   servers that cannot start: each named, exit 77, the program not run
+iface       --iface lo: every task listens on that interface's address (127.0.0.1), 2
+            devices; --iface on an interface that does not exist: each task says so, exit 77
 remote_only --remote-only with every task on the client's host (this one): no server
             starts there, exit 77 saying so (servers on the other nodes need other hosts)
 """
-import argparse, os, shutil, stat, subprocess, sys, tempfile
+import argparse, os, re, shutil, stat, subprocess, sys, tempfile
 
 COUNT = """
 import ctypes, os, stat
@@ -38,14 +40,14 @@ def write(path, text, mode=0o644):
     return path
 
 
-def run(a, extra, workdir, expect_rc=0, timeout=120):
+def run(a, extra, workdir, expect_rc=0, timeout=120, bind=True):
     fake = write(os.path.join(workdir, "fake-server"), f"#!/bin/sh\nexec '{a.net_test}' fake_server \"$@\"\n", 0o755)
     prog = write(os.path.join(workdir, "count.py"), COUNT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VCUDA_")}
     # a stale token in the caller's environment must not replace the job's
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", VCUDA_LAUNCH_DIR=workdir,
                VCUDA_TOKEN="a-stale-token-from-the-caller")
-    cmd = [a.launch, "--bind", "127.0.0.1", "--server", fake, "--lib", a.lib, "--start-timeout", "30"] + extra + \
+    cmd = [a.launch, *(["--bind", "127.0.0.1"] if bind else []), "--server", fake, "--lib", a.lib, "--start-timeout", "30"] + extra + \
           ["--", sys.executable, prog]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     print(f"$ {' '.join(cmd)}\nrc={p.returncode}\nstdout: {p.stdout}stderr: {p.stderr}")
@@ -107,6 +109,19 @@ def main():
             return expect(p.returncode == 77 and p.stderr.count("server not started") == 2
                           and "nothing to serve" in p.stderr and "devices=" not in p.stdout,
                           "each failed server named, exit 77, the program not run")
+    if a.case == "iface":
+        if not shutil.which("ip"):
+            print("skipped: no `ip` (iproute2) to read an interface's address")
+            return 77
+        with tempfile.TemporaryDirectory() as w:
+            p = run(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--iface", "lo"], w, bind=False)
+            fails = expect(p.returncode == 0 and "devices=2 error=0" in p.stdout and
+                           re.search(r"server\(s\) on 2 node\(s\) via local: 127\.0\.0\.1:\d+,127\.0\.0\.1:\d+$",
+                                     p.stderr, re.M), "--iface lo: both tasks on 127.0.0.1")
+            p = run(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--iface", "nosuchif0"], w,
+                    bind=False)
+            return fails + expect(p.returncode == 77 and p.stderr.count("no IPv4 address on interface nosuchif0") == 2,
+                                  "--iface on a missing interface: each task says so, exit 77")
     if a.case == "remote_only":
         with tempfile.TemporaryDirectory() as w:
             p = run(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--remote-only"], w)

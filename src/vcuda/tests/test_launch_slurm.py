@@ -8,7 +8,8 @@ vcuda-launch starts its tasks through the launcher named, as on a site:
 
 CASE is srun_tcp, srun_ucx, mpirun_tcp or mpirun_ucx: `srun` (a Slurm site) or `mpirun`
 inside the Slurm job (Open MPI under Slurm, as sites that launch with mpirun run it),
-over TCP or UCX.  Three tasks on the one host stand in for three nodes; each starts the
+over TCP or UCX; srun_tcp also runs --remote-only with the client on a "node" of its own
+(a UTS namespace with another host name; skipped, saying so, where unshare is refused).  Three tasks on the one host stand in for three nodes; each starts the
 real vcuda-server on a CPU stand-in driver (fake_libcuda.c) on its own address (no
 --bind: every task resolves it where it runs).  The client, through the libcudart
 stand-in, sees three devices and round-trips a distinct 1 MiB pattern through each
@@ -111,18 +112,38 @@ def main():
                 return 1
             return skip(why)
         try:
-            return run_job(a, w, conf, launcher, transport)
+            fails = run_job(a, w, conf, launcher, transport, "all-nodes")
+            if a.case == "srun_tcp":
+                fails += remote_only(a, w, conf)
+            return 1 if fails else 0
         finally:
             subprocess.run([a.slurm_local, "stop", os.path.join(w, "slurm")], timeout=120)
 
 
-def run_job(a, w, conf, launcher, transport):
+def remote_only(a, w, conf):
+    """--remote-only with the client on a node of its own: vcuda-launch runs in a UTS
+    namespace named like another host, so the srun tasks (started by slurmd, outside it)
+    are on "other nodes" and all serve (on one host, where the tasks share the client's
+    name, none does: test_launch.py remote_only)."""
+    probe = subprocess.run(["unshare", "--uts", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print(f"skipped: --remote-only with a client node of its own: unshare --uts: {probe.stderr.strip()}")
+        return 0
+    wrap = ["unshare", "--uts", "sh", "-c", 'hostname vcuda-client-node && exec "$@"', "sh"]
+    return run_job(a, w, conf, "srun", "tcp", "remote-only", ["--remote-only"], wrap)
+
+
+def run_job(a, w, conf, launcher, transport, name, extra=(), wrap=()):
+    """One batch job in w/<name>: vcuda-launch [extra] around the client; the count of failed checks."""
+    w = os.path.join(w, name)
+    os.mkdir(w)
+    print(f"== {name}")
     # the real server on the CPU stand-in driver
     server = write(os.path.join(w, "vcuda-server"),
                    f"#!/bin/sh\nLD_LIBRARY_PATH='{a.fake_driver}' exec '{a.server}' \"$@\"\n", 0o755)
     client = write(os.path.join(w, "client.py"), CLIENT)
-    cmd = [a.launch, "--launcher", launcher, "--ranks-per-node", str(TASKS), "--gpus-per-node", "1",
-           "--server", server, "--lib", a.lib, "--start-timeout", "60", "--keep"]
+    cmd = [*wrap, a.launch, "--launcher", launcher, "--ranks-per-node", str(TASKS), "--gpus-per-node", "1",
+           "--server", server, "--lib", a.lib, "--start-timeout", "60", "--keep", *extra]
     cmd += ["--ucx"] if transport == "ucx" else []
     cmd += ["--", sys.executable, client]
     script = write(os.path.join(w, "job.sh"), "#!/bin/bash\n" + " ".join(f"'{c}'" for c in cmd) + "\n")
@@ -138,10 +159,9 @@ def run_job(a, w, conf, launcher, transport):
         len(rec.get("results", [])) == TASKS and \
         all(r["same"] and r["rc"] == [0] * 5 for r in rec["results"])
     fails += expect(ok, f"the client round-trips 1 MiB through each of {TASKS} servers, token file 0600")
-    scheme = "ucx://" if transport == "ucx" else ""
     eps = re.search(r"vcuda-launch: (\d+) server\(s\) on 1 node\(s\) via (\w+): (\S+)", out)
     fails += expect(eps and eps.group(1) == str(TASKS) and eps.group(2) == launcher and
-                    all(e.startswith(scheme) and "://" in e or not scheme for e in eps.group(3).split(",")),
+                    all(e.startswith("ucx://") == (transport == "ucx") for e in eps.group(3).split(",")),
                     f"{TASKS} {transport.upper()} endpoints collected from the {launcher} tasks")
     kept = [os.path.join(w, d) for d in os.listdir(w) if d.startswith(".vcuda-launch")]
     logs = [open(os.path.join(k, f)).read() for k in kept for f in sorted(os.listdir(k)) if f.startswith("server.")]
@@ -149,7 +169,7 @@ def run_job(a, w, conf, launcher, transport):
                     "each server log: one authenticated client")
     fails += expect(kept and not any(os.path.exists(os.path.join(k, "token")) for k in kept),
                     "the token is gone from the kept run directory")
-    return 1 if fails else 0
+    return fails
 
 
 if __name__ == "__main__":
