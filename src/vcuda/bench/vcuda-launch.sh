@@ -72,7 +72,7 @@ if [ -n "$task_dir" ]; then
   case $launcher in
     srun) task=${SLURM_PROCID:-} local_task=${SLURM_LOCALID:-} ;;
     mpirun|mpiexec)
-      task=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-}}}
+      task=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-${PALS_RANKID:-}}}}
       local_task=${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${PALS_LOCAL_RANKID:-}}} ;;
     *) task=${VCUDA_LAUNCH_TASK:-} local_task=${VCUDA_LAUNCH_LOCAL_TASK:-} ;;
   esac
