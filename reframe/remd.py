@@ -6,6 +6,11 @@
 - RemdVcuda: the same binary, unmodified, through vcuda (`vcuda-run`: one `vcuda-server`
   per GPU on 127.0.0.1, started before the run and stopped after it, the libcudart
   stand-in preloaded), with and without P003's 2 ms keep-alive.
+- RemdVcudaNodes: the same across nodes, as P003 ran it: the client alone on the job's
+  first node, one vcuda-server per GPU on the other nodes, started by `vcuda-launch`
+  through the site's own launcher (srun; mpirun/mpiexec one task per node, with the
+  options the site's batch system prepares, e.g. NQSV's ${NQSV_MPIOPTS}).  Skips where
+  every job of the partition runs on one node (`local`, the single-host Slurm of CI).
 - RemdModelFit: P003's efficiency model (analysis/remd_model.py) with the paper's
   inputs, or with this system's vcuda-bench fit (UMSTUDY_VCUDA_FIT=<fit JSON lines>).
 
@@ -20,15 +25,32 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
+from reframe.core.backends import getlauncher  # noqa: E402
+
 from umstudy import data  # noqa: E402
+from umstudy import jobs as jobs_data  # noqa: E402
 from umstudy.checks import (UmstudyMetricTest, UmstudyRunBase, metric,  # noqa: E402
-                            skip_without_gpu)
+                            one_node, size, skip_without_gpu)
 
 NREP = 14336  # P003: 14 SMX x 1,024; a multiple of every GPU count checked
 # Exchange intervals (Miter) per atom count: P003 ran 1,800 (256) and 100 (2,048).
 ITERATIONS = {'quick': {256: 5, 2048: 1}, 'paper': {256: 1800, 2048: 100}}
 CELLS = {256: 4, 2048: 8}
 GPU_COUNTS = [1, 2, 4, 8]
+# Across nodes (RemdVcudaNodes): GPUs in all, on server nodes beside the client's node.
+# P003 went to 1,024 GPUs on 342 nodes; quick is the smallest such job (one server node).
+MODE = size()  # (a class body sees the checks' `size` variable, not this function)
+NODE_GPU_COUNTS = {'quick': [1], 'paper': [1, 2, 4, 8, 16, 32]}
+LAUNCHERS = ('srun', 'mpirun', 'mpiexec')   # the ones vcuda-launch starts its tasks through
+
+
+def node_layout(gpus, gpus_per_node):
+    """(server nodes, servers per server node) for `gpus` GPUs on nodes of `gpus_per_node`:
+    the fewest nodes, the GPUs spread evenly (P003: 3 per node, fewer on the last).  Where
+    they do not divide, the nodes start up to one server each beyond `gpus`, idle (remd
+    takes the first `gpus` devices: every server of the first nodes)."""
+    nodes = -(-gpus // gpus_per_node)
+    return nodes, -(-gpus // nodes)
 
 
 class RemdBase(UmstudyMetricTest):
@@ -57,6 +79,14 @@ class RemdBase(UmstudyMetricTest):
         skip_without_gpu(self)
         have = self.gpu_count()
         self.skip_unless(have >= n, f'this case needs {n} GPUs; the partition has {have}')
+
+    def skip_without_vcuda(self, script):
+        """Skips where src/vcuda's `script` (vcuda-run, vcuda-launch) or the libcudart
+        stand-in beside it was not built."""
+        lib = os.path.join(os.path.dirname(script), 'lib')
+        self.skip_unless(os.path.exists(script), f'no {os.path.basename(script)} at {script}: src/vcuda was not built')
+        self.skip_unless(os.path.isdir(lib) and any(f.startswith('libcudart.so.') for f in os.listdir(lib)),
+                         'the vcuda libcudart stand-in was not built (it needs the CUDA toolkit)')
 
     def named_metrics(self):
         out = super().named_metrics()
@@ -141,10 +171,7 @@ class RemdVcuda(RemdBase):
         self.skip_unless_gpus(self.servers)
         if self.is_dry_run():
             return  # nothing is built in a dry run; its job script still shows the command
-        lib = os.path.join(os.path.dirname(self.vcuda_run), 'lib')
-        self.skip_unless(os.path.exists(self.vcuda_run), f'no vcuda-run at {self.vcuda_run}: src/vcuda was not built')
-        self.skip_unless(os.path.isdir(lib) and any(f.startswith('libcudart.so.') for f in os.listdir(lib)),
-                         'the vcuda libcudart stand-in was not built (it needs the CUDA toolkit)')
+        self.skip_without_vcuda(self.vcuda_run)
 
 
 @rfm.simple_test
@@ -173,3 +200,70 @@ class RemdModelFit(UmstudyRunBase):
                  ('p003_max_r_err_pts', '%'), ('BH_GBps', 'GB/s'), ('BD_GBps', 'GB/s'), ('LH_us', 'us'),
                  ('LD_us', 'us'), ('LK_us', 'us'), ('vcuda_fit', '1')]
         self.perf_variables = {n: sn.make_performance_function(metric(self.records(), n), u) for n, u in names}
+
+
+@rfm.simple_test
+class RemdVcudaNodes(RemdBase):
+    """The unmodified remd binary through vcuda across nodes, P003's layout: the job has
+    one client node plus server nodes; `vcuda-launch` (run by the job script on the first
+    node) starts one task per node through the partition's launcher, each task one
+    vcuda-server per GPU of its node (none on the client's node: --remote-only), hands
+    them a fresh token, and runs remd here with the libcudart stand-in and every server.
+    The run directory with the server logs stays in the stage directory (--keep).
+    transport=ucx (-S RemdVcudaNodes.transport=ucx) listens on ucx:// (RDMA where the
+    network has it, as P003's InfiniBand); the default is TCP."""
+    descr = ('P003 REMD through vcuda across nodes: the client alone on the first node, '
+             'one vcuda-server per GPU on server nodes, started by vcuda-launch through the site launcher')
+    valid_systems = ['+cuda']
+    servers = parameter(NODE_GPU_COUNTS[MODE])
+    keepalive_ms = parameter([2, 0])
+    kernel = variable(str, value='fast')
+    transport = variable(str, value='tcp')
+    also_needs = ('vcuda',)
+
+    @run_after('setup')
+    def set_job(self):
+        gpn = max(1, self.gpu_count())
+        server_nodes, self.per_node = node_layout(self.servers, gpn)
+        self.num_tasks = 1 + server_nodes      # the client's node first
+        self.num_tasks_per_node = 1
+        self.num_gpus_per_node = self.per_node
+        self.num_cpus_per_task = self.current_partition.processor.num_cpus or \
+            self.current_partition.extras.get('facts', {}).get('cpu', {}).get('cores') or 1
+        self.env_vars = {'OMP_NUM_THREADS': str(self.num_cpus_per_task)}
+        if self.keepalive_ms:
+            self.env_vars['VCUDA_KEEPALIVE_MS'] = str(self.keepalive_ms)
+        self.vcuda_launch = os.path.join(self.build.bindir('vcuda'), 'vcuda-launch')
+        self.executable = self.vcuda_launch
+
+    @run_before('run')
+    def launch_through_the_site(self):
+        # After the base's resources_from_data: the partition's launcher options go to
+        # vcuda-launch, which runs on the first node by itself (no launcher before it).
+        part = self.current_partition
+        launcher = part.launcher_type.registered_name
+        opts = ['--launcher', launcher, '--nodes', str(self.num_tasks), '--ranks-per-node', '1',
+                '--gpus-per-node', str(self.per_node), '--remote-only', '--keep']
+        site = jobs_data.job_block(part.extras).get('launcher_options', [])
+        if site:
+            opts += ['--launcher-opts', '"{}"'.format(' '.join(site))]
+        if self.transport == 'ucx':
+            opts += ['--ucx']
+        self.executable_opts = opts + ['--', self.program('remd'), *self.remd_args(self.servers, self.kernel)]
+        self.job.launcher = getlauncher('local')()
+
+    @run_before('run')
+    def skip_without_nodes(self):
+        self.skip_unless_gpus(self.per_node)
+        part = self.current_partition
+        self.skip_unless(self.transport in ('tcp', 'ucx'), f"transport={self.transport!r}: 'tcp' or 'ucx'")
+        # (not in a dry run: its job script shows what a multi-node partition of this
+        # system gets, e.g. the generic `slurm` profile, which CI runs on one host)
+        self.skip_unless(self.is_dry_run() or not one_node(part),
+                         "P003's layout needs a client node plus server nodes; every job of this partition "
+                         "runs on one node (RemdVcuda runs the servers on the client's node)")
+        launcher = part.launcher_type.registered_name
+        self.skip_unless(launcher in LAUNCHERS, f"vcuda-launch starts servers on other nodes through "
+                                                f"{', '.join(LAUNCHERS)}; this partition's launcher is {launcher}")
+        if not self.is_dry_run():   # nothing is built in a dry run
+            self.skip_without_vcuda(self.vcuda_launch)

@@ -6,7 +6,8 @@ check (UmbBaseline), an MPI multi-node check (CabIs, most ranks, mpi3) and an Op
 its size, threads = the node's cores, and the scheduler's own resource syntax; where
 reframe/tests/golden/<system>-<size>.txt exists (the cygnus, miyabi, pegasus, tsubame and
 slurm profiles), the directives, exports and launcher line must equal it, so a change that
-drops or alters a directive fails.  After an intended change:
+drops or alters a directive fails.  The same dry runs check RemdVcudaNodes' multi-node
+scripts (remd_nodes_scripts.py).  After an intended change:
   UMSTUDY_REGOLD=1 python3 -m pytest reframe/tests/test_job_scripts.py   (then review the diff)
 Detected profiles (`slurm`) read a saved probe (golden/probe.json: one H100, 16 cores), so
 their scripts do not depend on the machine the test runs on.
@@ -21,6 +22,7 @@ import sys
 
 import pytest
 
+import remd_nodes_scripts
 from umstudy import data, jobs
 
 RFM_MAIN = 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()'
@@ -30,14 +32,14 @@ SITES = [n for n in data.system_names() if n != 'local']
 WALLTIME = re.compile(r'^#PBS -l walltime=|^#PBS -l elapstim_req=|^#SBATCH --time=')
 
 
-def dry_run(system, size, tmp_path, group='grp42'):
+def dry_run(system, size, tmp_path, group='grp42', names=r'^(UmbBaseline|CabIs|HimenoCpuPerf)\b'):
     env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
                UMSTUDY_OUTPUT=str(tmp_path), UMSTUDY_GROUP=group, UMSTUDY_SIZE=size,
                UMSTUDY_LOCAL_PROBE=os.path.join(GOLDEN, 'probe.json'),
                PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib'))
     env.pop('UMSTUDY_COMPONENTS', None)
     r = subprocess.run([sys.executable, '-c', RFM_MAIN, '-c', os.path.join(ROOT, 'reframe'),
-                        '--system', system, '--dry-run', '-n', r'^(UmbBaseline|CabIs|HimenoCpuPerf)\b'],
+                        '--system', system, '--dry-run', '-n', names],
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r
@@ -85,8 +87,9 @@ def normalise(text, tmp_path):
 @pytest.mark.parametrize('size', ['quick', 'paper'])
 @pytest.mark.parametrize('system', SITES)
 def test_site_job_scripts(system, size, tmp_path):
-    dry_run(system, size, tmp_path)
+    dry_run(system, size, tmp_path, names=rf'^(UmbBaseline|CabIs|HimenoCpuPerf|{remd_nodes_scripts.NAMES})\b')
     found = scripts(tmp_path, system)
+    remd_nodes_scripts.check(system, size, found, lambda text: normalise(text, tmp_path))
     pick = representative(found)
     desc = data.system(system)
     part = desc['partitions'][0]
@@ -108,8 +111,12 @@ def test_site_job_scripts(system, size, tmp_path):
     if desc.get('detect'):   # the dry run detected from the saved probe, not this machine
         cores = json.load(open(os.path.join(GOLDEN, 'probe.json')))['cores']
     assert f'export OMP_NUM_THREADS={cores}' in omp, omp
-    got = '\n'.join(rendered) + '\n'
-    path = os.path.join(GOLDEN, f'{system}-{size}.txt')
+    golden(f'{system}-{size}.txt', '\n'.join(rendered) + '\n')
+
+
+def golden(name, got):
+    """`got` must equal golden/<name> where it exists (UMSTUDY_REGOLD=1 writes it)."""
+    path = os.path.join(GOLDEN, name)
     if os.environ.get('UMSTUDY_REGOLD'):
         with open(path, 'w') as f:
             f.write(got)

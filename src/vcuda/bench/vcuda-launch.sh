@@ -3,9 +3,9 @@
 # one client node, GPUs on many server nodes).  Run it on the job's first node:
 #
 #   vcuda-launch [--launcher srun|mpirun|mpiexec|local] [--nodes N] [--ranks-per-node R]
-#                [--gpus-per-node G] [--ucx] [--bind ADDR] [--server PATH] [--lib DIR]
-#                [--launcher-opts "OPTS"] [--server-opts "OPTS"] [--run-dir DIR]
-#                [--start-timeout S] [--keep] [--] PROGRAM [ARGS...]
+#                [--gpus-per-node G] [--remote-only] [--ucx] [--iface NAME | --bind ADDR]
+#                [--server PATH] [--lib DIR] [--launcher-opts "OPTS"] [--server-opts "OPTS"]
+#                [--run-dir DIR] [--start-timeout S] [--keep] [--] PROGRAM [ARGS...]
 #
 # 1. A fresh random token is written (mode 0600) to a new run directory, which every
 #    node must see (default: under the current directory, the job's shared working
@@ -13,13 +13,16 @@
 # 2. The site's launcher starts N*R tasks (srun: one per node by default; mpirun/mpiexec
 #    with a per-node map; local: N*R processes here, for testing); each task starts one
 #    vcuda-server per GPU it serves (G per task, default: the node's GPUs / R), listening
-#    on the node's address (--bind; default the first of `hostname -I`), and writes its
-#    endpoints to the run directory.
+#    on its own node's address (the first of `hostname -I` there; --iface NAME: that
+#    interface's IPv4 address on each node, e.g. ib0; --bind ADDR: this one address for
+#    every task, so for one host only), and writes its endpoints to the run directory.
+#    --remote-only: tasks on this (the client's) node start no server, so the client has
+#    its node to itself and every GPU it uses is on another node (P003's layout).
 # 3. Once every endpoint is there (or --start-timeout, default 120 s, has passed: missing
 #    ones are named and left out), PROGRAM runs here with the libcudart stand-in and
 #    VCUDA_SERVERS = every endpoint, ordered by task, then GPU.
 # 4. The servers are stopped and the run directory removed (--keep keeps it, with the
-#    server logs).  Exit status: PROGRAM's; 77 if no server started; 2 usage.
+#    server logs, less the token).  Exit status: PROGRAM's; 77 if no server started; 2 usage.
 #
 # Inside a task (started by the launcher, not by hand): vcuda-launch --serve-task DIR ...
 set -uo pipefail
@@ -27,8 +30,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=vcuda-server-start.sh
 . "$here/vcuda-server-start.sh"
 self="$here/$(basename "${BASH_SOURCE[0]}")"
-launcher=local nodes="" rpn=1 gpn="" scheme="" bind="" server="" lib="" launcher_opts="" server_opts=""
-rundir="" start_timeout=120 keep=0 task_dir=""
+launcher=local nodes="" rpn=1 gpn="" scheme="" bind="" iface="" server="" lib="" launcher_opts=""
+server_opts="" rundir="" start_timeout=120 keep=0 task_dir="" remote_only=0 client_host=""
 usage() { echo "vcuda-launch: $1 (vcuda-launch --help)" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -38,6 +41,8 @@ while [ $# -gt 0 ]; do
     --gpus-per-node) gpn=$2; shift 2 ;;
     --ucx) scheme=ucx://; shift ;;
     --bind) bind=$2; shift 2 ;;
+    --iface) iface=$2; shift 2 ;;
+    --remote-only) remote_only=1; shift ;;
     --server) server=$2; shift 2 ;;
     --lib) lib=$2; shift 2 ;;
     --launcher-opts) launcher_opts=$2; shift 2 ;;
@@ -46,8 +51,9 @@ while [ $# -gt 0 ]; do
     --start-timeout) start_timeout=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --serve-task) task_dir=$2; shift 2 ;;
+    --client-host) client_host=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     -*) usage "unknown option $1" ;;
     *) break ;;
   esac
@@ -57,13 +63,30 @@ for v in rpn start_timeout ${nodes:+nodes} ${gpn:+gpn}; do
 done
 [ -n "$server" ] || server=$here/vcuda-server
 [ -x "$server" ] || usage "no vcuda-server at $server (--server PATH)"
-[ -n "$bind" ] || bind=$(hostname -I 2>/dev/null | awk '{print $1}')
-[ -n "$bind" ] || bind=127.0.0.1
+[ -z "$bind" ] || [ -z "$iface" ] || usage "--bind and --iface: one or the other"
 
 # ---- one task: this node's servers, until the client is done ------------------------
 if [ -n "$task_dir" ]; then
-  task=${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${PMIX_RANK:-${VCUDA_LAUNCH_TASK:-0}}}}}
-  local_task=${SLURM_LOCALID:-${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${VCUDA_LAUNCH_LOCAL_TASK:-0}}}}
+  # Who this task is, from the launcher that started it: the job's own variables may be
+  # in every task's environment too (mpirun inside a Slurm job: SLURM_PROCID=0 in all).
+  case $launcher in
+    srun) task=${SLURM_PROCID:-} local_task=${SLURM_LOCALID:-} ;;
+    mpirun|mpiexec)
+      task=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-${PALS_RANKID:-}}}}
+      local_task=${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${PALS_LOCAL_RANKID:-}}} ;;
+    *) task=${VCUDA_LAUNCH_TASK:-} local_task=${VCUDA_LAUNCH_LOCAL_TASK:-} ;;
+  esac
+  if [ -z "$task" ]; then
+    echo "vcuda-launch: $launcher set no task rank on $(hostname)" >&2; exit 2
+  fi
+  local_task=${local_task:-0}
+  # This node's own address (every task resolves it where it runs).
+  if [ -n "$iface" ]; then
+    bind=$(ip -4 -o addr show dev "$iface" 2>/dev/null | awk '{sub(/\/.*/, "", $4); print $4; exit}')
+  elif [ -z "$bind" ]; then
+    bind=$(hostname -I 2>/dev/null | awk '{print $1}')
+    [ -n "$bind" ] || bind=127.0.0.1
+  fi
   node_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || node_gpus=0
   [ -n "$gpn" ] || gpn=$((node_gpus / rpn))
   export VCUDA_TOKEN_FILE="$task_dir/token"
@@ -71,7 +94,11 @@ if [ -n "$task_dir" ]; then
   pids=()
   trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; wait' EXIT
   trap 'exit 143' TERM INT
-  if [ "$gpn" -gt 0 ]; then echo "$gpn" >"$task_dir/gpus.$task"
+  if [ -n "$client_host" ] && [ "$(hostname)" = "$client_host" ]; then
+    gpn=0; echo 0 >"$task_dir/gpus.$task"   # the client's node: no server (--remote-only)
+  elif [ -z "$bind" ]; then
+    echo "$(hostname): no IPv4 address on interface $iface" >"$task_dir/failed.$task.0"; echo 1 >"$task_dir/gpus.$task"; gpn=0
+  elif [ "$gpn" -gt 0 ]; then echo "$gpn" >"$task_dir/gpus.$task"
   else echo "no GPU on $(hostname): nothing to serve" >"$task_dir/failed.$task.0"; echo 1 >"$task_dir/gpus.$task"; fi
   for ((g = 0; g < gpn; g++)); do
     # tasks sharing a node take its GPUs in turn (more servers than GPUs share them)
@@ -120,7 +147,11 @@ esac
 [ -n "$rundir" ] || rundir=$(mktemp -d "${VCUDA_LAUNCH_DIR:-$PWD}/.vcuda-launch.XXXXXX") || usage "cannot create a run directory"
 mkdir -p "$rundir" && chmod 700 "$rundir" || usage "cannot use run directory $rundir"
 (umask 077; od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$rundir/token")
-task_args=(--serve-task "$rundir" --ranks-per-node "$rpn" --server "$server" --bind "$bind" --start-timeout "$start_timeout")
+task_args=(--serve-task "$rundir" --launcher "$launcher" --ranks-per-node "$rpn" --server "$server"
+           --start-timeout "$start_timeout")
+[ -n "$bind" ] && task_args+=(--bind "$bind")
+[ -n "$iface" ] && task_args+=(--iface "$iface")
+[ "$remote_only" = 1 ] && task_args+=(--client-host "$(hostname)")
 [ -n "$gpn" ] && task_args+=(--gpus-per-node "$gpn")
 [ -n "$scheme" ] && task_args+=(--ucx)
 [ -n "$server_opts" ] && task_args+=(--server-opts "$server_opts")
@@ -139,7 +170,10 @@ finish() {
   for _ in $(seq 100); do kill -0 "${tpids[@]}" 2>/dev/null || break; sleep 0.1; done
   kill -TERM "${tpids[@]}" 2>/dev/null
   wait "${tpids[@]}" 2>/dev/null
-  if [ "$keep" = 1 ]; then echo "vcuda-launch: run directory kept: $rundir" >&2; else rm -rf "$rundir"; fi
+  if [ "$keep" = 1 ]; then
+    rm -f "$rundir/token"   # the servers are gone; the logs stay, the secret does not
+    echo "vcuda-launch: run directory kept: $rundir" >&2
+  else rm -rf "$rundir"; fi
 }
 trap finish EXIT
 trap 'exit 143' TERM INT
@@ -160,8 +194,10 @@ done
 for f in "$rundir"/failed.*; do [ -e "$f" ] && echo "vcuda-launch: server not started: $(cat "$f")" >&2; done
 servers=$(cd "$rundir" && ls | grep '^ep\.' | sort -t. -k2,2n -k3,3n | xargs -r cat | paste -sd, -)
 if [ -z "$servers" ]; then
-  echo "vcuda-launch: no server started" >&2
-  printf '{"bench":"%s","status":"unsupported","reason":"vcuda-launch: no server started"}\n' "$(basename "$1")"
+  why="no server started"
+  [ "$remote_only" = 1 ] && [ "$want" = 0 ] && why="no server started: every task ran on the client's node $(hostname) (--remote-only; the job needs other nodes)"
+  echo "vcuda-launch: $why" >&2
+  printf '{"bench":"%s","status":"unsupported","reason":"vcuda-launch: %s"}\n' "$(basename "$1")" "$why"
   exit 77
 fi
 echo "vcuda-launch: $(echo "$servers" | tr , '\n' | wc -l) server(s) on $nodes node(s) via $launcher: $servers" >&2

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """vcuda-launch on one host with several tasks standing in for nodes (CPU only: a test
 server with vcuda-server's command line stands in for it, so no GPU is needed).
+srun, and mpirun inside a Slurm job, with the real server: test_launch_slurm.py.
 
     test_launch.py CASE --launch SCRIPT --net-test EXE --lib DIR
 
@@ -14,10 +15,13 @@ local       3 tasks started by vcuda-launch itself, TCP: 3 devices; the run dire
             (holding the token) is gone afterwards
 local_ucx   the same over UCX (skipped where vcuda was built without UCX)
 mpirun      mpirun, 1 "node" x 3 tasks x 2 servers: 6 devices (skipped without mpirun)
-srun        srun, 2 tasks (skipped where srun cannot reach a Slurm controller)
 no_server   servers that cannot start: each named, exit 77, the program not run
+iface       --iface lo: every task listens on that interface's address (127.0.0.1), 2
+            devices; --iface on an interface that does not exist: each task says so, exit 77
+remote_only --remote-only with every task on the client's host (this one): no server
+            starts there, exit 77 saying so (servers on the other nodes need other hosts)
 """
-import argparse, os, shutil, stat, subprocess, sys, tempfile
+import argparse, os, re, shutil, stat, subprocess, sys, tempfile
 
 COUNT = """
 import ctypes, os, stat
@@ -29,19 +33,21 @@ print(f"devices={n.value} error={e} token_mode={mode:o}")
 """
 
 
-def run(a, extra, workdir, expect_rc=0, timeout=120):
-    fake = os.path.join(workdir, "fake-server")
-    with open(fake, "w") as f:
-        f.write(f"#!/bin/sh\nexec '{a.net_test}' fake_server \"$@\"\n")
-    os.chmod(fake, 0o755)
-    prog = os.path.join(workdir, "count.py")
-    with open(prog, "w") as f:
-        f.write(COUNT)
+def write(path, text, mode=0o644):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+    return path
+
+
+def run(a, extra, workdir, expect_rc=0, timeout=120, bind=True):
+    fake = write(os.path.join(workdir, "fake-server"), f"#!/bin/sh\nexec '{a.net_test}' fake_server \"$@\"\n", 0o755)
+    prog = write(os.path.join(workdir, "count.py"), COUNT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VCUDA_")}
     # a stale token in the caller's environment must not replace the job's
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", VCUDA_LAUNCH_DIR=workdir,
                VCUDA_TOKEN="a-stale-token-from-the-caller")
-    cmd = [a.launch, "--bind", "127.0.0.1", "--server", fake, "--lib", a.lib, "--start-timeout", "30"] + extra + \
+    cmd = [a.launch, *(["--bind", "127.0.0.1"] if bind else []), "--server", fake, "--lib", a.lib, "--start-timeout", "30"] + extra + \
           ["--", sys.executable, prog]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     print(f"$ {' '.join(cmd)}\nrc={p.returncode}\nstdout: {p.stdout}stderr: {p.stderr}")
@@ -92,16 +98,6 @@ def main():
                                                                  text=True).stdout else ""
         return devices(a, ["--launcher", "mpirun", "--nodes", "1", "--ranks-per-node", "3", "--gpus-per-node", "2",
                            "--launcher-opts", opts], 6, "mpirun, 3 tasks x 2 servers")
-    if a.case == "srun":
-        if not shutil.which("srun"):
-            print("skipped: no srun")
-            return 77
-        probe = subprocess.run(["srun", "-N1", "-n1", "true"], capture_output=True, text=True, timeout=60)
-        if probe.returncode != 0:
-            print(f"skipped: srun cannot run a job here: {probe.stderr.strip().splitlines()[-1:]}")
-            return 77
-        return devices(a, ["--launcher", "srun", "--nodes", "1", "--ranks-per-node", "2", "--gpus-per-node", "1",
-                           "--launcher-opts", "--overcommit"], 2, "srun, 2 tasks")
     if a.case == "no_server":
         with tempfile.TemporaryDirectory() as w:
             fake_bad = os.path.join(w, "bad-server")
@@ -113,6 +109,24 @@ def main():
             return expect(p.returncode == 77 and p.stderr.count("server not started") == 2
                           and "nothing to serve" in p.stderr and "devices=" not in p.stdout,
                           "each failed server named, exit 77, the program not run")
+    if a.case == "iface":
+        if not shutil.which("ip"):
+            print("skipped: no `ip` (iproute2) to read an interface's address")
+            return 77
+        with tempfile.TemporaryDirectory() as w:
+            p = run(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--iface", "lo"], w, bind=False)
+            fails = expect(p.returncode == 0 and "devices=2 error=0" in p.stdout and
+                           re.search(r"server\(s\) on 2 node\(s\) via local: 127\.0\.0\.1:\d+,127\.0\.0\.1:\d+$",
+                                     p.stderr, re.M), "--iface lo: both tasks on 127.0.0.1")
+            p = run(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--iface", "nosuchif0"], w,
+                    bind=False)
+            return fails + expect(p.returncode == 77 and p.stderr.count("no IPv4 address on interface nosuchif0") == 2,
+                                  "--iface on a missing interface: each task says so, exit 77")
+    if a.case == "remote_only":
+        with tempfile.TemporaryDirectory() as w:
+            p = run(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--remote-only"], w)
+            return expect(p.returncode == 77 and "every task ran on the client's node" in p.stderr
+                          and "devices=" not in p.stdout, "no server on the client's node, exit 77 saying why")
     print(f"unknown case {a.case}")
     return 2
 
