@@ -613,6 +613,8 @@ static void lost_during_wait(int sig)
 
 /* ---- sticky errors, isolation, images -------------------------------------------------- */
 
+static int rc_fetch(rc_t *c, char *out, size_t cap);
+
 static void sticky(void)
 {
     server s;
@@ -625,6 +627,7 @@ static void sticky(void)
     uint32_t code = 710;
     CHECK(fn && rc_launch(&a, fn, &code, 4, 0, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(!(a.r.hdr.flags & VCUDA_FLAG_OUTPUT)); /* two clients: the assertion is nobody's */
     CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0); /* its session ended */
     int o = rc_simple(&other, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000); /* its state is gone too: */
     CHECK((o == 1 && other.r.v[0] == 710) || o < 0);                 /* the error, or closed */
@@ -649,6 +652,39 @@ static void sticky(void)
     CHECK(ok == 0);
     char *log = finish(&s);
     CHECK(strstr(log, "starting a fresh serving process after a sticky error"));
+    CHECK(strstr(log, "Assertion `code != 710` failed.")); /* in the log */
+}
+
+/* A device assert in the server's only client: the reply with 710 says output waits, the
+ * driver's assertion message comes as stderr output (stream 2), then the session ends;
+ * the server's log has it too. */
+static void assert_output(void)
+{
+    server s;
+    start(&s, NULL);
+    rc_t a;
+    char text[512];
+    CHECK(rc_open(&a, s.port, 2000) == 0);
+    uint64_t mod = rc_module(&a, "sticky", 0), fn = rc_function(&a, mod, "sticky");
+    uint64_t cnt = rc_function(&a, mod, "counter");
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 8, 0, 0, 2000) == 0);
+    uint64_t out = a.r.v[0];
+    uint32_t code = 710;
+    CHECK(fn && cnt && rc_launch(&a, cnt, &out, 8, 0, 2000) == 0); /* prints "counter 1" first */
+    CHECK(rc_launch(&a, fn, &code, 4, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(a.r.hdr.flags & VCUDA_FLAG_OUTPUT);
+    CHECK(rc_fetch(&a, text, sizeof text) > 0 && a.r.v[0] == 1 && !strcmp(text, "counter 1\n"));
+    CHECK(a.r.hdr.flags & VCUDA_FLAG_OUTPUT);
+    CHECK(rc_fetch(&a, text, sizeof text) > 0 && a.r.v[0] == 2);
+    CHECK(!strcmp(text, "sticky.cu:7: void sticky(unsigned int): block: [0,0,0], thread: [0,0,0] "
+                        "Assertion `code != 710` failed.\n"));
+    CHECK(!(a.r.hdr.flags & VCUDA_FLAG_OUTPUT));
+    CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0); /* then its session ended */
+    rc_close(&a);
+    char *log = finish(&s);
+    CHECK(strstr(log, "Assertion `code != 710` failed."));
+    CHECK(strstr(log, "authenticated (connection")); /* the server's own lines, through the pipe */
 }
 
 static void isolation(const char *opts)
@@ -1011,6 +1047,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "killed_during_wait")) lost_during_wait(SIGKILL);
     else if (!strcmp(c, "stopped_during_wait")) lost_during_wait(SIGSTOP);
     else if (!strcmp(c, "sticky")) sticky();
+    else if (!strcmp(c, "assert_output")) assert_output();
     else if (!strcmp(c, "isolation")) isolation("--max-modules 16");
     else if (!strcmp(c, "isolation_context")) isolation("--max-modules 16 --isolation context");
     else if (!strcmp(c, "images")) images();

@@ -144,7 +144,7 @@ enum {
     X(LAUNCH_COOPERATIVE, 45, VCUDA_LAUNCH_LAYOUT, "")                                      \
     X(MALLOC_PITCH, 46, "z(width) z(height)", "h(dptr) z(pitch)")                           \
     X(MEMSET_2D, 47, "h(dst) z(pitch) i(value) z(width) z(height) h(stream)", "")           \
-    X(PRINTF_FETCH, 48, "", "b(text)") /* device printf output since the last fetch */      \
+    X(PRINTF_FETCH, 48, "", "u(stream) b(text)") /* device output: 1 printf, 2 assertions */ \
     /* 100..127: connection control (see "authentication" and "liveness" below) */         \
     X(AUTH, 100, "t(client_proof) u(heartbeat_ms)", "t(server_proof) d(server_device)")     \
     X(PROGRESS, 101, "", "u(elapsed_ms)") /* server -> client only: still working */

@@ -1,0 +1,508 @@
+#!/usr/bin/env python3
+"""Unmodified public CUDA programs on the real runtime and through vcuda, compared.
+
+    programs_check.py --vcuda-build DIR --samples CUDA_SAMPLES_TREE
+                      [--babelstream TREE] [--rodinia TREE] [--work DIR] [--out DIR]
+                      [--jobs N] [--arch 90] [--only NAME,...] [--budget-s S]
+                      [--select-only | --build-only]
+
+For each program: build it unmodified with the shared runtime (`nvcc -cudart shared`,
+sm_<arch>, arch from --arch or $CUDA_ARCH, default 90), run it on the real runtime,
+then through vcuda (`vcuda-run --gpus 1`: one fresh local server per program), and
+compare exit status and normalised output (NORMALISE below, the only place the rules
+live).  One JSON line per program goes to OUT/programs.jsonl, a short table to stdout
+and OUT/programs.txt, every program's output and server log under OUT/logs/.
+
+Which cuda-samples are taken: those that use the runtime API only, decided from their
+sources and CMakeLists (EXCLUDE below): no CUDA library, no driver API call, no
+graphics interop, no MPI, IPC or second process, nothing platform-specific.  Each
+excluded sample gets a JSON line with verdict "excluded" and the rule that excluded it.
+Arguments are upstream's own (the tree's test_args.json), or ARGS below where a sample
+is capped by its own options to keep the whole check short.
+
+Verdicts (one per program):
+  identical        same exit status, same normalised stdout and stderr, line for line
+  same-as-set      same exit status, the same normalised lines in another order (the
+                   reason says why the order may vary; see UNORDERED)
+  varies-locally   the outputs differ, and two runs on the real runtime differ as well
+                   (clock-seeded data, timing-dependent paths): not a vcuda difference
+  refused-by-name  vcuda refused a zero-copy or managed-memory call by name
+                   ("vcuda: NAME is not supported remotely"), and the run then differed
+  differs          anything else that is not the same (reason: what differs)
+  fails-both       the program failed on the real runtime and through vcuda
+  not-built        the build failed (reason: its first error)
+  not-run          the time budget was spent before it ran
+  excluded         not a runtime-API-only program (reason: the rule)
+Exit status: 1 when a program differs (or, with --strict, was not built or not run),
+else 0; 2 on bad usage.  (A sample that does not build with this toolkit is a fact about
+the sample, reported, not a vcuda result.)
+"""
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# ---- normalisation: the one place where outputs are made comparable --------------------
+# Applied line by line to stdout and stderr of both runs.  Each rule: (pattern, replacement,
+# why).  Only values that legitimately differ between two runs of the same program are
+# masked; everything else must match.
+NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+NORMALISE = [
+    # a number followed by a time unit: run time is not a result
+    (re.compile(NUM + r"\s*(?:ms|msec|msecs|milliseconds?|s|sec|secs|seconds?|us|usec|microseconds?|ns|"
+                      r"nanoseconds?|cycles|clocks)\b", re.I), "<time>", "timings"),
+    # a number followed by a rate unit: throughput depends on timings
+    (re.compile(NUM + r"\s*(?:[KMGT]i?B/s|[KMGT]?bytes/s|[KMGTP]?FLOP/?s|[KMGT]?flops|GOPS|"
+                      r"[KMGT]?(?:elements|pixels|options|samples|bodies|interactions|updates|"
+                      r"ops|keys|values|rays)(?:/s|/sec| per second)|[KMG]?Hz)\b", re.I), "<rate>", "rates"),
+    # every number on a line that names a timing or a rate (a value printed before its
+    # unit, "Time = 1.23", "Throughput = 4.5 GB/s, Time = 0.1 s, Size = 1024")
+    (re.compile(r"^.*\b(?:time|timing|elapsed|throughput|bandwidth|performance|perf|speed|speedup|"
+                r"gflops|gb/s|mb/s|msec|usec|seconds?|duration|latency|rate)\b.*$", re.I), None, "timing lines"),
+    # pointers and handles printed as hex
+    (re.compile(r"0x[0-9a-fA-F]{6,}"), "<addr>", "addresses"),
+]
+NUMBER = re.compile(NUM)
+# stderr lines that are vcuda's own (the launcher's banner, the stand-in's refusals):
+# removed before comparing, the refusals kept as unsupported-call names
+OWN_LINE = re.compile(r"^vcuda(?:-run)?: ")
+REFUSED = re.compile(r"^vcuda: (\w+) is not supported remotely(?:: (.*))?$")
+# a refusal for these reasons is by design: such memory needs coherence across the network
+BY_DESIGN = re.compile(r"managed memory|zero-copy|mapped")
+
+
+def normalise(text):
+    out = []
+    for line in text.splitlines():
+        line = line.rstrip()
+        for pat, repl, _ in NORMALISE:
+            if repl is None:
+                if pat.match(line):
+                    line = NUMBER.sub("<n>", line)
+            else:
+                line = pat.sub(repl, line)
+        out.append(line)
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def split_own(stderr):
+    """(stderr without vcuda's own lines, [refused call names], [their reasons])."""
+    kept, names, reasons = [], [], []
+    for line in stderr.splitlines():
+        m = REFUSED.match(line.rstrip())
+        if m:
+            if m.group(1) not in names:
+                names.append(m.group(1))
+                reasons.append(m.group(2) or "")
+        elif not OWN_LINE.match(line):
+            kept.append(line)
+    return "\n".join(kept), names, reasons
+
+
+# ---- which cuda-samples: runtime API only ----------------------------------------------
+LIBS = r"cublas|cublasLt|cufft|cufftw|curand|cusparse|cusolver|cusolverDn|npp\w*|nvjpeg|nvrtc|nvJitLink|nvvm|" \
+       r"cudla|nvml|cupti|nvToolsExt|nvtx3?|cudnn|cutensor|nvblas|nvgraph|cufile|nvfatbin|nvptxcompiler"
+EXCLUDE = [  # (rule, where: "src" | "cmake" | "path", pattern)
+    ("CUDA library", "src", re.compile(r"#\s*include\s*[<\"](?:" + LIBS + r")[\w/]*\.h", re.I)),
+    ("CUDA library", "cmake", re.compile(r"CUDA::(?:" + LIBS + r")\b|-l(?:" + LIBS + r")\b|\b(?:" + LIBS + r")_static\b", re.I)),
+    ("driver API", "cmake", re.compile(r"CUDA::cuda_driver\b|-lcuda\b")),
+    ("graphics interop", "src", re.compile(r"#\s*include\s*[<\"](?:GL/|GLES|GLFW|EGL|KHR/|vulkan|cuda_gl_interop|"
+                                           r"cudaGL|cuda_egl_interop|cudaEGL|d3d|cuda_d3d|dxgi|X11|helper_gl|nvsci|"
+                                           r"cuda_vdpau|vdpau)", re.I)),
+    ("graphics interop", "cmake", re.compile(r"find_package\s*\(\s*(?:OpenGL|GLUT|GLEW|Vulkan|EGL|X11|glfw3|NVSCI)", re.I)),
+    ("MPI", "src", re.compile(r"#\s*include\s*[<\"]mpi\.h")),
+    ("MPI", "cmake", re.compile(r"find_package\s*\(\s*MPI", re.I)),
+    ("IPC or a second process", "src", re.compile(r"\bcudaIpc\w+|helper_multiprocess\.h|\bfork\s*\(|\bshm_open\b|"
+                                                  r"cudaImportExternal\w+|cudaExternal\w+")),
+    ("platform-specific", "path", re.compile(r"/8_Platform_Specific/|/7_libNVVM/")),
+]
+# driver API calls: cuXxx( with a capital after "cu", minus cuComplex.h's host/device math
+DRIVER_CALL = re.compile(r"\b(cu[A-Z]\w*)\s*\(")
+NOT_DRIVER = re.compile(r"^cu(?:C(?:real|imag|add|sub|mul|div|abs|fma)[fd]?|Conj[fd]?|ComplexFloatToDouble|"
+                        r"ComplexDoubleToFloat|Complex)$")
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\\\.|[^\"\\\\\n])*\"", re.S)  # and string literals
+OLD_RUNTIME = re.compile(r"#\s*if\s+CUDART_VERSION\s*<\s*(\d+)")
+
+
+def live_code(text):
+    """Source without comments, string literals and `#if CUDART_VERSION < N` blocks for an
+    N this toolkit is past (deviceQuery keeps a driver-API path for CUDA 4 so guarded)."""
+    text = COMMENT.sub(" ", text)
+    out, skip = [], 0  # skip: nesting depth inside a dead block
+    for line in text.splitlines():
+        t = line.strip()
+        if skip:
+            if re.match(r"#\s*if", t):
+                skip += 1
+            elif re.match(r"#\s*endif", t):
+                skip -= 1
+            elif skip == 1 and re.match(r"#\s*(?:else|elif)", t):
+                skip = 0
+            continue
+        m = OLD_RUNTIME.match(t)
+        if m and int(m.group(1)) <= 13000:
+            skip = 1
+            continue
+        out.append(line)
+    return "\n".join(out)
+SOURCE_EXT = (".cu", ".cpp", ".cc", ".c", ".cxx")
+HEADER_EXT = (".h", ".hpp", ".cuh", ".inl")
+
+# samples whose output order legitimately varies: accepted as same-as-set, with why
+UNORDERED = {
+    "simplePrintf": "device printf from several blocks: the blocks print in any order",
+    "cdpSimplePrint": "device printf from parent and child grids in any order",
+    "simpleAssert": "device assertion messages from several threads in any order",
+    "simpleHyperQ": "concurrent kernels report in any order",
+}
+# Arguments that keep a sample short, by its own options (else test_args.json's, else none)
+ARGS = {
+    "FDTD3d": ["--dimx=128", "--dimy=128", "--dimz=128", "--timesteps=5"],  # its CPU reference is slow
+}
+TIMEOUT_S = 60          # per run unless TIMEOUT says otherwise
+TIMEOUT = {"simpleAttributes": 120}
+# cuda-samples' CMake options turned into nvcc options
+CMAKE_FLAGS = [
+    (re.compile(r"CUDA_SEPARABLE_COMPILATION\s+ON"), ["-rdc=true"]),
+    (re.compile(r"--extended-lambda"), ["--extended-lambda"]),
+    (re.compile(r"--expt-relaxed-constexpr"), ["--expt-relaxed-constexpr"]),
+    (re.compile(r"find_package\s*\(\s*OpenMP|OpenMP::OpenMP_CXX"), ["-Xcompiler", "-fopenmp"]),
+    (re.compile(r"-use_fast_math|--use_fast_math"), ["-use_fast_math"]),
+]
+
+
+def read(p):
+    try:
+        return p.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def exclusion(d, rel):
+    srcs = [p for p in sorted(d.rglob("*")) if p.is_file() and p.suffix in SOURCE_EXT + HEADER_EXT]
+    code = "\n".join(live_code(read(p)) for p in srcs)
+    cmake = "\n".join(read(p) for p in [d / "CMakeLists.txt", d / "Makefile"] if p.exists())
+    why = {}  # every rule that matches, with its first evidence
+    for rule, where, pat in EXCLUDE:
+        hay = {"src": code, "cmake": cmake, "path": "/" + rel + "/"}[where]
+        m = pat.search(hay)
+        if m and rule not in why:
+            why[rule] = m.group(0).strip().rstrip('"<')
+    calls = sorted({c for c in DRIVER_CALL.findall(code) if not NOT_DRIVER.match(c)})
+    if calls and "driver API" not in why:
+        why["driver API"] = ", ".join(calls[:4]) + (" ..." if len(calls) > 4 else "")
+    if not any(p.suffix in SOURCE_EXT for p in srcs):
+        why["no source"] = "nothing to build"
+    return "; ".join(f"{k}: {v}" for k, v in why.items()) or None
+
+
+def sample_sources(d, name):
+    """The sources of the sample's executable: its CMakeLists' add_executable(NAME ...)
+    where it names files that exist, else every source file in the directory."""
+    text = read(d / "CMakeLists.txt")
+    m = re.search(r"add_executable\s*\(\s*" + re.escape(name) + r"\s+([^)]*)\)", text)
+    if m:
+        files = [d / f for f in m.group(1).split() if not f.startswith("$")]
+        if files and all(f.is_file() for f in files):
+            return [f for f in files if f.suffix in SOURCE_EXT]
+    return [p for p in sorted(d.rglob("*")) if p.is_file() and p.suffix in SOURCE_EXT]
+
+
+def test_args(root):
+    p = root / "test_args.json"
+    try:
+        return json.loads(p.read_text()) if p.exists() else {}
+    except (OSError, ValueError) as e:
+        sys.exit(f"programs_check: {p}: {e}")
+
+
+def cuda_samples(root, arch):
+    cfg = test_args(root)
+    progs, excluded = [], []
+    for d in sorted((root / "Samples").glob("*/*")):
+        if not d.is_dir():
+            continue
+        name, rel = d.name, str(d.relative_to(root))
+        why = exclusion(d, rel)
+        if why:
+            excluded.append({"name": name, "suite": "cuda-samples", "path": rel, "verdict": "excluded", "reason": why})
+            continue
+        cmake = read(d / "CMakeLists.txt")
+        flags = [f for pat, fl in CMAKE_FLAGS if pat.search(cmake) for f in fl]
+        incs = sorted({str(p.parent) for p in d.rglob("*") if p.suffix in HEADER_EXT} | {str(d)})
+        t = cfg.get(name, {})
+        args = ARGS.get(name) or t.get("args") or (t.get("runs") or [{}])[0].get("args") or []
+        note = []
+        if t.get("min_gpus", 1) > 1:
+            note.append(f"upstream runs it on >= {t['min_gpus']} GPUs; here on one")
+        if name in ARGS:
+            note.append("capped by its own options")
+        cmd = ["nvcc", "-O2", "-std=c++17", "-cudart", "shared", f"-gencode=arch=compute_{arch},code=sm_{arch}",
+               "-Wno-deprecated-gpu-targets", "-I", str(root / "Common")] + \
+              [a for i in incs for a in ("-I", i)] + flags + [str(s) for s in sample_sources(d, name)]
+        progs.append({"name": name, "suite": "cuda-samples", "path": rel, "src": d, "build": [cmd], "exe": name,
+                      "args": args, "note": "; ".join(note), "timeout": TIMEOUT.get(name, TIMEOUT_S)})
+    return progs, excluded
+
+
+# ---- BabelStream: its own CMake build, shared runtime ----------------------------------
+def babelstream(root, arch, work):
+    b = work / "build-babelstream"
+    cfg = ["cmake", "-S", str(root), "-B", str(b), "-DMODEL=cuda", "-DCMAKE_BUILD_TYPE=Release",
+           "-DCMAKE_CUDA_COMPILER=nvcc", f"-DCUDA_ARCH=sm_{arch}", "-DCMAKE_CUDA_RUNTIME_LIBRARY=Shared"]
+    return [{"name": "BabelStream-cuda", "suite": "BabelStream", "path": ".", "src": root,
+             "build": [cfg, ["cmake", "--build", str(b), "-j4"],
+                       ["sh", "-c", f"cp {b}/cuda-stream . 2>/dev/null || cp {b}/*-stream cuda-stream"]],
+             "exe": "cuda-stream", "args": ["-s", str(1 << 25), "-n", "20"], "timeout": TIMEOUT_S,
+             "note": "2^25 doubles per array, 20 iterations; its own check of the results must pass both ways",
+             "bandwidth": True}]
+
+
+# ---- Rodinia: benchmarks that generate their own input ---------------------------------
+# (name, directory, executable, sources, nvcc extras, arguments).  Rodinia's Makefiles name
+# no architecture CUDA 13 still builds (sm_13/sm_20 or none), so the sources they name are
+# built with the same nvcc line as the samples; the arguments are their `run` scripts'
+# (gaussian's and lud's generated-matrix forms).  gaussian, srad_v2 and backprop call
+# cudaThreadSynchronize, which CUDA 13's runtime no longer has: kept here so that the
+# record says they do not build unmodified.  The others (hotspot, srad_v1, bfs, b+tree,
+# ...) read data files that are not in Rodinia's repository.
+RODINIA = [
+    ("pathfinder", "pathfinder", "pathfinder", ["pathfinder.cu"], [], ["100000", "100", "20"]),
+    ("nw", "nw", "needle", ["needle.cu"], [], ["2048", "10"]),
+    ("lud", "lud/cuda", "lud_cuda", ["lud.cu", "lud_kernel.cu", "../common/common.c"], ["-I", "../common"], ["-s", "2048", "-v"]),
+    ("gaussian", "gaussian", "gaussian", ["gaussian.cu"], [], ["-s", "1024", "-q"]),
+    ("srad_v2", "srad/srad_v2", "srad", ["srad.cu"], [], ["2048", "2048", "0", "127", "0", "127", "0.5", "2"]),
+    ("backprop", "backprop", "backprop", ["backprop.c", "facetrain.c", "imagenet.c", "backprop_cuda.cu"], ["-lm"], ["2097152"]),
+]
+
+
+def rodinia(root, arch):
+    progs = []
+    for name, rel, exe, srcs, extra, args in RODINIA:
+        d = root / "cuda" / rel
+        cmd = ["nvcc", "-O2", "-cudart", "shared", f"-gencode=arch=compute_{arch},code=sm_{arch}",
+               "-Wno-deprecated-gpu-targets", "-I", str(d), "-I", str(root / "cuda" / "util")] + \
+              [e if e.startswith("-") else str((d / e).resolve()) for e in extra] + [str((d / s).resolve()) for s in srcs]
+        progs.append({"name": "rodinia-" + name, "suite": "Rodinia", "path": "cuda/" + rel, "src": d,
+                      "build": [cmd], "exe": exe, "args": args, "timeout": TIMEOUT_S, "note": "generated input"})
+    return progs
+
+
+# ---- build, run, compare ----------------------------------------------------------------
+def build(p, work):
+    bdir = work / "bin" / p["name"]
+    shutil.rmtree(bdir, ignore_errors=True)
+    bdir.mkdir(parents=True)
+    log = []
+    for cmd in p["build"]:
+        cmd = [c for c in cmd]
+        if cmd[0] == "nvcc":
+            cmd += ["-o", str(bdir / p["exe"])]
+        r = subprocess.run(cmd, cwd=bdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        log.append("$ " + " ".join(cmd) + "\n" + r.stdout)
+        if r.returncode:
+            errs = [line for line in r.stdout.splitlines() if re.search(r"error|fatal|No such file", line, re.I)]
+            return False, (errs or r.stdout.splitlines() or ["rc %d" % r.returncode])[0][:300], "\n".join(log)
+    ok = (bdir / p["exe"]).is_file()
+    return ok, "" if ok else "no executable produced", "\n".join(log)
+
+
+def run_one(p, work, mode, launcher, logs, tag):
+    """Runs the program in a fresh copy of its directory (its data files, and nothing the
+    other run wrote); a run that outlives its timeout is killed with its process group."""
+    cwd = work / "run" / f"{p['name']}.{tag}"
+    shutil.rmtree(cwd, ignore_errors=True)
+    if p["suite"] == "cuda-samples":
+        shutil.copytree(p["src"], cwd, symlinks=True)
+    else:
+        cwd.mkdir(parents=True)
+    exe = str(work / "bin" / p["name"] / p["exe"])
+    cmd = [exe] + p["args"]
+    if mode == "vcuda":
+        srv = logs / f"{p['name']}.server"
+        cmd = [str(launcher), "--gpus", "1", "--log-dir", str(srv), "--"] + cmd
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=p["timeout"])
+        rc, hung = proc.returncode, False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        rc, hung = "timeout", True
+    secs = time.monotonic() - t0
+    out, err = out.decode(errors="replace"), err.decode(errors="replace")
+    (logs / f"{p['name']}.{tag}.out").write_text(out)
+    (logs / f"{p['name']}.{tag}.err").write_text(err)
+    shutil.rmtree(cwd, ignore_errors=True)
+    return {"rc": rc, "hung": hung, "secs": round(secs, 2), "out": out, "err": err}
+
+
+def first_diff(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"line {i + 1}: real {x[:120]!r} / vcuda {y[:120]!r}"
+    return f"{len(a)} vs {len(b)} lines"
+
+
+def bandwidths(text):
+    """BabelStream's table: function -> MBytes/sec."""
+    bw = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 2 and f[0] in ("Copy", "Mul", "Add", "Triad", "Dot", "Nstream"):
+            try:
+                bw[f[0]] = float(f[1])
+            except ValueError:
+                pass
+    return bw
+
+
+def judge(p, loc, vc, rerun):
+    """Verdict and reason for one program (rerun: a second run on the real runtime)."""
+    verr, names, reasons = split_own(vc["err"])
+    l_out, v_out = normalise(loc["out"]), normalise(vc["out"])
+    l_err, v_err = normalise(loc["err"]), normalise(verr)
+    same_rc = loc["rc"] == vc["rc"]
+    same = l_out == v_out and l_err == v_err
+    as_set = sorted(l_out) == sorted(v_out) and sorted(l_err) == sorted(v_err)
+    res = {"same_output": same, "unsupported": names}
+    local_ok = loc["rc"] == 0
+    if not local_ok and vc["rc"] != 0 and not same:
+        return dict(res, verdict="fails-both", reason=f"real runtime rc {loc['rc']}, vcuda rc {vc['rc']}")
+    if same_rc and same:
+        why = "same exit status and output" + (" (fails the same way on both)" if not local_ok else "")
+        return dict(res, verdict="identical", reason=why)
+    if same_rc and as_set:
+        why = UNORDERED.get(p["name"], "no reason known why the order should vary")
+        return dict(res, verdict="same-as-set", reason="same lines in another order: " + why)
+    by_design = [n for n, r in zip(names, reasons) if BY_DESIGN.search(r)]
+    if by_design:
+        return dict(res, verdict="refused-by-name", reason="refused: " + ", ".join(by_design))
+    diff = first_diff(l_out, v_out) if l_out != v_out else "stderr " + first_diff(l_err, v_err)
+    if not same_rc:
+        diff = f"exit status {loc['rc']} vs {vc['rc']}; {diff}"
+    if names:
+        diff += "; refused: " + ", ".join(names)
+    r2 = rerun()
+    if r2 and same_rc and (normalise(r2["out"]) != l_out or normalise(r2["err"]) != l_err):
+        return dict(res, verdict="varies-locally", reason="two runs on the real runtime differ too; " + diff)
+    return dict(res, verdict="differs", reason=diff)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=Path, help="cuda-samples tree (with Common/ and Samples/)")
+    ap.add_argument("--babelstream", type=Path, help="BabelStream tree")
+    ap.add_argument("--rodinia", type=Path, help="Rodinia tree (with cuda/)")
+    ap.add_argument("--vcuda-build", type=Path, help="vcuda build directory (vcuda-run, vcuda-server, lib/)")
+    ap.add_argument("--work", type=Path, default=Path("programs-work"))
+    ap.add_argument("--out", type=Path, default=Path("programs-out"))
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--arch", default=os.environ.get("CUDA_ARCH", "90"))
+    ap.add_argument("--only", default="", help="comma-separated program names")
+    ap.add_argument("--strict", action="store_true", help="a program not built or not run fails the check too")
+    ap.add_argument("--budget-s", type=float, default=0, help="stop starting programs after this many seconds")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--select-only", action="store_true", help="print the selection and exit")
+    mode.add_argument("--build-only", action="store_true", help="build, do not run (no GPU needed)")
+    a = ap.parse_args()
+    if not re.fullmatch(r"\d{2,3}", a.arch):
+        ap.error(f"--arch/CUDA_ARCH {a.arch!r}: give a number such as 90")
+    for name, d in (("--samples", a.samples), ("--babelstream", a.babelstream), ("--rodinia", a.rodinia)):
+        if d and not d.is_dir():
+            ap.error(f"{name} {d}: not a directory")
+    if a.samples and not (a.samples / "Samples").is_dir():
+        ap.error(f"--samples {a.samples}: no Samples/ in it")
+    if not (a.samples or a.babelstream or a.rodinia):
+        ap.error("nothing to check: give --samples, --babelstream and/or --rodinia")
+    launcher = a.vcuda_build / "vcuda-run" if a.vcuda_build else None
+    if not (a.select_only or a.build_only) and not (launcher and launcher.is_file()):
+        ap.error("--vcuda-build DIR with vcuda-run in it is needed to run")
+    t0 = time.monotonic()
+    a.work, a.out = a.work.resolve(), a.out.resolve()
+    progs, excluded = [], []
+    if a.samples:
+        pr, ex = cuda_samples(a.samples.resolve(), a.arch)
+        progs += pr
+        excluded += ex
+    if a.babelstream:
+        progs += babelstream(a.babelstream.resolve(), a.arch, a.work)
+    if a.rodinia:
+        progs += rodinia(a.rodinia.resolve(), a.arch)
+    if a.only:
+        want = set(a.only.split(","))
+        progs = [p for p in progs if p["name"] in want]
+        excluded = [e for e in excluded if e["name"] in want]
+    if a.select_only:
+        for p in progs:
+            print(json.dumps({"name": p["name"], "suite": p["suite"], "path": p["path"], "args": p["args"],
+                              "selected": True, "note": p["note"]}))
+        for e in excluded:
+            print(json.dumps(dict(e, selected=False)))
+        print(f"{len(progs)} selected, {len(excluded)} excluded", file=sys.stderr)
+        return 0
+    logs = a.out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    (a.work / "bin").mkdir(parents=True, exist_ok=True)
+    results = list(excluded)
+    # builds in parallel on the CPUs; runs one at a time on the GPU, as builds finish
+    with cf.ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        futs = {pool.submit(build, p, a.work): p for p in progs}
+        for fut in cf.as_completed(futs):
+            p = futs[fut]
+            ok, why, blog = fut.result()
+            (logs / f"{p['name']}.build").write_text(blog)
+            row = {"name": p["name"], "suite": p["suite"], "path": p["path"], "args": p["args"], "built": ok,
+                   "note": p["note"]}
+            if not ok:
+                results.append(dict(row, verdict="not-built", reason=why))
+                print(f"{p['name']}: not built: {why}", flush=True)
+                continue
+            if a.build_only:
+                results.append(dict(row, verdict="not-run", reason="--build-only"))
+                continue
+            if a.budget_s and time.monotonic() - t0 > a.budget_s:
+                results.append(dict(row, verdict="not-run", reason=f"time budget of {a.budget_s:.0f} s spent"))
+                continue
+            loc = run_one(p, a.work, "local", launcher, logs, "local")
+            vc = run_one(p, a.work, "vcuda", launcher, logs, "vcuda")
+            rerun = lambda: run_one(p, a.work, "local", launcher, logs, "local2") if loc["rc"] == vc["rc"] else None
+            j = judge(p, loc, vc, rerun)
+            row.update(local_rc=loc["rc"], vcuda_rc=vc["rc"], local_s=loc["secs"], vcuda_s=vc["secs"], **j)
+            if p.get("bandwidth"):
+                row["bandwidth_MBps"] = {"local": bandwidths(loc["out"]), "vcuda": bandwidths(vc["out"])}
+            results.append(row)
+            print(f"{p['name']}: {row['verdict']} ({row['reason'][:150]})", flush=True)
+    results.sort(key=lambda r: (r["suite"], r["verdict"] == "excluded", r["name"]))
+    with open(a.out / "programs.jsonl", "w") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+    counts = {}
+    for r in results:
+        counts.setdefault((r["suite"], r["verdict"]), []).append(r["name"])
+    lines = [f"{'suite':<13} {'verdict':<16} {'n':>3}  programs"]
+    for (s, v), names in sorted(counts.items()):
+        shown = ", ".join(names) if v != "excluded" else "(see programs.jsonl)"
+        lines.append(f"{s:<13} {v:<16} {len(names):>3}  {shown}")
+    (a.out / "programs.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    bad = [r["name"] for r in results if r["verdict"] == "differs"]
+    missing = [r["name"] for r in results if r["verdict"] in ("not-built", "not-run") and not a.build_only]
+    print(f"programs_check: {len(results)} programs, {len(bad)} differ{': ' + ', '.join(bad) if bad else ''}; "
+          f"{len(missing)} not built or not run ({time.monotonic() - t0:.0f} s)")
+    return 1 if bad or (a.strict and missing) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
