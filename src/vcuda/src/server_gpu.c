@@ -1455,17 +1455,25 @@ fail:
     return NULL;
 }
 
-void vcuda_gpu_close(vcuda_gpu *g)
+void vcuda_gpu_end_output(vcuda_gpu *g)
 {
-    if (!g) return;
     if (capturing(g)) {
         *g->stop = 1;
         pthread_join(g->out_thread, NULL);
-        drain_output(g); /* what is left goes to the logs, as nobody owns it now */
+        pthread_mutex_lock(&g->out_mu);
+        g->out_owner = NULL; /* what is left goes to the logs */
+        pthread_mutex_unlock(&g->out_mu);
+        drain_output(g);
         uncapture(g);
     }
     for (int k = 0; k < 2; ++k)
-        if (g->log_fd[k] >= 0) close(g->log_fd[k]);
+        if (g->log_fd[k] >= 0) close(g->log_fd[k]), g->log_fd[k] = -1;
+}
+
+void vcuda_gpu_close(vcuda_gpu *g)
+{
+    if (!g) return;
+    vcuda_gpu_end_output(g);
     g->cu.cuCtxSynchronize();
     g->cu.cuMemFree_v2(g->touch);
     g->cu.cuDevicePrimaryCtxRelease_v2(g->dev);

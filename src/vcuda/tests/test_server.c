@@ -68,6 +68,23 @@ static char *finish(server *s)
     return stop_server_read_log(s->pid, s->log, text, sizeof text);
 }
 
+/* Waits (up to ms) until the server's log holds `needle` at least n times: the server
+ * logs a session's "closed" after releasing it, which a test may have to wait for. */
+static int wait_log(const server *s, const char *needle, int n, int ms)
+{
+    static char text[1 << 20];
+    for (int64_t end = vcuda_now_ms() + ms;; usleep(10000)) {
+        FILE *f = fopen(s->log, "r");
+        size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        if (f) fclose(f);
+        text[len] = 0;
+        int seen = 0;
+        for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) ++seen;
+        if (seen >= n) return 1;
+        if (vcuda_now_ms() > end) return 0;
+    }
+}
+
 /* ---- a raw client: one connection, requests by hand -------------------------------- */
 
 typedef struct {
@@ -979,7 +996,9 @@ static void runtime_calls(void)
     CHECK(rc_simple(&a, VCUDA_OP_MODULE_UNLOAD, mod, 0, 0, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_MEMCPY_D2H, var, 4, 0, 2000) == 1 && a.r.v[0] == 1);
     rc_close(&a);
-    /* a new client on an empty server owns the output again */
+    /* a new client on an empty server owns the output again (once the server has let
+     * both earlier sessions go: until then it is not the only one) */
+    CHECK(wait_log(&s, "closed: client disconnected", 2, 5000));
     CHECK(rc_open(&a, s.port, 2000) == 0);
     mod = rc_module(&a, "rt", 1), fn = rc_function(&a, mod, "counter");
     CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 8, 0, 0, 2000) == 0);
