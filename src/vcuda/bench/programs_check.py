@@ -57,17 +57,19 @@ NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 NORMALISE = [
     # a number followed by a time unit: run time is not a result
     (re.compile(NUM + r"\s*(?:ms|msec|msecs|milliseconds?|s|sec|secs|seconds?|us|usec|microseconds?|ns|"
-                      r"nanoseconds?|cycles|clocks)\b", re.I), "<time>", "timings"),
+                      r"nanoseconds?|cycles|clocks)\b", re.I), "<t>", "timings"),
     # a number followed by a rate unit: throughput depends on timings
     (re.compile(NUM + r"\s*(?:[KMGT]i?B/s|[KMGT]?bytes/s|[KMGTP]?FLOP/?s|[KMGT]?flops|GOPS|"
                       r"[KMGT]?(?:elements|pixels|options|samples|bodies|interactions|updates|"
-                      r"ops|keys|values|rays)(?:/s|/sec| per second)|[KMG]?Hz)\b", re.I), "<rate>", "rates"),
+                      r"ops|keys|values|rays)(?:/s|/sec| per second)|[KMG]?Hz)\b", re.I), "<r>", "rates"),
     # every number on a line that names a timing or a rate (a value printed before its
     # unit, "Time = 1.23", "Throughput = 4.5 GB/s, Time = 0.1 s, Size = 1024")
     (re.compile(r"^.*\b(?:time|timing|elapsed|throughput|bandwidth|performance|perf|speed|speedup|"
                 r"gflops|gb/s|mb/s|msec|usec|seconds?|duration|latency|rate)\b.*$", re.I), None, "timing lines"),
     # pointers and handles printed as hex
     (re.compile(r"0x[0-9a-fA-F]{6,}"), "<addr>", "addresses"),
+    # runs of blanks: a masked value printed in a fixed-width column moves its neighbours
+    (re.compile(r"\s+"), " ", "column alignment"),
 ]
 NUMBER = re.compile(NUM)
 # stderr lines that are vcuda's own (the launcher's banner, the stand-in's refusals):
@@ -78,10 +80,14 @@ REFUSED = re.compile(r"^vcuda: (\w+) is not supported remotely(?:: (.*))?$")
 BY_DESIGN = re.compile(r"managed memory|zero-copy|mapped")
 
 
-def normalise(text):
+def normalise(text, timing_lines=None):
+    """Lines made comparable; timing_lines: a program's own pattern for lines that are
+    all timings without saying so (BabelStream's result table)."""
     out = []
     for line in text.splitlines():
         line = line.rstrip()
+        if timing_lines and timing_lines.match(line):
+            line = NUMBER.sub("<n>", line)
         for pat, repl, _ in NORMALISE:
             if repl is None:
                 if pat.match(line):
@@ -129,7 +135,7 @@ EXCLUDE = [  # (rule, where: "src" | "cmake" | "path", pattern)
 DRIVER_CALL = re.compile(r"\b(cu[A-Z]\w*)\s*\(")
 NOT_DRIVER = re.compile(r"^cu(?:C(?:real|imag|add|sub|mul|div|abs|fma)[fd]?|Conj[fd]?|ComplexFloatToDouble|"
                         r"ComplexDoubleToFloat|Complex)$")
-COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\\\.|[^\"\\\\\n])*\"", re.S)  # and string literals
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"", re.S)  # and string literals
 OLD_RUNTIME = re.compile(r"#\s*if\s+CUDART_VERSION\s*<\s*(\d+)")
 
 
@@ -264,7 +270,7 @@ def babelstream(root, arch, work):
                        ["sh", "-c", f"cp {b}/cuda-stream . 2>/dev/null || cp {b}/*-stream cuda-stream"]],
              "exe": "cuda-stream", "args": ["-s", str(1 << 25), "-n", "20"], "timeout": TIMEOUT_S,
              "note": "2^25 doubles per array, 20 iterations; its own check of the results must pass both ways",
-             "bandwidth": True}]
+             "bandwidth": True, "timing_lines": STREAM_ROW}]
 
 
 # ---- Rodinia: benchmarks that generate their own input ---------------------------------
@@ -355,12 +361,15 @@ def first_diff(a, b):
     return f"{len(a)} vs {len(b)} lines"
 
 
+STREAM_ROW = re.compile(r"^(?:Copy|Mul|Add|Triad|Dot|Nstream)\s")
+
+
 def bandwidths(text):
-    """BabelStream's table: function -> MBytes/sec."""
+    """BabelStream's table: function -> its bandwidth column (the unit its header says)."""
     bw = {}
     for line in text.splitlines():
         f = line.split()
-        if len(f) >= 2 and f[0] in ("Copy", "Mul", "Add", "Triad", "Dot", "Nstream"):
+        if len(f) >= 2 and STREAM_ROW.match(line):
             try:
                 bw[f[0]] = float(f[1])
             except ValueError:
@@ -371,8 +380,9 @@ def bandwidths(text):
 def judge(p, loc, vc, rerun):
     """Verdict and reason for one program (rerun: a second run on the real runtime)."""
     verr, names, reasons = split_own(vc["err"])
-    l_out, v_out = normalise(loc["out"]), normalise(vc["out"])
-    l_err, v_err = normalise(loc["err"]), normalise(verr)
+    tl = p.get("timing_lines")
+    l_out, v_out = normalise(loc["out"], tl), normalise(vc["out"], tl)
+    l_err, v_err = normalise(loc["err"], tl), normalise(verr, tl)
     same_rc = loc["rc"] == vc["rc"]
     same = l_out == v_out and l_err == v_err
     as_set = sorted(l_out) == sorted(v_out) and sorted(l_err) == sorted(v_err)
@@ -395,7 +405,7 @@ def judge(p, loc, vc, rerun):
     if names:
         diff += "; refused: " + ", ".join(names)
     r2 = rerun()
-    if r2 and same_rc and (normalise(r2["out"]) != l_out or normalise(r2["err"]) != l_err):
+    if r2 and same_rc and (normalise(r2["out"], tl) != l_out or normalise(r2["err"], tl) != l_err):
         return dict(res, verdict="varies-locally", reason="two runs on the real runtime differ too; " + diff)
     return dict(res, verdict="differs", reason=diff)
 
@@ -410,6 +420,8 @@ def main():
     ap.add_argument("--out", type=Path, default=Path("programs-out"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--arch", default=os.environ.get("CUDA_ARCH", "90"))
+    ap.add_argument("--run-jobs", type=int, default=1,
+                    help="programs run at a time on the GPU (each with its own server); 1 unless time is short")
     ap.add_argument("--only", default="", help="comma-separated program names")
     ap.add_argument("--strict", action="store_true", help="a program not built or not run fails the check too")
     ap.add_argument("--budget-s", type=float, default=0, help="stop starting programs after this many seconds")
@@ -456,8 +468,25 @@ def main():
     logs.mkdir(parents=True, exist_ok=True)
     (a.work / "bin").mkdir(parents=True, exist_ok=True)
     results = list(excluded)
-    # builds in parallel on the CPUs; runs one at a time on the GPU, as builds finish
-    with cf.ThreadPoolExecutor(max(1, a.jobs)) as pool:
+    # builds in parallel on the CPUs; each program's runs (real runtime, then vcuda) as
+    # soon as it is built, --run-jobs programs at a time on the GPU
+    def check(p, row):
+        if a.budget_s and time.monotonic() - t0 > a.budget_s:
+            return dict(row, verdict="not-run", reason=f"time budget of {a.budget_s:.0f} s spent")
+        loc = run_one(p, a.work, "local", launcher, logs, "local")
+        vc = run_one(p, a.work, "vcuda", launcher, logs, "vcuda")
+        rerun = lambda: run_one(p, a.work, "local", launcher, logs, "local2") if loc["rc"] == vc["rc"] else None
+        row = dict(row, local_rc=loc["rc"], vcuda_rc=vc["rc"], local_s=loc["secs"], vcuda_s=vc["secs"],
+                   **judge(p, loc, vc, rerun))
+        if p.get("bandwidth"):
+            row["bandwidth"] = {"local": bandwidths(loc["out"]), "vcuda": bandwidths(vc["out"])}
+            row["own_check_passed"] = {m: r["rc"] == 0 and "FAILED validation" not in r["err"]
+                                       for m, r in (("local", loc), ("vcuda", vc))}
+        print(f"{p['name']}: {row['verdict']} ({row['reason'][:150]})", flush=True)
+        return row
+
+    runs = []
+    with cf.ThreadPoolExecutor(max(1, a.jobs)) as pool, cf.ThreadPoolExecutor(max(1, a.run_jobs)) as gpu:
         futs = {pool.submit(build, p, a.work): p for p in progs}
         for fut in cf.as_completed(futs):
             p = futs[fut]
@@ -468,22 +497,11 @@ def main():
             if not ok:
                 results.append(dict(row, verdict="not-built", reason=why))
                 print(f"{p['name']}: not built: {why}", flush=True)
-                continue
-            if a.build_only:
+            elif a.build_only:
                 results.append(dict(row, verdict="not-run", reason="--build-only"))
-                continue
-            if a.budget_s and time.monotonic() - t0 > a.budget_s:
-                results.append(dict(row, verdict="not-run", reason=f"time budget of {a.budget_s:.0f} s spent"))
-                continue
-            loc = run_one(p, a.work, "local", launcher, logs, "local")
-            vc = run_one(p, a.work, "vcuda", launcher, logs, "vcuda")
-            rerun = lambda: run_one(p, a.work, "local", launcher, logs, "local2") if loc["rc"] == vc["rc"] else None
-            j = judge(p, loc, vc, rerun)
-            row.update(local_rc=loc["rc"], vcuda_rc=vc["rc"], local_s=loc["secs"], vcuda_s=vc["secs"], **j)
-            if p.get("bandwidth"):
-                row["bandwidth_MBps"] = {"local": bandwidths(loc["out"]), "vcuda": bandwidths(vc["out"])}
-            results.append(row)
-            print(f"{p['name']}: {row['verdict']} ({row['reason'][:150]})", flush=True)
+            else:
+                runs.append(gpu.submit(check, p, row))
+        results += [r.result() for r in runs]
     results.sort(key=lambda r: (r["suite"], r["verdict"] == "excluded", r["name"]))
     with open(a.out / "programs.jsonl", "w") as f:
         for r in results:
