@@ -3,15 +3,22 @@
 
     programs_check.py --vcuda-build DIR --samples CUDA_SAMPLES_TREE
                       [--babelstream TREE] [--rodinia TREE] [--work DIR] [--out DIR]
-                      [--jobs N] [--arch 90] [--only NAME,...] [--budget-s S]
-                      [--select-only | --build-only]
+                      [--jobs N] [--run-jobs N] [--arch 90] [--only NAME,...]
+                      [--timeout-s S] [--budget-s S] [--select-only | --build-only]
+
+(--vcuda-build: the vcuda directory of a build tree, build/default/vcuda after `make`.)
 
 For each program: build it unmodified with the shared runtime (`nvcc -cudart shared`,
 sm_<arch>, arch from --arch or $CUDA_ARCH, default 90), run it on the real runtime,
 then through vcuda (`vcuda-run --gpus 1`: one fresh local server per program), and
 compare exit status and normalised output (NORMALISE below, the only place the rules
-live).  One JSON line per program goes to OUT/programs.jsonl, a short table to stdout
-and OUT/programs.txt, every program's output and server log under OUT/logs/.
+live).  One JSON line per program goes to OUT/programs.jsonl (name, suite, path, args,
+built, local_rc, vcuda_rc, local_s, vcuda_s, same_output, unsupported: the calls vcuda
+refused by name, verdict, reason; BabelStream also its bandwidths and whether its own
+check of the results passed each way), a short table to stdout and OUT/programs.txt,
+every program's build log, output and server log under OUT/logs/.  Programs build in
+parallel (--jobs) and run as soon as they are built, --run-jobs at a time (default 1:
+the GPU to itself; more shortens the check, and the table says how it was run).
 
 Which cuda-samples are taken: those that use the runtime API only, decided from their
 sources and CMakeLists (EXCLUDE below): no CUDA library, no driver API call, no
@@ -25,7 +32,9 @@ Verdicts (one per program):
   same-as-set      same exit status, the same normalised lines in another order (the
                    reason says why the order may vary; see UNORDERED)
   varies-locally   the outputs differ, and two runs on the real runtime differ as well
-                   (clock-seeded data, timing-dependent paths): not a vcuda difference
+                   (timing-dependent paths), or the sample seeds its data from the clock
+                   (srand(time(...)) in its source) and the outputs agree with every
+                   number masked: not a vcuda difference
   refused-by-name  vcuda refused a zero-copy or managed-memory call by name
                    ("vcuda: NAME is not supported remotely"), and the run then differed
   differs          anything else that is not the same (reason: what differs)
@@ -169,12 +178,15 @@ UNORDERED = {
     "simplePrintf": "device printf from several blocks: the blocks print in any order",
     "cdpSimplePrint": "device printf from parent and child grids in any order",
     "simpleAssert": "device assertion messages from several threads in any order",
-    "simpleHyperQ": "concurrent kernels report in any order",
 }
 # Arguments that keep a sample short, by its own options (else test_args.json's, else none)
 ARGS = {
     "FDTD3d": ["--dimx=128", "--dimy=128", "--dimz=128", "--timesteps=5"],  # its CPU reference is slow
+    "UnifiedMemoryPerf": ["--kernel-iterations=3"],  # 20 by default, over every size and mode
 }
+# a sample whose data is seeded from the clock: its results legitimately differ between
+# any two runs, so beyond the masks it is compared with every number masked
+CLOCK_SEED = re.compile(r"\bsrand\s*\(\s*(?:\([^()]*\)\s*)?time\s*\(")
 # seconds a run may take (--timeout-s) unless TIMEOUT says otherwise; killed after it
 TIMEOUT = {}
 # cuda-samples' CMake options turned into nvcc options
@@ -194,9 +206,13 @@ def read(p):
         return ""
 
 
-def exclusion(d, rel):
+def sample_code(d):
     srcs = [p for p in sorted(d.rglob("*")) if p.is_file() and p.suffix in SOURCE_EXT + HEADER_EXT]
-    code = "\n".join(live_code(read(p)) for p in srcs)
+    return srcs, "\n".join(live_code(read(p)) for p in srcs)
+
+
+def exclusion(d, rel):
+    srcs, code = sample_code(d)
     cmake = "\n".join(read(p) for p in [d / "CMakeLists.txt", d / "Makefile"] if p.exists())
     why = {}  # every rule that matches, with its first evidence
     for rule, where, pat in EXCLUDE:
@@ -256,8 +272,11 @@ def cuda_samples(root, arch):
         cmd = ["nvcc", "-O2", "-std=c++17", "-cudart", "shared", f"-gencode=arch=compute_{arch},code=sm_{arch}",
                "-Wno-deprecated-gpu-targets", "-I", str(root / "Common")] + \
               [a for i in incs for a in ("-I", i)] + flags + [str(s) for s in sample_sources(d, name)]
+        clock = bool(CLOCK_SEED.search(sample_code(d)[1]))
+        if clock:
+            note.append("seeds its data from the clock")
         progs.append({"name": name, "suite": "cuda-samples", "path": rel, "src": d, "build": [cmd], "exe": name,
-                      "args": args, "note": "; ".join(note)})
+                      "args": args, "note": "; ".join(note), "clock_seeded": clock})
     return progs, excluded
 
 
@@ -401,6 +420,10 @@ def judge(p, loc, vc, rerun):
     if same_rc and as_set:
         why = UNORDERED.get(p["name"], "no reason known why the order should vary")
         return dict(res, verdict="same-as-set", reason="same lines in another order: " + why)
+    masked = lambda lines: [NUMBER.sub("<n>", x) for x in lines]
+    if p.get("clock_seeded") and same_rc and masked(l_out) == masked(v_out) and masked(l_err) == masked(v_err):
+        return dict(res, verdict="varies-locally",
+                    reason="seeds its data from the clock (srand(time(...))): equal with every number masked")
     by_design = [n for n, r in zip(names, reasons) if BY_DESIGN.search(r)]
     if by_design:
         return dict(res, verdict="refused-by-name", reason="refused: " + ", ".join(by_design))
@@ -421,10 +444,10 @@ def main():
     ap.add_argument("--babelstream", type=Path, help="BabelStream tree")
     ap.add_argument("--rodinia", type=Path, help="Rodinia tree (with cuda/)")
     ap.add_argument("--vcuda-build", type=Path, help="vcuda build directory (vcuda-run, vcuda-server, lib/)")
-    ap.add_argument("--work", type=Path, default=Path("programs-work"))
-    ap.add_argument("--out", type=Path, default=Path("programs-out"))
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--arch", default=os.environ.get("CUDA_ARCH", "90"))
+    ap.add_argument("--work", type=Path, default=Path("programs-work"), help="builds and run directories")
+    ap.add_argument("--out", type=Path, default=Path("programs-out"), help="programs.jsonl, programs.txt, logs/")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="builds at a time")
+    ap.add_argument("--arch", default=os.environ.get("CUDA_ARCH", "90"), help="sm_ARCH (default $CUDA_ARCH or 90)")
     ap.add_argument("--run-jobs", type=int, default=1,
                     help="programs run at a time on the GPU (each with its own server); 1 unless time is short")
     ap.add_argument("--only", default="", help="comma-separated program names")

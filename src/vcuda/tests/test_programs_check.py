@@ -40,6 +40,8 @@ SAMPLES = {  # name: (files, the rule that must exclude it, or None)
     "good": ({"good.cu": RUNTIME_ONLY}, None),
     "hostonly": ({"hostonly.cpp": "#include <cuda_runtime.h>\nint main(){int n;return cudaGetDeviceCount(&n);}\n"},
                  None),
+    "seeded": ({"seeded.cu": "#include <ctime>\n#include <cstdlib>\nint main(){srand((unsigned int)time(NULL));}\n"},
+               None),
     "blas": ({"blas.cu": "#include <cublas_v2.h>\nint main(){}\n"}, "CUDA library"),
     "drv": ({"drv.cu": "#include <cuda.h>\nint main(){CUdeviceptr p; cuMemAlloc(&p, 4);}\n"}, "driver API"),
     "drvcmake": ({"drvcmake.cu": "int main(){}\n",
@@ -78,7 +80,8 @@ class Selection(unittest.TestCase):
 
     def test_rules(self):
         progs, excluded = pc.cuda_samples(self.tmp, "90")
-        self.assertEqual(sorted(p["name"] for p in progs), ["good", "hostonly"])
+        self.assertEqual(sorted(p["name"] for p in progs), ["good", "hostonly", "seeded"])
+        self.assertEqual([p["name"] for p in progs if p["clock_seeded"]], ["seeded"])
         why = {e["name"]: e["reason"] for e in excluded}
         for name, (_, rule) in SAMPLES.items():
             if rule:
@@ -96,7 +99,7 @@ class Selection(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         rows = [json.loads(line) for line in r.stdout.splitlines()]
         self.assertEqual(len(rows), len(SAMPLES))
-        self.assertIn("2 selected, 6 excluded", r.stderr)
+        self.assertIn("3 selected, 6 excluded", r.stderr)
 
     def test_bad_usage(self):
         for args in (["--samples", str(self.tmp / "nope")], ["--samples", str(self.tmp), "--arch", "sm90"], [],
@@ -174,6 +177,15 @@ class Verdicts(unittest.TestCase):
     def test_varies_locally(self):
         j = self.judge(run_result("sum 1\n"), run_result("sum 2\n"), rerun=run_result("sum 3\n"))
         self.assertEqual(j["verdict"], "varies-locally")
+
+    def test_clock_seeded(self):
+        seeded = {"name": "s", "clock_seeded": True}
+        j = self.judge(run_result("Result : 1.5\nPASSED\n"), run_result("Result : 2.25\nPASSED\n"), prog=seeded)
+        self.assertEqual(j["verdict"], "varies-locally")
+        self.assertIn("clock", j["reason"])
+        j = self.judge(run_result("Result : 1.5\nPASSED\n"), run_result("Result : 2.25\nFAILED\n"),
+                       rerun=run_result("Result : 1.5\nPASSED\n"), prog=seeded)
+        self.assertEqual(j["verdict"], "differs")
 
     def test_fails_both_and_timeouts(self):
         j = self.judge(run_result("x\n", rc=1), run_result("y\n", rc="timeout"))
