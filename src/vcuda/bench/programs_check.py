@@ -2,7 +2,7 @@
 """Unmodified public CUDA programs on the real runtime and through vcuda, compared.
 
     programs_check.py --vcuda-build DIR --samples CUDA_SAMPLES_TREE
-                      [--babelstream TREE] [--rodinia TREE] [--work DIR] [--out DIR]
+                      [--babelstream TREE ...] [--rodinia TREE] [--work DIR] [--out DIR]
                       [--jobs N] [--run-jobs N] [--arch 90] [--only NAME,...]
                       [--timeout-s S] [--budget-s S] [--select-only | --build-only]
 
@@ -281,11 +281,14 @@ def cuda_samples(root, arch):
 
 
 # ---- BabelStream: its own CMake build, shared runtime ----------------------------------
-def babelstream(root, arch, work):
-    b = work / "build-babelstream"
+def babelstream(root, arch, work, several):
+    """BabelStream's CUDA model; several trees (two versions) are named after their
+    directories, e.g. babelstream-v5.0 -> BabelStream-cuda-v5.0."""
+    name = "BabelStream-cuda" + ("-" + re.sub(r"^babelstream-?", "", root.name, flags=re.I) if several else "")
+    b = work / ("build-" + name)
     cfg = ["cmake", "-S", str(root), "-B", str(b), "-DMODEL=cuda", "-DCMAKE_BUILD_TYPE=Release",
            "-DCMAKE_CUDA_COMPILER=nvcc", f"-DCUDA_ARCH=sm_{arch}", "-DCMAKE_CUDA_RUNTIME_LIBRARY=Shared"]
-    return [{"name": "BabelStream-cuda", "suite": "BabelStream", "path": ".", "src": root,
+    return [{"name": name, "suite": "BabelStream", "path": root.name, "src": root,
              "build": [cfg, ["cmake", "--build", str(b), "-j4"],
                        ["sh", "-c", f"cp {b}/cuda-stream . 2>/dev/null || cp {b}/*-stream cuda-stream"]],
              "exe": "cuda-stream", "args": ["-s", str(1 << 25), "-n", "20"],
@@ -441,7 +444,8 @@ def judge(p, loc, vc, rerun):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=Path, help="cuda-samples tree (with Common/ and Samples/)")
-    ap.add_argument("--babelstream", type=Path, help="BabelStream tree")
+    ap.add_argument("--babelstream", type=Path, action="append", default=[],
+                    help="BabelStream tree (again for another version of it)")
     ap.add_argument("--rodinia", type=Path, help="Rodinia tree (with cuda/)")
     ap.add_argument("--vcuda-build", type=Path, help="vcuda build directory (vcuda-run, vcuda-server, lib/)")
     ap.add_argument("--work", type=Path, default=Path("programs-work"), help="builds and run directories")
@@ -460,7 +464,7 @@ def main():
     a = ap.parse_args()
     if not re.fullmatch(r"\d{2,3}", a.arch):
         ap.error(f"--arch/CUDA_ARCH {a.arch!r}: give a number such as 90")
-    for name, d in (("--samples", a.samples), ("--babelstream", a.babelstream), ("--rodinia", a.rodinia)):
+    for name, d in [("--samples", a.samples), ("--rodinia", a.rodinia)] + [("--babelstream", b) for b in a.babelstream]:
         if d and not d.is_dir():
             ap.error(f"{name} {d}: not a directory")
     if a.samples and not (a.samples / "Samples").is_dir():
@@ -477,8 +481,8 @@ def main():
         pr, ex = cuda_samples(a.samples.resolve(), a.arch)
         progs += pr
         excluded += ex
-    if a.babelstream:
-        progs += babelstream(a.babelstream.resolve(), a.arch, a.work)
+    for b in a.babelstream:
+        progs += babelstream(b.resolve(), a.arch, a.work, len(a.babelstream) > 1)
     if a.rodinia:
         progs += rodinia(a.rodinia.resolve(), a.arch)
     if a.only:
