@@ -307,7 +307,7 @@ def babelstream(root, arch, work, several):
 RODINIA = [
     ("pathfinder", "pathfinder", "pathfinder", ["pathfinder.cu"], [], ["100000", "100", "20"]),
     ("nw", "nw", "needle", ["needle.cu"], [], ["2048", "10"]),
-    ("lud", "lud/cuda", "lud_cuda", ["lud.cu", "lud_kernel.cu", "../common/common.c"], ["-I", "../common"], ["-s", "2048", "-v"]),
+    ("lud", "lud/cuda", "lud_cuda", ["lud.cu", "lud_kernel.cu", "../common/common.c"], ["-I", "../common"], ["-s", "1024", "-v"]),
     ("gaussian", "gaussian", "gaussian", ["gaussian.cu"], [], ["-s", "1024", "-q"]),
     ("srad_v2", "srad/srad_v2", "srad", ["srad.cu"], [], ["2048", "2048", "0", "127", "0", "127", "0.5", "2"]),
     ("backprop", "backprop", "backprop", ["backprop.c", "facetrain.c", "imagenet.c", "backprop_cuda.cu"], ["-lm"], ["2097152"]),
@@ -349,6 +349,22 @@ def build(p, work):
     return ok, "" if ok else "no executable produced", "\n".join(log)
 
 
+LIVE = set()  # process groups of the runs under way, killed if the check itself is stopped
+LIVE_LOCK = threading.Lock()
+
+
+def stop_runs(sig, _frame):
+    with LIVE_LOCK:
+        for pgid in LIVE:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+    # at once: the pools would otherwise go on with the programs still queued (the
+    # results so far are in programs.partial.jsonl)
+    os._exit(128 + sig)
+
+
 def run_one(p, work, mode, launcher, logs, tag, timeout):
     """Runs the program in a fresh copy of its directory (its data files, and nothing the
     other run wrote); a run that outlives its timeout is killed with its process group."""
@@ -366,6 +382,8 @@ def run_one(p, work, mode, launcher, logs, tag, timeout):
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             start_new_session=True)
+    with LIVE_LOCK:
+        LIVE.add(proc.pid)
     try:
         out, err = proc.communicate(timeout=TIMEOUT.get(p["name"], timeout))
         rc, hung = proc.returncode, False
@@ -373,6 +391,9 @@ def run_one(p, work, mode, launcher, logs, tag, timeout):
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         rc, hung = "timeout", True
+    finally:
+        with LIVE_LOCK:
+            LIVE.discard(proc.pid)
     secs = time.monotonic() - t0
     out, err = out.decode(errors="replace"), err.decode(errors="replace")
     (logs / f"{p['name']}.{tag}.out").write_text(out)
@@ -475,6 +496,8 @@ def main():
     if not (a.select_only or a.build_only) and not (launcher and launcher.is_file()):
         ap.error("--vcuda-build DIR with vcuda-run in it is needed to run")
     t0 = time.monotonic()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # a stopped check leaves no program running
+        signal.signal(sig, stop_runs)
     a.work, a.out = a.work.resolve(), a.out.resolve()
     progs, excluded = [], []
     if a.samples:
