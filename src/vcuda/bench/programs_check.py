@@ -14,7 +14,7 @@ then through vcuda (`vcuda-run --gpus 1`: one fresh local server per program), a
 compare exit status and normalised output (NORMALISE below, the only place the rules
 live).  One JSON line per program goes to OUT/programs.jsonl (name, suite, path, args,
 built, local_rc, vcuda_rc, local_s, vcuda_s, same_output, unsupported: the calls vcuda
-refused by name, verdict, reason; BabelStream also its bandwidths and whether its own
+refused by name, vcuda_said: the stand-in's other messages, verdict, reason; BabelStream also its bandwidths and whether its own
 check of the results passed each way), a short table to stdout and OUT/programs.txt,
 every program's build log, output and server log under OUT/logs/.  Programs build in
 parallel (--jobs) and run as soon as they are built, --run-jobs at a time (default 1:
@@ -111,8 +111,9 @@ def normalise(text, timing_lines=None):
 
 
 def split_own(stderr):
-    """(stderr without vcuda's own lines, [refused call names], [their reasons])."""
-    kept, names, reasons = [], [], []
+    """(stderr without vcuda's own lines, [refused call names], [their reasons], [the
+    stand-in's other lines: why a call failed, for the record])."""
+    kept, names, reasons, other = [], [], [], []
     for line in stderr.splitlines():
         m = REFUSED.match(line.rstrip())
         if m:
@@ -121,7 +122,9 @@ def split_own(stderr):
                 reasons.append(m.group(2) or "")
         elif not OWN_LINE.match(line):
             kept.append(line)
-    return "\n".join(kept), names, reasons
+        elif line.startswith("vcuda: ") and len(other) < 5:
+            other.append(line.rstrip()[:200])
+    return "\n".join(kept), names, reasons, other
 
 
 # ---- which cuda-samples: runtime API only ----------------------------------------------
@@ -427,14 +430,14 @@ def bandwidths(text):
 
 def judge(p, loc, vc, rerun):
     """Verdict and reason for one program (rerun: a second run on the real runtime)."""
-    verr, names, reasons = split_own(vc["err"])
+    verr, names, reasons, said = split_own(vc["err"])
     tl = p.get("timing_lines")
     l_out, v_out = normalise(loc["out"], tl), normalise(vc["out"], tl)
     l_err, v_err = normalise(loc["err"], tl), normalise(verr, tl)
     same_rc = loc["rc"] == vc["rc"]
     same = l_out == v_out and l_err == v_err
     as_set = sorted(l_out) == sorted(v_out) and sorted(l_err) == sorted(v_err)
-    res = {"same_output": same, "unsupported": names}
+    res = {"same_output": same, "unsupported": names, "vcuda_said": said}
     local_ok = loc["rc"] == 0
     if not local_ok and vc["rc"] != 0 and not same:
         return dict(res, verdict="fails-both", reason=f"real runtime rc {loc['rc']}, vcuda rc {vc['rc']}")

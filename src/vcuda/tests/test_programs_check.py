@@ -136,12 +136,13 @@ class Normalise(unittest.TestCase):
         self.assertEqual(pc.bandwidths("Function MBytes/s\n" + t), {"Copy": 1234.5})
 
     def test_own_lines(self):
-        err, names, why = pc.split_own("vcuda-run: 1 of 1 server(s)\nreal error\n"
+        err, names, why, said = pc.split_own("vcuda-run: 1 of 1 server(s)\nreal error\nvcuda: server lost\n"
                                        "vcuda: cudaMallocManaged is not supported remotely: managed memory cannot "
                                        "be remoted\nvcuda: cudaFoo is not supported remotely\n")
         self.assertEqual(err, "real error")
         self.assertEqual(names, ["cudaMallocManaged", "cudaFoo"])
         self.assertEqual(why[0], "managed memory cannot be remoted")
+        self.assertEqual(said, ["vcuda: server lost"])
 
 
 class Verdicts(unittest.TestCase):
