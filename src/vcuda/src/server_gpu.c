@@ -1313,7 +1313,8 @@ static int handle_checked(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     if (lost && cl->fatal && q->hdr.opcode == VCUDA_OP_PRINTF_FETCH) {
         /* the client whose kernel killed the context collects what it printed and its
          * assertion messages (the reply to the failing call said they wait); its session
-         * ends when they are all sent */
+         * ends when they are all sent, or at its first other request (below).  A client
+         * that does neither keeps this lost serving process until it disconnects. */
         int rc = handle_request(ctx, c, q, r, why);
         if (!(r->hdr.flags & VCUDA_FLAG_OUTPUT)) c->end_session = 1;
         return rc;
