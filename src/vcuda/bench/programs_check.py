@@ -486,8 +486,9 @@ def main():
     mode.add_argument("--select-only", action="store_true", help="print the selection and exit")
     mode.add_argument("--build-only", action="store_true", help="build, do not run (no GPU needed)")
     a = ap.parse_args()
-    if not re.fullmatch(r"\d{2,3}", a.arch):
-        ap.error(f"--arch/CUDA_ARCH {a.arch!r}: give a number such as 90")
+    a.arch = re.sub(r"^(?:sm_|compute_)", "", a.arch)  # 90, sm_90 alike
+    if not re.fullmatch(r"\d{2,3}[af]?", a.arch):
+        ap.error(f"--arch/CUDA_ARCH {a.arch!r}: give a number such as 90 (or sm_90)")
     for name, d in [("--samples", a.samples), ("--rodinia", a.rodinia)] + [("--babelstream", b) for b in a.babelstream]:
         if d and not d.is_dir():
             ap.error(f"{name} {d}: not a directory")

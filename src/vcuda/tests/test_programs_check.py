@@ -102,7 +102,7 @@ class Selection(unittest.TestCase):
         self.assertIn("3 selected, 6 excluded", r.stderr)
 
     def test_bad_usage(self):
-        for args in (["--samples", str(self.tmp / "nope")], ["--samples", str(self.tmp), "--arch", "sm90"], [],
+        for args in (["--samples", str(self.tmp / "nope")], ["--samples", str(self.tmp), "--arch", "hopper"], [],
                      ["--samples", str(self.tmp)]):  # the last: no --vcuda-build to run with
             r = subprocess.run([sys.executable, str(SCRIPT)] + args, capture_output=True, text=True)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
