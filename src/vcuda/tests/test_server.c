@@ -699,6 +699,22 @@ static void assert_output(void)
     CHECK(!(a.r.hdr.flags & VCUDA_FLAG_OUTPUT));
     CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0); /* then its session ended */
     rc_close(&a);
+    /* on the fresh serving process: a client that asks for anything but its output after
+     * the 710 gets the error once more, and its session ends there */
+    int ok = -1;
+    for (int i = 0; i < 50 && ok; ++i) {
+        if (rc_open(&a, s.port, 2000) == 0) {
+            mod = rc_module(&a, "sticky", 0), fn = rc_function(&a, mod, "sticky");
+            ok = fn ? 0 : -1;
+            if (ok) rc_close(&a), usleep(50000);
+        }
+    }
+    CHECK(ok == 0 && rc_launch(&a, fn, &code, 4, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(a.r.hdr.flags & VCUDA_FLAG_OUTPUT);
+    CHECK(rc_simple(&a, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0);
+    rc_close(&a);
     char *log = finish(&s);
     CHECK(strstr(log, "Assertion `code != 710` failed."));
     CHECK(strstr(log, "authenticated (connection")); /* the server's own lines, through the pipe */
