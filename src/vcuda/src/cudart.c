@@ -986,8 +986,9 @@ EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_
 
 /* ---- device printf ------------------------------------------------------------------ */
 
-/* The server's reply said output waits: fetched (in chunks) and written to this
- * process's stdout stream, where the real runtime's driver writes it too. */
+/* The server's reply said output waits: fetched (in chunks) and written where the real
+ * runtime's driver writes it: device printf to stdout, device assertion messages to
+ * stderr (the reply says which). */
 static void fetch_output(int device)
 {
     char why[VCUDA_WHY_LEN];
@@ -1000,7 +1001,7 @@ static void fetch_output(int device)
             if (st != VCUDA_CLIENT_UNAVAILABLE) fprintf(stderr, "vcuda: device printf output lost: %s\n", why);
             return;
         }
-        if (r.blob_len) fwrite(r.blob, 1, r.blob_len, stdout);
+        if (r.blob_len) fwrite(r.blob, 1, r.blob_len, r.v[0] == 2 ? stderr : stdout);
         more = (r.hdr.flags & VCUDA_FLAG_OUTPUT) && r.blob_len;
     }
 }

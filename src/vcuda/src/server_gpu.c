@@ -148,6 +148,13 @@ typedef struct {
     CUmodule owner; /* a looked-up __device__ variable: the module it goes with (else NULL) */
 } allocation;
 
+/* One stream of a client's device output, and which stream goes where on the client. */
+typedef struct {
+    char *b;
+    size_t len, dropped;
+} outbuf;
+enum { OUT_PRINTF, OUT_ASSERT };
+
 typedef struct {
     allocation *allocs;
     uint32_t nalloc, cap_alloc;
@@ -174,9 +181,11 @@ typedef struct {
     CUdeviceptr touch; /* the keep-alive's 4 bytes in that context */
     allocation *globals; /* __device__ variables the client looked up: copyable, not freeable */
     uint32_t nglobal, cap_global;
-    /* device printf output attributed to this client (see "device printf"), out_mu held */
-    char *out, *sent;
-    size_t out_len, out_dropped;
+    /* device output attributed to this client (see "device printf"), out_mu held:
+     * [OUT_PRINTF] device printf (the program's stdout), [OUT_ASSERT] device assertion
+     * messages (its stderr) */
+    outbuf out[2];
+    char *sent;
 } client;
 
 /* A client's module: its own CUmodule, loaded from a cached image (so its __device__
@@ -213,10 +222,13 @@ struct vcuda_gpu {
     char name[256];
     int limit_busy;             /* LIMIT_SET on the shared context: no client attaches meanwhile */
     pthread_cond_t limit_done;
-    /* Device printf: the driver writes it to this process's stdout, which is a pipe
-     * drained (by the request that synchronized, or by out_thread when the pipe fills
-     * between requests) into its owner's buffer or to log_fd (see "device printf"). */
-    int out_fd, log_fd;
+    /* Device printf: the driver writes it to this process's stdout, and device assertion
+     * messages to its stderr; each is a pipe (out_fd) drained (by the request that
+     * synchronized, or by out_thread between requests) into its owner's buffer or to
+     * log_fd, the stream it replaced (see "device printf"). */
+    int out_fd[2], log_fd[2];
+    char eline[512]; /* the stderr pipe's current line, to find assertion messages */
+    size_t elen;
     pthread_t out_thread;
     pthread_mutex_t out_mu;  /* out_owner and every client's out* (after g->mu if both) */
     client *out_owner;
@@ -826,6 +838,7 @@ static int properties(vcuda_gpu *g, client *cl, vcuda_msg *r)
 
 static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r);
 static void drain_output(vcuda_gpu *g);
+static int capturing(vcuda_gpu *g);
 
 /* Whether one more allocation of `bytes` would break this client's quotas (the error
  * reply is then in r).  Makes room in the table otherwise. */
@@ -903,21 +916,20 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
         /* this client's memory, streams, events and modules (the shared context stays);
          * its device printf output so far goes with it into the new session */
         if ((rc = sync_client(g, cl))) return reply_cu(g, cl, r, "DEVICE_RESET", rc);
-        char *out = NULL;
-        size_t out_len = 0, out_dropped = 0;
-        if (g->out_fd >= 0) {
+        outbuf out[2] = {{0}};
+        if (capturing(g)) {
             drain_output(g);
             pthread_mutex_lock(&g->out_mu);
-            out = cl->out, out_len = cl->out_len, out_dropped = cl->out_dropped;
-            cl->out = NULL, cl->out_len = cl->out_dropped = 0;
+            memcpy(out, cl->out, sizeof out), memset(cl->out, 0, sizeof cl->out);
             pthread_mutex_unlock(&g->out_mu);
         }
         release_client(g, c);
-        if (attach_client(g, c, why)) return free(out), -1;
+        if (attach_client(g, c, why)) return free(out[0].b), free(out[1].b), -1;
         cl = c->user;
         pthread_mutex_lock(&g->out_mu);
-        if (!cl->out) cl->out = out, cl->out_len = out_len, cl->out_dropped = out_dropped;
-        else free(out); /* (a new session's output came first: no order to keep) */
+        for (int k = 0; k < 2; ++k)
+            if (!cl->out[k].b) cl->out[k] = out[k];
+            else free(out[k].b); /* (a new session's output came first: no order to keep) */
         pthread_mutex_unlock(&g->out_mu);
         return 0;
     }
@@ -1044,51 +1056,90 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
  * when the others have gone takes it at the start of its next request (a synchronize it
  * had under way may have written a departed client's bytes, which go to the log).
  * --isolation context does not change this: the contexts are separate, the stream the
- * driver writes them to is not. */
+ * driver writes them to is not.  Device assertion messages ("... Assertion `EXPR`
+ * failed.") follow the same rule: the driver writes them to stderr while it reports the
+ * sticky error (710), so stderr is a pipe too, whose lines all go on to the server's log
+ * and whose assertion lines also to the owner; the reply carrying the 710 says output
+ * waits, and the session ends only once the client has fetched it.  With several
+ * clients attached nobody owns them: they are in the server's log only. */
 
 #define OUT_MAX (64u << 20) /* output kept for a client that does not synchronize */
 
-/* Moves what the pipe holds to its owner's buffer or to the log (out_mu held). */
+static int capturing(vcuda_gpu *g) { return g->out_fd[OUT_PRINTF] >= 0 || g->out_fd[OUT_ASSERT] >= 0; }
+
+static void out_append(outbuf *o, const char *p, size_t n)
+{
+    size_t keep = o->len + n > OUT_MAX ? OUT_MAX - o->len : n;
+    char *q = keep ? realloc(o->b, o->len + keep) : o->b;
+    if (!q) keep = 0;
+    else o->b = q;
+    if (keep) memcpy(o->b + o->len, p, keep);
+    o->len += keep;
+    o->dropped += n - keep;
+}
+
+/* The driver's own form: "FILE:LINE: FUNCTION: block: [x,y,z], thread: [x,y,z] Assertion
+ * `EXPR` failed."  Only such lines of the stderr pipe are a client's: everything else
+ * there is this server's own log. */
+static int assertion_line(const char *l)
+{
+    const char *a = strstr(l, "block: [");
+    return a && (a = strstr(a, "thread: [")) && (a = strstr(a, "Assertion `")) && strstr(a, "` failed.");
+}
+
+/* Moves what the pipes hold to their owner's buffers or to the log (out_mu held).
+ * stdout's bytes are device printf's; stderr's are the server's own log lines and the
+ * driver's device assertion messages: all of it goes on to the log (the server's stderr
+ * as it was, where its operator looks for why a context was lost), and the assertion
+ * lines also to the owner. */
 static void drain_locked(vcuda_gpu *g)
 {
     char buf[65536];
     ssize_t n;
-    while ((n = read(g->out_fd, buf, sizeof buf)) > 0) {
-        client *o = g->out_owner;
-        if (!o) {
+    for (int k = 0; k < 2; ++k) {
+        while (g->out_fd[k] >= 0 && (n = read(g->out_fd[k], buf, sizeof buf)) > 0) {
+            client *o = g->out_owner;
+            if (k == OUT_PRINTF && o) {
+                out_append(&o->out[OUT_PRINTF], buf, (size_t)n);
+                continue;
+            }
+            for (ssize_t i = 0; k == OUT_ASSERT && i < n; ++i) { /* longer lines than eline are not the driver's */
+                if (g->elen < sizeof g->eline - 1) g->eline[g->elen] = buf[i];
+                ++g->elen;
+                if (buf[i] != '\n') continue;
+                if (g->elen < sizeof g->eline) {
+                    g->eline[g->elen] = 0;
+                    if (o && assertion_line(g->eline)) out_append(&o->out[OUT_ASSERT], g->eline, g->elen);
+                }
+                g->elen = 0;
+            }
             /* written without out_mu: a log nobody reads may block this write, and no
-             * client's request may wait for that (the bytes are nobody's anyway) */
+             * client's request may wait for that (the bytes are nobody's, or a copy) */
             pthread_mutex_unlock(&g->out_mu);
-            for (ssize_t at = 0, w; at < n; at += w > 0 ? w : n) w = write(g->log_fd, buf + at, (size_t)(n - at));
+            for (ssize_t at = 0, w; at < n; at += w > 0 ? w : n) w = write(g->log_fd[k], buf + at, (size_t)(n - at));
             pthread_mutex_lock(&g->out_mu);
-            continue;
         }
-        size_t keep = o->out_len + (size_t)n > OUT_MAX ? OUT_MAX - o->out_len : (size_t)n;
-        char *q = keep ? realloc(o->out, o->out_len + keep) : o->out;
-        if (!q) keep = 0;
-        else o->out = q;
-        if (keep) memcpy(o->out + o->out_len, buf, keep);
-        o->out_len += keep;
-        o->out_dropped += (size_t)n - keep;
     }
 }
 
-/* The driver writes device printf output while a synchronizing call runs; fflush
- * pushes what stdio holds, the drain takes it, so the reply to that call says so. */
+/* The driver writes device output while a synchronizing call runs; fflush pushes what
+ * stdio holds, the drain takes it, so the reply to that call says so. */
 static void drain_output(vcuda_gpu *g)
 {
     fflush(stdout);
+    fflush(stderr);
     pthread_mutex_lock(&g->out_mu);
     drain_locked(g);
     pthread_mutex_unlock(&g->out_mu);
 }
 
 /* A client attaches (delta 1) or detaches (-1): attached_now clients are left (g->mu
- * held).  The pipe's bytes so far belong to the owner before the change. */
+ * held).  The pipes' bytes so far belong to the owner before the change. */
 static void output_owner_change(vcuda_gpu *g, client *cl, int delta, int attached_now)
 {
-    if (g->out_fd < 0) return;
+    if (!capturing(g)) return;
     fflush(stdout);
+    fflush(stderr);
     pthread_mutex_lock(&g->out_mu);
     drain_locked(g);
     if (delta > 0) g->out_owner = attached_now == 1 ? cl : NULL;
@@ -1097,43 +1148,55 @@ static void output_owner_change(vcuda_gpu *g, client *cl, int delta, int attache
     pthread_mutex_unlock(&g->out_mu);
 }
 
-/* Between requests nobody drains: a kernel printing more than the pipe holds would
- * block the driver, so this thread empties it whenever it has data. */
+/* Between requests nobody drains: a kernel printing more than a pipe holds would block
+ * the driver (and a full stderr pipe the server's own logging), so this thread empties
+ * them whenever they have data. */
 static void *out_reader(void *arg)
 {
     vcuda_gpu *g = arg;
-    struct pollfd p = {g->out_fd, POLLIN, 0};
+    struct pollfd p[2] = {{g->out_fd[0], POLLIN, 0}, {g->out_fd[1], POLLIN, 0}};
     while (!*g->stop) {
-        if (poll(&p, 1, 200) > 0) {
+        if (poll(p, 2, 200) > 0) {
             pthread_mutex_lock(&g->out_mu);
             drain_locked(g);
             pthread_mutex_unlock(&g->out_mu);
-            if (p.revents & (POLLHUP | POLLERR)) break;
+            if ((p[0].revents | p[1].revents) & (POLLHUP | POLLERR)) break;
         }
     }
     return NULL;
 }
 
+static int pending(const client *cl)
+{
+    return cl->out[0].len || cl->out[0].dropped || cl->out[1].len || cl->out[1].dropped;
+}
+
+/* A chunk of device printf output first, then of assertion messages; the reply says
+ * which (1: stdout, 2: stderr, as the real runtime's driver writes them). */
 static int printf_fetch(vcuda_gpu *g, client *cl, vcuda_msg *r)
 {
-    if (g->out_fd < 0) return r->blob = NULL, r->blob_len = 0, 0;
+    r->v[0] = 1, r->nv = 1;
+    if (!capturing(g)) return r->blob = NULL, r->blob_len = 0, 0;
     pthread_mutex_lock(&g->out_mu);
-    if (cl->out_dropped) {
+    int k = cl->out[OUT_PRINTF].len || cl->out[OUT_PRINTF].dropped ? OUT_PRINTF : OUT_ASSERT;
+    outbuf *o = &cl->out[k];
+    if (o->dropped) {
         char note[96];
-        int n = snprintf(note, sizeof note, "\n[vcuda-server: %zu bytes of device printf output dropped]\n",
-                         cl->out_dropped);
-        char *q = realloc(cl->out, cl->out_len + (size_t)n);
-        if (q) memcpy(q + cl->out_len, note, (size_t)n), cl->out = q, cl->out_len += (size_t)n, cl->out_dropped = 0;
+        int n = snprintf(note, sizeof note, "\n[vcuda-server: %zu bytes of device %s output dropped]\n", o->dropped,
+                         k == OUT_PRINTF ? "printf" : "assertion");
+        char *q = realloc(o->b, o->len + (size_t)n);
+        if (q) memcpy(q + o->len, note, (size_t)n), o->b = q, o->len += (size_t)n, o->dropped = 0;
     }
-    size_t n = cl->out_len < g->chunk ? cl->out_len : g->chunk;
+    size_t n = o->len < g->chunk ? o->len : g->chunk;
     char *b = realloc(cl->sent, n ? n : 1); /* the reply's bytes, alive until the next fetch */
     if (b) {
         cl->sent = b;
-        if (n) memcpy(cl->sent, cl->out, n), memmove(cl->out, cl->out + n, cl->out_len - n);
-        cl->out_len -= n;
+        if (n) memcpy(cl->sent, o->b, n), memmove(o->b, o->b + n, o->len - n);
+        o->len -= n;
     }
     pthread_mutex_unlock(&g->out_mu);
     if (!b) return reply_invalid(cl, r, 2, "PRINTF_FETCH: server out of memory");
+    r->v[0] = (uint64_t)k + 1;
     r->blob = (const uint8_t *)cl->sent, r->blob_len = (uint32_t)n;
     return 0;
 }
@@ -1152,6 +1215,7 @@ static void claim_output(vcuda_gpu *g, client *cl)
 {
     pthread_mutex_lock(&g->mu);
     fflush(stdout);
+    fflush(stderr);
     pthread_mutex_lock(&g->out_mu);
     if (g->out_claimable && g->attached == 1 && !g->out_owner) {
         drain_locked(g);
@@ -1166,13 +1230,15 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
 {
     vcuda_gpu *g = ctx;
     /* (read unlocked: a stale value only claims one request later; claim_output re-checks) */
-    if (g->out_fd >= 0 && c->user && __atomic_load_n(&g->out_claimable, __ATOMIC_RELAXED)) claim_output(g, c->user);
+    if (capturing(g) && c->user && __atomic_load_n(&g->out_claimable, __ATOMIC_RELAXED)) claim_output(g, c->user);
     int rc = handle_core(ctx, c, q, r, why);
     client *cl = c->user; /* DEVICE_RESET replaced it */
-    if (g->out_fd >= 0 && cl) {
-        if (synchronizes(q->hdr.opcode)) drain_output(g);
+    if (capturing(g) && cl) {
+        /* a call that failed with a sticky error (a device assert) may not be one that
+         * synchronizes: the driver wrote its messages while reporting it */
+        if (synchronizes(q->hdr.opcode) || cl->fatal) drain_output(g);
         pthread_mutex_lock(&g->out_mu);
-        if (cl->out_len || cl->out_dropped) r->hdr.flags |= VCUDA_FLAG_OUTPUT;
+        if (pending(cl)) r->hdr.flags |= VCUDA_FLAG_OUTPUT;
         pthread_mutex_unlock(&g->out_mu);
     }
     return rc;
@@ -1388,7 +1454,8 @@ static void release_client(void *ctx, vcuda_conn *c)
     pthread_mutex_lock(&g->mu);
     --g->attached;
     output_owner_change(g, cl, -1, g->attached); /* its last output (synchronized above) is its own */
-    free(cl->out);
+    free(cl->out[0].b);
+    free(cl->out[1].b);
     free(cl->sent);
     free(cl);
     c->user = NULL;
@@ -1451,6 +1518,15 @@ static int handle_checked(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     pthread_mutex_lock(&g->mu);
     int lost = cl && cl->generation != g->generation ? (g->dead ? g->dead : 999) : 0;
     pthread_mutex_unlock(&g->mu);
+    if (lost && cl->fatal && q->hdr.opcode == VCUDA_OP_PRINTF_FETCH) {
+        /* the client whose kernel killed the context collects what it printed and its
+         * assertion messages (the reply to the failing call said they wait); its session
+         * ends when they are all sent, or at its first other request (below).  A client
+         * that does neither keeps this lost serving process until it disconnects. */
+        int rc = handle_request(ctx, c, q, r, why);
+        if (!(r->hdr.flags & VCUDA_FLAG_OUTPUT)) c->end_session = 1;
+        return rc;
+    }
     if (lost) {
         snprintf(cl->msg, sizeof cl->msg, "the GPU context was lost to a sticky error (CUresult %d) and is being "
                  "replaced: this session's state is gone", lost);
@@ -1459,7 +1535,8 @@ static int handle_checked(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
         return 0;
     }
     int rc = handle_request(ctx, c, q, r, why);
-    if (c->user && ((client *)c->user)->fatal) c->end_session = 1;
+    /* a sticky error ends the session, once the output its reply announced is fetched */
+    if (c->user && ((client *)c->user)->fatal && !(r->hdr.flags & VCUDA_FLAG_OUTPUT)) c->end_session = 1;
     return rc;
 }
 
@@ -1479,19 +1556,21 @@ struct vcuda_handler vcuda_gpu_handler(vcuda_gpu *g)
 
 void vcuda_gpu_set_limits(const vcuda_gpu_limits *l) { limits = *l; }
 
-/* stdout becomes the printf pipe (the server logs on stderr).  Without it, device
- * printf output stays in the server's stdout, as before, and the server says so. */
-static void capture_output(vcuda_gpu *g)
+/* stdout becomes the printf pipe and stderr the assertion pipe (k: OUT_PRINTF /
+ * OUT_ASSERT); the streams they replace stay the logs.  Without a pipe, that output
+ * stays in the server's own stream, as before, and the server says so. */
+static void capture_fd(vcuda_gpu *g, int k)
 {
-    int fds[2];
-    fflush(stdout);
-    /* where output nobody can be told apart goes: the server's stdout as it was */
-    if ((g->log_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)) < 0) {
-        fprintf(stderr, "vcuda-server: device printf stays on the server's stdout (dup: %s)\n", strerror(errno));
+    int fds[2], fd = k == OUT_PRINTF ? STDOUT_FILENO : STDERR_FILENO;
+    const char *what = k == OUT_PRINTF ? "device printf stays on the server's stdout"
+                                       : "device assertion messages stay on the server's stderr";
+    fflush(k == OUT_PRINTF ? stdout : stderr);
+    if ((g->log_fd[k] = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+        fprintf(stderr, "vcuda-server: %s (dup: %s)\n", what, strerror(errno));
         return;
     }
     if (pipe(fds)) {
-        fprintf(stderr, "vcuda-server: device printf stays on the server's stdout (pipe: %s)\n", strerror(errno));
+        fprintf(stderr, "vcuda-server: %s (pipe: %s)\n", what, strerror(errno));
         return;
     }
 #ifdef F_SETPIPE_SZ
@@ -1499,18 +1578,34 @@ static void capture_output(vcuda_gpu *g)
 #endif
     fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
     fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-    if (dup2(fds[1], STDOUT_FILENO) < 0) {
-        fprintf(stderr, "vcuda-server: device printf stays on the server's stdout (dup2: %s)\n", strerror(errno));
+    if (dup2(fds[1], fd) < 0) {
+        fprintf(stderr, "vcuda-server: %s (dup2: %s)\n", what, strerror(errno));
         close(fds[0]), close(fds[1]);
         return;
     }
     close(fds[1]);
-    g->out_fd = fds[0];
-    if (pthread_create(&g->out_thread, NULL, out_reader, g)) {
-        fprintf(stderr, "vcuda-server: device printf stays on the server's stdout (no reader thread)\n");
-        dup2(g->log_fd, STDOUT_FILENO); /* as without capture */
-        close(g->out_fd);
-        g->out_fd = -1;
+    g->out_fd[k] = fds[0];
+}
+
+static void uncapture(vcuda_gpu *g)
+{
+    for (int k = 0; k < 2; ++k) {
+        if (g->out_fd[k] < 0) continue;
+        fflush(k == OUT_PRINTF ? stdout : stderr);
+        dup2(g->log_fd[k], k == OUT_PRINTF ? STDOUT_FILENO : STDERR_FILENO);
+        close(g->out_fd[k]);
+        g->out_fd[k] = -1;
+    }
+}
+
+static void capture_output(vcuda_gpu *g)
+{
+    capture_fd(g, OUT_PRINTF);
+    capture_fd(g, OUT_ASSERT);
+    if (capturing(g) && pthread_create(&g->out_thread, NULL, out_reader, g)) {
+        uncapture(g); /* as without capture */
+        fprintf(stderr, "vcuda-server: device printf and assertion messages stay on the server's "
+                        "stdout/stderr (no reader thread)\n");
     }
 }
 
@@ -1520,7 +1615,8 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
     CUresult rc;
     int n = 0;
     if (!g) return vcuda_fail(why, 0, "out of memory"), NULL;
-    g->ordinal = ordinal, g->chunk = chunk, g->stop = stop, g->out_fd = -1, g->log_fd = -1;
+    g->ordinal = ordinal, g->chunk = chunk, g->stop = stop, g->out_fd[0] = g->out_fd[1] = -1;
+    g->log_fd[0] = g->log_fd[1] = -1;
     if (!(g->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL))) {
         vcuda_fail(why, 0, "no CUDA driver (libcuda.so.1: %s)", dlerror());
         free(g);
@@ -1570,17 +1666,25 @@ fail:
     return NULL;
 }
 
+void vcuda_gpu_end_output(vcuda_gpu *g)
+{
+    if (capturing(g)) {
+        *g->stop = 1;
+        pthread_join(g->out_thread, NULL);
+        pthread_mutex_lock(&g->out_mu);
+        g->out_owner = NULL; /* what is left goes to the logs */
+        pthread_mutex_unlock(&g->out_mu);
+        drain_output(g);
+        uncapture(g);
+    }
+    for (int k = 0; k < 2; ++k)
+        if (g->log_fd[k] >= 0) close(g->log_fd[k]), g->log_fd[k] = -1;
+}
+
 void vcuda_gpu_close(vcuda_gpu *g)
 {
     if (!g) return;
-    if (g->out_fd >= 0) {
-        *g->stop = 1;
-        pthread_join(g->out_thread, NULL);
-        close(g->out_fd);
-        fflush(stdout);
-        dup2(g->log_fd, STDOUT_FILENO);
-    }
-    if (g->log_fd >= 0) close(g->log_fd);
+    vcuda_gpu_end_output(g);
     g->cu.cuCtxSynchronize();
     g->cu.cuMemFree_v2(g->touch);
     g->cu.cuDevicePrimaryCtxRelease_v2(g->dev);

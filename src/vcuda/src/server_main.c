@@ -51,6 +51,7 @@ static int serve(int device, size_t chunk, int ucx, const char *addr, uint16_t p
     int rc = vcuda_server_run(cfg);
     int lost = vcuda_gpu_context_lost(gpu);
     if (!lost) vcuda_gpu_close(gpu); /* a lost context is left to the process's end */
+    else vcuda_gpu_end_output(gpu); /* (its last log lines are still in the pipes) */
     return lost ? EXIT_CONTEXT_LOST : rc ? UMS_EXIT_FAILED : 0;
 }
 

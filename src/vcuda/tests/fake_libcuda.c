@@ -8,7 +8,9 @@
  *     makes its stream busy for ms milliseconds, and every synchronize, event wait and
  *     stream-ordered copy sleeps until then, like a GPU still running;
  *   - `sticky(uint code)` kills the context with a sticky error: every later call of the
- *     process returns that code, in any context (as the real driver does);
+ *     process returns that code, in any context (as the real driver does); with 710 (a
+ *     device-side assert) the next synchronize first writes the driver's assertion
+ *     message to stderr, as the real driver does;
  *   - `counter(int *out)` increments a counter that belongs to the loaded module (a
  *     __device__ variable) and stores it to *out: per-module state is visible;
  *   - it also printf()s "counter N" from the device: the line waits in the context's
@@ -88,6 +90,7 @@ static CUresult alive(void)
 /* The context's device printf buffer (one context's worth: enough for the tests). */
 static char printf_buf[4096];
 static size_t printf_len;
+static char assert_msg[256]; /* a device assert's message, written at the next synchronize */
 static size_t limits[8];
 
 /* A synchronize writes what kernels printed to stdout, from the calling thread. */
@@ -96,6 +99,7 @@ static void flush_printf(void)
     pthread_mutex_lock(&mu);
     if (printf_len) fwrite(printf_buf, 1, printf_len, stdout), fflush(stdout);
     printf_len = 0;
+    if (*assert_msg) fputs(assert_msg, stderr), fflush(stderr), *assert_msg = 0;
     pthread_mutex_unlock(&mu);
 }
 
@@ -310,6 +314,9 @@ static void run_kernel(const function *fn, void *s, const void *arg)
     if (*end < t) *end = t;
     if (fn->kind == 1) *end += (int64_t)*(const uint32_t *)arg * 1000000;
     if (fn->kind == 2) dead = (int)*(const uint32_t *)arg; /* reported from now on */
+    if (fn->kind == 2 && dead == 710)
+        snprintf(assert_msg, sizeof assert_msg, "sticky.cu:7: void sticky(unsigned int): block: [0,0,0], "
+                 "thread: [0,0,0] Assertion `code != 710` failed.\n");
     if (fn->kind == 3) {
         *(int *)DEV(*(const CUdeviceptr *)arg) = ++fn->m->counter;
         if (printf_len + 32 < sizeof printf_buf)

@@ -40,6 +40,23 @@ static char *finish(server *s)
     return stop_server_read_log(s->pid, s->log, text, sizeof text);
 }
 
+/* Waits (up to ms) until the server's log holds `needle` at least n times: the server
+ * logs a session's "closed" after releasing it, which a test may have to wait for. */
+static int wait_log(const server *s, const char *needle, int n, int ms)
+{
+    static char text[1 << 20];
+    for (int64_t end = vcuda_now_ms() + ms;; usleep(10000)) {
+        FILE *f = fopen(s->log, "r");
+        size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        if (f) fclose(f);
+        text[len] = 0;
+        int seen = 0;
+        for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) ++seen;
+        if (seen >= n) return 1;
+        if (vcuda_now_ms() > end) return 0;
+    }
+}
+
 /* ---- a raw client: one connection, requests by hand -------------------------------- */
 
 typedef struct {
@@ -585,6 +602,8 @@ static void lost_during_wait(int sig)
 
 /* ---- sticky errors, isolation, images -------------------------------------------------- */
 
+static int rc_fetch(rc_t *c, char *out, size_t cap);
+
 static void sticky(void)
 {
     server s;
@@ -597,6 +616,7 @@ static void sticky(void)
     uint32_t code = 710;
     CHECK(fn && rc_launch(&a, fn, &code, 4, 0, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(!(a.r.hdr.flags & VCUDA_FLAG_OUTPUT)); /* two clients: the assertion is nobody's */
     CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0); /* its session ended */
     int o = rc_simple(&other, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000); /* its state is gone too: */
     CHECK((o == 1 && other.r.v[0] == 710) || o < 0);                 /* the error, or closed */
@@ -621,6 +641,55 @@ static void sticky(void)
     CHECK(ok == 0);
     char *log = finish(&s);
     CHECK(strstr(log, "starting a fresh serving process after a sticky error"));
+    CHECK(strstr(log, "Assertion `code != 710` failed.")); /* in the log */
+}
+
+/* A device assert in the server's only client: the reply with 710 says output waits, the
+ * driver's assertion message comes as stderr output (stream 2), then the session ends;
+ * the server's log has it too. */
+static void assert_output(void)
+{
+    server s;
+    start(&s, NULL);
+    rc_t a;
+    char text[512];
+    CHECK(rc_open(&a, s.port, 2000) == 0);
+    uint64_t mod = rc_module(&a, "sticky", 0), fn = rc_function(&a, mod, "sticky");
+    uint64_t cnt = rc_function(&a, mod, "counter");
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 8, 0, 0, 2000) == 0);
+    uint64_t out = a.r.v[0];
+    uint32_t code = 710;
+    CHECK(fn && cnt && rc_launch(&a, cnt, &out, 8, 0, 2000) == 0); /* prints "counter 1" first */
+    CHECK(rc_launch(&a, fn, &code, 4, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(a.r.hdr.flags & VCUDA_FLAG_OUTPUT);
+    CHECK(rc_fetch(&a, text, sizeof text) > 0 && a.r.v[0] == 1 && !strcmp(text, "counter 1\n"));
+    CHECK(a.r.hdr.flags & VCUDA_FLAG_OUTPUT);
+    CHECK(rc_fetch(&a, text, sizeof text) > 0 && a.r.v[0] == 2);
+    CHECK(!strcmp(text, "sticky.cu:7: void sticky(unsigned int): block: [0,0,0], thread: [0,0,0] "
+                        "Assertion `code != 710` failed.\n"));
+    CHECK(!(a.r.hdr.flags & VCUDA_FLAG_OUTPUT));
+    CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0); /* then its session ended */
+    rc_close(&a);
+    /* on the fresh serving process: a client that asks for anything but its output after
+     * the 710 gets the error once more, and its session ends there */
+    int ok = -1;
+    for (int i = 0; i < 50 && ok; ++i) {
+        if (rc_open(&a, s.port, 2000) == 0) {
+            mod = rc_module(&a, "sticky", 0), fn = rc_function(&a, mod, "sticky");
+            ok = fn ? 0 : -1;
+            if (ok) rc_close(&a), usleep(50000);
+        }
+    }
+    CHECK(ok == 0 && rc_launch(&a, fn, &code, 4, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(a.r.hdr.flags & VCUDA_FLAG_OUTPUT);
+    CHECK(rc_simple(&a, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0);
+    rc_close(&a);
+    char *log = finish(&s);
+    CHECK(strstr(log, "Assertion `code != 710` failed."));
+    CHECK(strstr(log, "authenticated (connection")); /* the server's own lines, through the pipe */
 }
 
 static void isolation(const char *opts)
@@ -915,7 +984,9 @@ static void runtime_calls(void)
     CHECK(rc_simple(&a, VCUDA_OP_MODULE_UNLOAD, mod, 0, 0, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_MEMCPY_D2H, var, 4, 0, 2000) == 1 && a.r.v[0] == 1);
     rc_close(&a);
-    /* a new client on an empty server owns the output again */
+    /* a new client on an empty server owns the output again (once the server has let
+     * both earlier sessions go: until then it is not the only one) */
+    CHECK(wait_log(&s, "closed: client disconnected", 2, 5000));
     CHECK(rc_open(&a, s.port, 2000) == 0);
     mod = rc_module(&a, "rt", 1), fn = rc_function(&a, mod, "counter");
     CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 8, 0, 0, 2000) == 0);
@@ -1112,6 +1183,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "killed_during_wait")) lost_during_wait(SIGKILL);
     else if (!strcmp(c, "stopped_during_wait")) lost_during_wait(SIGSTOP);
     else if (!strcmp(c, "sticky")) sticky();
+    else if (!strcmp(c, "assert_output")) assert_output();
     else if (!strcmp(c, "isolation")) isolation("--max-modules 16");
     else if (!strcmp(c, "isolation_context")) isolation("--max-modules 16 --isolation context");
     else if (!strcmp(c, "images")) images();

@@ -144,7 +144,7 @@ enum {
     X(LAUNCH_COOPERATIVE, 45, VCUDA_LAUNCH_LAYOUT, "")                                      \
     X(MALLOC_PITCH, 46, "z(width) z(height)", "h(dptr) z(pitch)")                           \
     X(MEMSET_2D, 47, "h(dst) z(pitch) i(value) z(width) z(height) h(stream)", "")           \
-    X(PRINTF_FETCH, 48, "", "b(text)") /* device printf output since the last fetch */      \
+    X(PRINTF_FETCH, 48, "", "u(stream) b(text)") /* device output: 1 printf, 2 assertions */ \
     X(GRAPH_INSTANTIATE, 49, "u(node_count) b(nodes)", "h(graph_exec)") /* see "graphs" */  \
     X(GRAPH_LAUNCH, 50, "h(graph_exec) h(stream)", "")                                      \
     X(GRAPH_EXEC_DESTROY, 51, "h(graph_exec)", "")                                          \

@@ -27,8 +27,10 @@
  * above), at the price of a context's creation per connection.
  * Context-wide settings (LIMIT_SET) are taken only on a client's own context, or on the
  * shared one while that client is its only one.  Device printf output (which the driver
- * writes to the process's stdout for every context alike) is shipped to a client only
- * while it is the server's only client; otherwise it stays on the server's stdout. */
+ * writes to the process's stdout for every context alike) and device assertion messages
+ * (to its stderr) are shipped to a client only while it is the server's only client;
+ * otherwise they stay on the server's stdout and stderr (assertion messages go to the
+ * server's stderr in any case). */
 #ifndef VCUDA_SERVER_GPU_H
 #define VCUDA_SERVER_GPU_H
 
@@ -59,6 +61,9 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk_bytes, volatile sig_atomic_t
 /* The handler for vcuda_server_config (ctx is the vcuda_gpu). */
 struct vcuda_handler vcuda_gpu_handler(vcuda_gpu *g);
 void vcuda_gpu_close(vcuda_gpu *g);
+/* stdout and stderr back to what they were, with what the pipes still hold written to
+ * them (vcuda_gpu_close does it; a process leaving a lost context calls it alone). */
+void vcuda_gpu_end_output(vcuda_gpu *g);
 /* The sticky CUresult that ended this process's use of the GPU, or 0. */
 int vcuda_gpu_context_lost(vcuda_gpu *g);
 
