@@ -301,7 +301,8 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
         part = self.current_partition
         refs = verdicts.references(type(self).__name__, self.check_params(),
                                part.extras.get('system', self.current_system.name),
-                               {'features': part.features}, self.size)
+                               {'features': part.features, 'facts': part.extras.get('facts', {})},
+                               self.size)
         if refs:
             self.reference = {part.fullname: refs}
 
