@@ -4,7 +4,7 @@ backends (mpi3 | armci | gasnet), beside two-sided MPI and raw MPI-3 RMA baselin
 A backend the build lacks makes the program exit 77 with the reason (a skip).  Ranks
 are one per node on clusters, as the paper ran them; on `local` all ranks share the
 machine (mpirun --oversubscribe), and rank counts above max(4, cores) are skipped.
-Sizes: quick = NPB class S at 2 and 4 ranks, one trial, ping-pong LOOP 100; paper =
+Sizes: quick = NPB class S at 2 and 4 ranks, one trial, ping-pong LOOP 30; paper =
 class C at 2..32 ranks, best of 5 trials, LOOP 1000 (the paper's).  `-S npb_class=A`
 runs another class, `-S trials=N` another trial count.
 """
@@ -20,7 +20,9 @@ from umstudy.checks import UmstudyMetricTest, mpirun_on_local, one_node, size  #
 
 MODE = size()
 SIZES = {
-    'pingpong': {'quick': ['--loop', '100'], 'paper': ['--loop', '1000']},
+    # quick: 30 round trips per size, 1 B .. 4 MiB as in the paper; a receiver waiting 3 s
+    # (not 10) calls the racy protocol hung, so a deadlocked run costs seconds, not tens.
+    'pingpong': {'quick': ['--loop', '30', '--hang-timeout', '3'], 'paper': ['--loop', '1000']},
     'class': {'quick': 'S', 'paper': 'C'},
     'ranks': {'quick': [2, 4], 'paper': [2, 4, 8, 16, 32]},
     'trials': {'quick': 1, 'paper': 5},      # P002: best of 5 trials

@@ -8,8 +8,9 @@ turn the sweep points the claims need into performance variables; the figures us
 of them (keep_records).
 
 Sizes (UMSTUDY_SIZE):
-  quick  micro 2^21 elements (16 MiB) over a 6 MiB capacity, 64 KiB pages, threads
-         1,2,4; stencil 64x64 planes over 8 MiB; STREAM over 32 MiB, 1 MiB pages.
+  quick  micro 2^20 elements (8 MiB) over a 3 MiB capacity, 64 KiB pages, threads
+         1,2,4; stencil 64x64 planes over 4 MiB; STREAM over 8 MiB, 512 KiB pages.
+         Every ratio above 1 pages with every engine; seconds per case.
   paper  micro as fig. 2.2: 2^28 elements (2 GiB), 800 MiB capacity, 1 MiB pages,
          threads 1..16; stencil 1024x1024 planes over 16 GiB (3 memory ranks; the
          paper: 120 GiB); STREAM 8 MiB pages over 8 GiB (4 memory ranks; paper: 56 GiB).
@@ -30,15 +31,17 @@ MODE = size()
 ENGINES = ['r3', 'r58', 'r77', 'uffd']
 RATIOS = [0.5, 1, 2, 4]
 SIZES = {
-    'micro': {'quick': ['--elements', str(1 << 21), '--capacity', '6M', '--mem-capacity', '64M',
+    'micro': {'quick': ['--elements', str(1 << 20), '--capacity', '3M', '--mem-capacity', '32M',
                         '--page-size', '64K'],
               'paper': ['--capacity', '800M', '--mem-capacity', '6000M', '--page-size', '1M']},
     'micro_threads': {'quick': [1, 2, 4], 'paper': [1, 2, 4, 8, 12, 16]},
-    'stencil': {'quick': ['--nx', '64', '--ny', '64', '--capacity', '8M', '--mem-capacity', '16M',
+    'stencil': {'quick': ['--nx', '64', '--ny', '64', '--capacity', '4M', '--mem-capacity', '8M',
                           '--page-size', '64K', '--steps', '8', '--tblock', '4'],
                 'paper': ['--nx', '1024', '--ny', '1024', '--capacity', '16G', '--mem-capacity', '24G',
                           '--page-size', '1M', '--steps', '8', '--tblock', '4']},
-    'stream': {'quick': ['--capacity', '32M', '--mem-capacity', '48M', '--page-size', '1M', '--ntimes', '3'],
+    # Quick STREAM: 16 half-MiB pages resident, enough for 4 threads x 3 arrays at once
+    # (16 threads on 32 pages thrashed: ARTIFACT.md E).
+    'stream': {'quick': ['--capacity', '8M', '--mem-capacity', '12M', '--page-size', '512K', '--ntimes', '3'],
                'paper': ['--capacity', '8G', '--mem-capacity', '12G', '--page-size', '8M', '--ntimes', '4']},
     # memory ranks: P004 fig. 2.2 one, the stencil three (up to 256 GiB), STREAM four
     'memory_ranks': {'micro': 1, 'stencil': 3, 'stream': 4},

@@ -18,8 +18,8 @@ from umstudy.checks import (UmstudyRunTest, metric, skip_without_gpu,  # noqa: E
 # 5 minutes (ARTIFACT.md E).
 SIZES = {
     'perf': {'quick': ('XL', 100, 1), 'paper': ('XL', 3000, 3)},
-    'cpu': {'quick': ('M', 20, 3), 'paper': ('L', 100, 3)},
-    'verify': {'quick': ('M', 20, 1), 'paper': ('L', 50, 1)},
+    'cpu': {'quick': ('S', 20, 3), 'paper': ('L', 100, 3)},
+    'verify': {'quick': ('S', 20, 1), 'paper': ('L', 50, 1)},
 }
 
 

@@ -78,18 +78,27 @@ def _system(name):
     }
 
 
+def _environment(env_name, env, target):
+    return {
+        'name': env_name,
+        'target_systems': [target],
+        'modules': env.get('modules', []),
+        'cc': env.get('cc', 'cc'),
+        'cxx': env.get('cxx', 'CC'),
+        'ftn': env.get('ftn', 'ftn'),
+        'features': env.get('features', []),
+    }
+
+
 def _environments(name):
-    envs = []
-    for env_name, env in data.system(name).get('environments', {}).items():
-        envs.append({
-            'name': env_name,
-            'target_systems': [name],
-            'modules': env.get('modules', []),
-            'cc': env.get('cc', 'cc'),
-            'cxx': env.get('cxx', 'CC'),
-            'ftn': env.get('ftn', 'ftn'),
-            'features': env.get('features', []),
-        })
+    desc = data.system(name)
+    common = desc.get('environments', {})
+    envs = [_environment(env_name, env, name) for env_name, env in common.items()]
+    # A partition may redefine an environment for its own nodes (Miyabi-C's x86-64
+    # modules beside Miyabi-G's): ReFrame takes the system:partition definition there.
+    for p in desc['partitions']:
+        for env_name, env in (p.get('environments') or {}).items():
+            envs.append(_environment(env_name, {**common.get(env_name, {}), **env}, f"{name}:{p['name']}"))
     return envs
 
 

@@ -131,3 +131,13 @@ def test_paper_values_become_references_on_their_system_only():
     assert set(sam4) == {'p5_settled', 'p6_settled', 'p7_settled'} and sam4['p5_settled'][0] == 3000
     sam8 = verdicts.references('UmbPatterns', {'alloc': 'system', 'array': '8G'}, 'miyabi', gh200, 'paper')
     assert sam8['p6_settled'][0] == 2400
+
+
+def test_a_partitions_own_facts_set_its_references():
+    """A partition's `facts:` (the nodes of a CPU partition, say) win over the system's in
+    ReFrame's references, as in the judged report (recorded partition facts)."""
+    gpu = {'features': ['gpu', 'cuda']}
+    system = verdicts.references('UmbBaseline', {'array': '4G'}, 'cygnus', gpu)['h2d']
+    assert abs(system[0] - 0.8 * data.facts('cygnus')['link']['h2d_gbps']) < 1e-9   # UMB-T1
+    slower = dict(gpu, facts={'link': {'type': 'PCIe Gen3 x16', 'h2d_gbps': 10, 'd2h_gbps': 10}})
+    assert abs(verdicts.references('UmbBaseline', {'array': '4G'}, 'cygnus', slower)['h2d'][0] - 8.0) < 1e-9

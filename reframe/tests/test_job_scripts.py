@@ -2,8 +2,10 @@
 
 For each system but `local` (whatever systems/ holds), three representative checks: a GPU
 check (UmbBaseline), an MPI multi-node check (CabIs, most ranks, mpi3) and an OpenMP check
-(HimenoCpuPerf).  Each script must carry a walltime from reframe/times.yaml, the queue of
-its size, threads = the node's cores, and the scheduler's own resource syntax; where
+(HimenoCpuPerf); on a system with a CPU partition (feature `cpuonly`) the last two are
+its jobs.  Each script must carry a walltime from reframe/times.yaml, the queue of its
+partition and size, threads = that partition's cores, and the scheduler's own resource
+syntax; where
 reframe/tests/golden/<system>-<size>.txt exists (the cygnus, miyabi, pegasus, tsubame and
 slurm profiles), the directives, exports and launcher line must equal it, so a change that
 drops or alters a directive fails.  The same dry runs check RemdVcudaNodes' multi-node
@@ -15,6 +17,7 @@ their scripts do not depend on the machine the test runs on.
 import glob
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -46,12 +49,21 @@ def dry_run(system, size, tmp_path, group='grp42', names=r'^(UmbBaseline|CabIs|H
 
 
 def scripts(tmp_path, system):
-    """{case: script text}: the first environment's scripts, one per representative case."""
+    """{case: (path, script text)}: the first environment's scripts, one per case."""
     found = {}
     for path in sorted(glob.glob(str(tmp_path / system / 'stage' / '**' / 'rfm_job.sh'), recursive=True)):
         case = os.path.basename(os.path.dirname(path))
         found.setdefault(case, (path, open(path).read()))
     return found
+
+
+def partition_of(path, system):
+    """The systems/<system>/system.yaml partition a staged job script belongs to
+    (stage/<system>/<partition>/<environ>/<case>/rfm_job.sh)."""
+    name = path.split(os.sep)[-4]
+    desc = data.system(system)
+    part = next(p for p in desc['partitions'] if p['name'] == name)
+    return part, {**desc.get('facts', {}), **part.get('facts', {})}
 
 
 def representative(found):
@@ -92,22 +104,26 @@ def test_site_job_scripts(system, size, tmp_path):
     remd_nodes_scripts.check(system, size, found, lambda text: normalise(text, tmp_path))
     pick = representative(found)
     desc = data.system(system)
-    part = desc['partitions'][0]
     assert {'mpi', 'openmp'} <= set(pick), sorted(found)
+    cpu_part = any('cpuonly' in p.get('features', []) for p in desc['partitions'])
     rendered = []
     for role, case in sorted(pick.items()):
-        text = found[case][1]
+        path, text = found[case]
+        part, _ = partition_of(path, system)
         lines = text.splitlines()
+        # CPU-only checks on the CPU partition where there is one, GPU checks off it
+        if cpu_part:
+            assert ('cpuonly' in part['features']) == (role != 'gpu'), (role, path)
         # a walltime on every job, from reframe/times.yaml
         assert any(WALLTIME.match(x) for x in lines), (role, text)
         # the queue of this size, where the partition names one
         queue = (part.get('job', {}).get('queues') or {}).get(size)
         if queue:
             assert f'-q {queue}' in text or f'--partition={queue}' in text, (role, text)
-        rendered.append(f"== {role}: {case.split('_')[0]}\n{normalise(text, tmp_path)}")
-    # OpenMP threads = the node's cores (facts, or the probe for detected systems)
+        rendered.append(f"== {role}: {case.split('_')[0]} on {part['name']}\n{normalise(text, tmp_path)}")
+    # OpenMP threads = the cores of the partition's nodes (facts, or the probe for detected systems)
     omp = found[pick['openmp']][1]
-    cores = desc.get('facts', {}).get('cpu', {}).get('cores')
+    cores = partition_of(found[pick['openmp']][0], system)[1].get('cpu', {}).get('cores')
     if desc.get('detect'):   # the dry run detected from the saved probe, not this machine
         cores = json.load(open(os.path.join(GOLDEN, 'probe.json')))['cores']
     assert f'export OMP_NUM_THREADS={cores}' in omp, omp
@@ -216,6 +232,31 @@ def test_cpu_only_checks_go_to_a_cpu_partition_where_there_is_one(tmp_path):
         assert '#PBS -q debug-c' in omp and 'OMP_NUM_THREADS=112' in omp, omp
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_partition_of_another_instruction_set_builds_on_its_own_nodes(tmp_path):
+    """Miyabi-C (x86-64) beside Miyabi-G (Arm): whichever of the two is not this machine's
+    instruction set builds src/ as a job in its quick queue on a whole node; the other
+    builds here, as before."""
+    assert jobs.builds_here({'facts': {'cpu': {'arch': 'aarch64'}}}, machine='aarch64')
+    assert not jobs.builds_here({'facts': {'cpu': {'arch': 'x86_64'}}}, machine='aarch64')
+    assert jobs.builds_here({'facts': {'cpu': {'cores': 8}}}, machine='aarch64')   # not declared
+    dry_run('miyabi', 'quick', tmp_path)
+    builds = {}
+    for path in glob.glob(str(tmp_path / 'miyabi' / 'stage' / 'miyabi' / '*' / 'gnu' / 'UmstudyBuild_*' / 'rfm_build.sh')):
+        builds[path.split(os.sep)[-4]] = (path, open(path).read())
+    arches = set()
+    for part in data.system('miyabi')['partitions']:
+        path, text = builds[part['name']]
+        facts = partition_of(path, 'miyabi')[1]
+        arches.add(facts['cpu']['arch'])
+        if facts['cpu']['arch'] == platform.machine():
+            assert '#PBS' not in text, text
+        else:
+            assert f"#PBS -q {part['job']['queues']['quick']}" in text, text
+            assert f"ncpus={facts['cpu']['cores']}" in text and f"-j {facts['cpu']['cores']}" in text, text
+            assert '/usr/local/cuda' not in text   # this machine's CUDA says nothing of those nodes
+    assert len(arches) == 2, arches
 
 
 def test_build_fixture_reuses_make_build_only_when_configured_alike():

@@ -51,7 +51,9 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
     Built once: `make build`'s build/default is used as it is when it was configured as
     this partition needs (same CUDA choice and architectures, same component subset), so
     `make run` compiles nothing twice; otherwise the build lives in
-    build/rfm-<system>-<partition>-<environ> and later runs rebuild only what changed."""
+    build/rfm-<system>-<partition>-<environ> and later runs rebuild only what changed.
+    A partition whose nodes have another instruction set than this machine (its
+    `facts.cpu.arch`) is built by a job on its own nodes, never from build/default."""
     descr = 'Build umstudy (src/) with CMake'
     build_system = 'CustomBuild'
     sourcesdir = None
@@ -60,6 +62,14 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
     build_locally = True
     maintainers = ['umstudy']
     builddir = variable(str, value='')
+
+    @run_after('init')
+    def build_where_it_runs(self):
+        # One fixture instance per partition (valid_systems: its full name).  Nodes of
+        # another instruction set than this machine build as a job on themselves.
+        part = next((p for p in runtime().system.partitions if p.fullname in self.valid_systems), None)
+        if part is not None:
+            self.build_locally = jobs_data.builds_here(part.extras)
 
     def wanted_options(self):
         extras = self.current_partition.extras
@@ -70,7 +80,8 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
             opts['UMSTUDY_CUDA'] = 'ON'
             opts['CMAKE_CUDA_ARCHITECTURES'] = str(
                 extras.get('build', {}).get('cuda_archs', '90')).replace(',', ';')
-            if not os.environ.get('CUDACXX') and os.path.exists('/usr/local/cuda/bin/nvcc'):
+            if self.build_locally and not os.environ.get('CUDACXX') and \
+                    os.path.exists('/usr/local/cuda/bin/nvcc'):
                 opts['CMAKE_CUDA_COMPILER'] = '/usr/local/cuda/bin/nvcc'
         else:
             opts['UMSTUDY_CUDA'] = 'OFF'
@@ -113,7 +124,8 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
         opts = self.wanted_options()
         default = os.path.join(data.REPO, 'build', 'default')
         part = self.current_partition
-        why_not = self.not_reusable(_cmake_cache(default), opts)
+        why_not = 'built on the partition\'s own nodes' if not self.build_locally else \
+            self.not_reusable(_cmake_cache(default), opts)
         if not why_not:
             self.builddir = default
             configure = []
@@ -127,9 +139,12 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
                 ' '.join(f'"-D{k}={v}"' for k, v in opts.items()))]
             why = f'building in {os.path.relpath(self.builddir, data.REPO)} (build/default: {why_not})'
         getlogger().info(f'umstudy: {part.fullname}+{self.current_environ.name}: {why}')
-        jobs = max(1, os.cpu_count() or 1)
+        jobs = max(1, (os.cpu_count() if self.build_locally else part.processor.num_cpus) or 1)
         self.build_system.commands = configure + [f'cmake --build {self.builddir} -j {jobs}']
-        self.time_limit = jobs_data.time_limit('UmstudyBuild', size())
+        self.time_limit = self.build_time_limit = jobs_data.time_limit('UmstudyBuild', size())
+        if not self.build_locally:   # a job in the partition's quick queue, on a whole node
+            self.build_job.num_cpus_per_task = jobs
+            self.build_job.options += jobs_data.queue_options(part.extras, part.scheduler.registered_name, 'quick')
 
     def bindir(self, component):
         return os.path.join(self.builddir, component)
@@ -297,7 +312,8 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
         part = self.current_partition
         refs = verdicts.references(type(self).__name__, self.check_params(),
                                part.extras.get('system', self.current_system.name),
-                               {'features': part.features}, self.size)
+                               {'features': part.features, 'facts': part.extras.get('facts', {})},
+                               self.size)
         if refs:
             self.reference = {part.fullname: refs}
 

@@ -10,6 +10,7 @@
 import functools
 import math
 import os
+import platform
 import re
 import socket
 import sys
@@ -104,6 +105,14 @@ def select_fields(partition_extras, num_gpus_per_node):
             continue   # a CPU-only job asks for no GPU
         out.append(field.format(**values))
     return out
+
+
+def builds_here(partition_extras, machine=None):
+    """Whether a partition's programs can be built on this machine: not where its nodes
+    declare another instruction set (`facts.cpu.arch`: Miyabi-C's x86-64 beside
+    Miyabi-G's Arm); the build then runs as a job on the partition's own nodes."""
+    arch = partition_extras.get('facts', {}).get('cpu', {}).get('arch')
+    return not arch or arch == (machine or platform.machine())
 
 
 def requested_system(argv, environ):

@@ -130,9 +130,10 @@ def references(check_name, params, system_name, partition, size='quick'):
 
     A part whose selector names this check directly (nothing derived) becomes a
     reference wherever the claim applies and at the size the claim is about; quantities
-    derived from several checks are judged by `judge` only."""
+    derived from several checks are judged by `judge` only.  The partition's own facts
+    (a CPU partition's nodes) win over the system's, as they do in `judge`."""
     feats = partition.get('features', [])
-    facts = data.facts(system_name)
+    facts = {**data.facts(system_name), **(partition.get('facts') or {})}
     refs = {}
     for c in data.all_claims():
         if c.get('size', size) != size or not applies(c, system_name, feats)[0]:
