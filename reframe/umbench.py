@@ -27,6 +27,7 @@ SIZES = {
     'stride': {'quick': ['--size', '1G', '--min', '4K', '--max', '388K', '--step', '32K', '--beyond', '4M'],
                'paper': ['--size', '8G', '--min', '4K', '--max', '396K', '--step', '4K', '--beyond', '4M']},
     'halo': {'quick': {'small': 5120, 'large': 10240}, 'paper': {'small': 30720, 'large': 61440}},
+    'halo_iterations': {'quick': 10, 'paper': 20},
     'arrays': {'quick': ['1G'], 'paper': ['4G', '8G']},
     'reps': {'quick': (20, 1), 'paper': (200, 10)},
 }
@@ -150,7 +151,7 @@ class UmbHalo(UmbBase):
     def set_command(self):
         n = SIZES['halo'][self.size][self.problem]
         self.executable = self.program('umb-halo')
-        self.executable_opts = ['--n', str(n), '--iterations', '20']
+        self.executable_opts = ['--n', str(n), '--iterations', str(SIZES['halo_iterations'][self.size])]
         self.num_tasks = 2
         self.num_tasks_per_node = 2
         gpus = self.current_partition.extras.get('facts', {}).get('gpu', {}).get('count', 1)

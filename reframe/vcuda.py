@@ -113,6 +113,12 @@ class VcudaKeepalive(VcudaBase):
                                            '--interval-calls', str(INTERVAL_CALLS[self.size])],
                            f'--spin-us {self.server_spin_us}')
 
+    @run_before('run')
+    def judged_at_quick(self):
+        # no claim or target reads the polling server: at quick size only what is judged
+        self.skip_unless(self.size != 'quick' or self.server_spin_us == 200,
+                         'the polling-server variant explains, is not judged: it runs at paper size')
+
     def named_metrics(self):
         return {'d2h_idle0_us': ('d2h_after_idle', 'us', {'interval_ms': 0}),
                 'd2h_idle50_us': ('d2h_after_idle', 'us', {'interval_ms': 50}),

@@ -92,7 +92,11 @@ def _environment(env_name, env, target):
 
 def _environments(name):
     desc = data.system(name)
-    common = desc.get('environments', {})
+    # A detected machine builds with the compilers `make build` used: CC/CXX/FC where set
+    # (so the build fixture reuses build/default instead of building src/ again).
+    chosen = {k: os.environ[v] for k, v in (('cc', 'CC'), ('cxx', 'CXX'), ('ftn', 'FC'))
+              if desc.get('detect') and os.environ.get(v)}
+    common = {env_name: {**env, **chosen} for env_name, env in desc.get('environments', {}).items()}
     envs = [_environment(env_name, env, name) for env_name, env in common.items()]
     # A partition may redefine an environment for its own nodes (Miyabi-C's x86-64
     # modules beside Miyabi-G's): ReFrame takes the system:partition definition there.
