@@ -2714,11 +2714,14 @@ EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t ex, cudaGraph_t gr, cudaG
         destroy_graph(c, EXEC_MAGIC);
         return record(cudaErrorGraphExecUpdateFailure);
     }
-    pthread_mutex_lock(&graph_mu); /* the exec takes c's nodes; c goes with the old ones */
+    /* the exec takes c's nodes, which keep the names the old ones had (the nodes of the
+     * graph it was instantiated from, as with the driver); c goes with the old ones */
+    pthread_mutex_lock(&graph_mu);
     graph_node **nodes = g->nodes;
     size_t cap = g->cap;
     g->nodes = c->nodes, g->cap = c->cap, c->nodes = nodes, c->cap = cap;
-    for (size_t i = 0; i < g->nnodes; ++i) g->nodes[i]->owner = g, c->nodes[i]->owner = c;
+    for (size_t i = 0; i < g->nnodes; ++i)
+        g->nodes[i]->owner = g, g->nodes[i]->origin = c->nodes[i]->origin, c->nodes[i]->owner = c;
     g->stale = 1;
     free_graph(c);
     pthread_mutex_unlock(&graph_mu);
