@@ -578,8 +578,10 @@ static cudaError_t check_limits(dim3 grid, dim3 block, size_t shmem)
     return cudaSuccess;
 }
 
+/* LAUNCH, LAUNCH_COOPERATIVE, or LAUNCH_EX with ex: its attribute scalars (attributes,
+ * cluster x, y, z, priority, sync domain; see VCUDA_LAUNCH_EX_LAYOUT). */
 static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
-                             unsigned op, const char *api)
+                             unsigned op, const char *api, const uint64_t *ex)
 {
     static _Thread_local uint8_t packed[VCUDA_MAX_PARAM_BYTES];
     char why[VCUDA_WHY_LEN];
@@ -589,13 +591,17 @@ static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size
     if (!k) return record(cudaErrorInvalidDeviceFunction);
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z) return record(cudaErrorInvalidConfiguration);
     if (shmem > UINT32_MAX) return record(cudaErrorInvalidValue);
-    if (op == VCUDA_OP_LAUNCH && capture_kernel(stream, k, grid, block, args, shmem, &e)) return e;
+    if (op == VCUDA_OP_LAUNCH_EX && (ex[0] & VCUDA_LAUNCH_CLUSTER) && capturing(stream))
+        return unsupported(api, "thread block clusters in a stream capture");
+    /* (a captured node keeps no attributes: the others only allow overlap or order) */
+    if (op != VCUDA_OP_LAUNCH_COOPERATIVE && capture_kernel(stream, k, grid, block, args, shmem, &e)) return e;
     if ((e = resolve(k, &fn)) || (e = stream_handle(stream, &sh))) return e;
     memset(&m, 0, sizeof m);
     m.hdr.opcode = (uint16_t)op;
     uint64_t v[] = {fn, grid.x, grid.y, grid.z, block.x, block.y, block.z, shmem, sh};
     memcpy(m.v, v, sizeof v);
     m.nv = 9;
+    if (op == VCUDA_OP_LAUNCH_EX) memcpy(m.v + 9, ex, 6 * sizeof *ex), m.nv = 15;
     /* the kernel's parameters, in order, each as many bytes as the kernel declares */
     size_t at = 0;
     for (uint32_t i = 0; i < k->nparams; ++i) {
@@ -607,7 +613,7 @@ static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size
     memcpy(m.sizes, k->sizes, k->nparams * sizeof *k->sizes);
     m.blob = packed, m.blob_len = (uint32_t)at;
     r.hdr.flags = 0; /* (no reply when posted) */
-    if (async_launch && op == VCUDA_OP_LAUNCH) {
+    if (async_launch && (op == VCUDA_OP_LAUNCH || (op == VCUDA_OP_LAUNCH_EX && !(ex[0] & VCUDA_LAUNCH_COOPERATIVE)))) {
         /* like the real runtime: the launch returns once queued; what fails on the
          * server is returned by this device's next call (limits are checked here first,
          * so a bad configuration is still reported at the launch) */
@@ -620,7 +626,7 @@ static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size
 static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
                           const char *api)
 {
-    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH, api);
+    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH, api, NULL);
 }
 
 typedef struct {
@@ -1523,7 +1529,7 @@ static cudaError_t launch_cooperative(kernel *k, dim3 grid, dim3 block, void **a
                                      const char *api)
 {
     if (!k) return record(cudaErrorInvalidDeviceFunction);
-    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH_COOPERATIVE, api);
+    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH_COOPERATIVE, api, NULL);
 }
 
 EXPORT cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
@@ -1532,61 +1538,65 @@ EXPORT cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3
     return launch_cooperative(find_kernel(func), grid, block, args, shmem, stream, "cudaLaunchCooperativeKernel");
 }
 
-/* cudaLaunchKernelEx (a template in cuda_runtime.h) lands here.  Each attribute is
- * either honoured or has the same results when left out, else refused by name:
- *   - cooperative: a cooperative launch;
- *   - programmatic stream serialization (PDL, as CUB/Thrust use on sm_90), memory sync
- *     domains, priority, access-policy window, carveout and scheduling preferences only
- *     allow overlap or tune placement: without them the launch is fully stream-ordered
- *     (griddepcontrol.wait in the kernel returns at once), so results are the same;
- *   - the programmatic and launch-completion events are recorded on the stream right
- *     after the launch: they fire once the kernel is done, no earlier than the real
- *     trigger would, so whatever waits on them still sees the kernel's work;
- *   - a cluster dimension other than 1x1x1 changes what the kernel can do (distributed
- *     shared memory), and device-updatable nodes are for graphs: refused. */
+/* cudaLaunchKernelEx (a template in cuda_runtime.h) lands here.  The attributes that
+ * change how the kernel runs go to the server with it (LAUNCH_EX), where the driver
+ * checks them as it would here: cooperative, programmatic stream serialization (PDL,
+ * as CUB/Thrust use on sm_90), cluster dimensions, priority, memory sync domain.  Of
+ * the rest, those that only tune placement -- access-policy window, shared-memory
+ * carveout, scheduling preferences, a preferred cluster shape (the kernel must also run
+ * with the required one), the sync-domain map -- are left out, with the same results;
+ * the programmatic and launch-completion events are recorded on the stream right after
+ * the launch: they fire once the kernel is done, no earlier than the real trigger, so
+ * whatever waits on them still sees the kernel's work.  Device-updatable graph nodes
+ * and attributes unknown here are refused by name. */
 EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
-    int cooperative = 0;
+    uint64_t ex[6] = {0, 1, 1, 1, 0, 0}; /* attributes, cluster x y z, priority, sync domain */
     cudaEvent_t after[2];
     int after_flags[2], nafter = 0;
     if (!config || (config->numAttrs && !config->attrs)) return record(cudaErrorInvalidValue);
     for (unsigned i = 0; i < config->numAttrs; ++i) {
         const cudaLaunchAttribute *a = &config->attrs[i];
         switch (a->id) {
-        case cudaLaunchAttributeIgnore: case cudaLaunchAttributePriority: case cudaLaunchAttributeAccessPolicyWindow:
-        case cudaLaunchAttributeProgrammaticStreamSerialization: case cudaLaunchAttributeMemSyncDomainMap:
-        case cudaLaunchAttributeMemSyncDomain: case cudaLaunchAttributePreferredSharedMemoryCarveout:
+        case cudaLaunchAttributeIgnore: case cudaLaunchAttributeAccessPolicyWindow:
+        case cudaLaunchAttributeMemSyncDomainMap: case cudaLaunchAttributePreferredSharedMemoryCarveout:
         case cudaLaunchAttributeClusterSchedulingPolicyPreference: case cudaLaunchAttributeNvlinkUtilCentricScheduling:
+        case cudaLaunchAttributePreferredClusterDimension:
             break;
-        case cudaLaunchAttributeCooperative: cooperative = a->val.cooperative != 0; break;
+        case cudaLaunchAttributeCooperative:
+            ex[0] = a->val.cooperative ? ex[0] | VCUDA_LAUNCH_COOPERATIVE : ex[0] & ~(uint64_t)VCUDA_LAUNCH_COOPERATIVE;
+            break;
+        case cudaLaunchAttributeProgrammaticStreamSerialization:
+            ex[0] = a->val.programmaticStreamSerializationAllowed ? ex[0] | VCUDA_LAUNCH_PROGRAMMATIC
+                                                                  : ex[0] & ~(uint64_t)VCUDA_LAUNCH_PROGRAMMATIC;
+            break;
+        case cudaLaunchAttributeClusterDimension:
+            if (!a->val.clusterDim.x || !a->val.clusterDim.y || !a->val.clusterDim.z) return record(cudaErrorInvalidValue);
+            ex[0] |= VCUDA_LAUNCH_CLUSTER;
+            ex[1] = a->val.clusterDim.x, ex[2] = a->val.clusterDim.y, ex[3] = a->val.clusterDim.z;
+            break;
+        case cudaLaunchAttributePriority: ex[0] |= VCUDA_LAUNCH_PRIORITY, ex[4] = (uint64_t)(int64_t)a->val.priority; break;
+        case cudaLaunchAttributeMemSyncDomain:
+            if ((unsigned)a->val.memSyncDomain > 1) return record(cudaErrorInvalidValue);
+            ex[0] |= VCUDA_LAUNCH_SYNC_DOMAIN, ex[5] = (uint64_t)a->val.memSyncDomain;
+            break;
         case cudaLaunchAttributeProgrammaticEvent:
         case cudaLaunchAttributeLaunchCompletionEvent: {
-            cudaEvent_t ev = a->id == cudaLaunchAttributeProgrammaticEvent ? a->val.programmaticEvent.event
-                                                                           : a->val.launchCompletionEvent.event;
-            int fl = a->id == cudaLaunchAttributeProgrammaticEvent ? a->val.programmaticEvent.flags
-                                                                   : a->val.launchCompletionEvent.flags;
-            if (!ev || (fl & cudaEventRecordExternal) || nafter == 2) return record(cudaErrorInvalidValue);
+            int programmatic = a->id == cudaLaunchAttributeProgrammaticEvent;
+            cudaEvent_t ev = programmatic ? a->val.programmaticEvent.event : a->val.launchCompletionEvent.event;
+            int fl = programmatic ? a->val.programmaticEvent.flags : a->val.launchCompletionEvent.flags;
+            if (!ev || (fl & ~(int)cudaEventRecordDefault) || nafter == 2) return record(cudaErrorInvalidValue);
             after[nafter] = ev, after_flags[nafter++] = fl;
             break;
         }
-        case cudaLaunchAttributeClusterDimension:
-        case cudaLaunchAttributePreferredClusterDimension: {
-            unsigned x = a->id == cudaLaunchAttributeClusterDimension ? a->val.clusterDim.x : a->val.preferredClusterDim.x;
-            unsigned y = a->id == cudaLaunchAttributeClusterDimension ? a->val.clusterDim.y : a->val.preferredClusterDim.y;
-            unsigned z = a->id == cudaLaunchAttributeClusterDimension ? a->val.clusterDim.z : a->val.preferredClusterDim.z;
-            if (x * y * z > 1) return unsupported("cudaLaunchKernelEx", "thread block clusters (a cluster dimension)");
-            break;
-        }
-        default: return unsupported("cudaLaunchKernelEx", "a launch attribute that changes what the kernel can do");
+        default: return unsupported("cudaLaunchKernelEx", "a launch attribute that vcuda cannot carry (device-updatable "
+                                    "graph nodes, or one newer than vcuda)");
         }
     }
     kernel *k = find_kernel(func);
-    cudaError_t e = cooperative ? launch_cooperative(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
-                                                     config->stream, "cudaLaunchKernelEx")
-                                : launch(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
-                                         config->stream, "cudaLaunchKernelEx");
-    for (int i = 0; i < nafter && !e; ++i)
-        e = cudaEventRecordWithFlags(after[i], config->stream, (unsigned)after_flags[i] & ~cudaEventRecordExternal);
+    cudaError_t e = launch_op(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream,
+                              ex[0] ? VCUDA_OP_LAUNCH_EX : VCUDA_OP_LAUNCH, "cudaLaunchKernelEx", ex);
+    for (int i = 0; i < nafter && !e; ++i) e = cudaEventRecordWithFlags(after[i], config->stream, (unsigned)after_flags[i]);
     return e;
 }
 
@@ -2658,8 +2668,38 @@ EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ex)
     return e ? e : d;
 }
 
+/* The server's instance of exec g takes node n's new kernel configuration and arguments
+ * (GRAPH_EXEC_KERNEL_SET; the driver checks them as cuGraphExecKernelNodeSetParams). */
+static cudaError_t server_kernel_set(graph *g, const graph_node *n)
+{
+    char why[VCUDA_WHY_LEN];
+    vcuda_msg m, r;
+    uint64_t fn;
+    int saved = current_device;
+    current_device = g->exec_device;
+    cudaError_t e = resolve(n->k, &fn);
+    if (!e) {
+        memset(&m, 0, sizeof m);
+        m.hdr.opcode = VCUDA_OP_GRAPH_EXEC_KERNEL_SET;
+        uint64_t v[] = {g->exec, n->index, fn, n->grid.x, n->grid.y, n->grid.z, n->block.x, n->block.y, n->block.z, n->shmem};
+        memcpy(m.v, v, sizeof v);
+        m.nv = 10;
+        m.nsizes = n->k->nparams;
+        memcpy(m.sizes, n->k->sizes, n->k->nparams * sizeof *n->k->sizes);
+        m.blob = n->args;
+        for (uint32_t i = 0; i < n->k->nparams; ++i) m.blob_len += n->k->sizes[i];
+        vcuda_client_status st = vcuda_client_call(current_device, &m, &r, 0, why);
+        if (st == VCUDA_CLIENT_REMOTE_ERROR)
+            fprintf(stderr, "vcuda: cudaGraphExecKernelNodeSetParams: %.*s\n", (int)r.str_len, (const char *)r.str);
+        e = result(st, &r, "cudaGraphExecKernelNodeSetParams", why);
+    }
+    current_device = saved;
+    return e;
+}
+
 /* A kernel node of an exec takes new parameters (the next launch uses them); the
- * node is named by the graph's node it was instantiated from. */
+ * node is named by the graph's node it was instantiated from.  Where the server holds
+ * the exec, its node is updated there too. */
 EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t ex, cudaGraphNode_t node,
                                                     const struct cudaKernelNodeParams *p)
 {
@@ -2673,12 +2713,16 @@ EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t ex, cudaGrap
     memset(&fresh, 0, sizeof fresh);
     cudaError_t e = !x || x->kind != NODE_KERNEL ? cudaErrorInvalidValue
                     : kernel_node(&fresh, find_kernel(p->func), p->gridDim, p->blockDim, p->sharedMemBytes, p->kernelParams);
-    if (!e && (e = host_arg("cudaGraphExecKernelNodeSetParams", fresh.args, fresh.k->nparams, fresh.k->sizes)))
-        free(fresh.args);
+    if (!e) {
+        fresh.index = x->index;
+        e = fresh.shmem > UINT32_MAX ? cudaErrorInvalidValue
+                                     : host_arg("cudaGraphExecKernelNodeSetParams", fresh.args, fresh.k->nparams, fresh.k->sizes);
+        if (!e && g->exec && !g->stale) e = server_kernel_set(g, &fresh); /* (stale: instantiated anew at launch) */
+        if (e) free(fresh.args);
+    }
     if (!e) {
         free(x->args);
         x->k = fresh.k, x->grid = fresh.grid, x->block = fresh.block, x->shmem = fresh.shmem, x->args = fresh.args;
-        g->stale = 1;
     }
     pthread_mutex_unlock(&graph_mu);
     return e ? record(e) : cudaSuccess;

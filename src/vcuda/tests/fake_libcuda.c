@@ -20,7 +20,11 @@
  *     context limits are modelled plainly (pitch: the width rounded up to 512 bytes);
  *   - graphs of kernels, 1-D device copies, byte sets and empty nodes run their nodes
  *     in dependency order when launched, and say so on stderr, as they do when an exec
- *     is destroyed (with the count left), so tests can tell where a graph ran;
+ *     is destroyed (with the count left), so tests can tell where a graph ran; an
+ *     exec's kernel node takes new arguments (cuGraphExecKernelNodeSetParams);
+ *   - cuLaunchKernelEx runs the kernel as cuLaunchKernel does and says on stderr which
+ *     attributes it was given; a cluster dimension that does not divide the grid is
+ *     refused (CUDA_ERROR_INVALID_CLUSTER_SIZE), as the driver refuses it;
  *   - cuModuleLoadData reads the ELF it is given trusting every offset, with no length,
  *     as the real driver does: an image the server failed to validate can crash it.
  * Every other driver function the server resolves exists as a weak stub returning
@@ -355,6 +359,7 @@ typedef struct {
 } graph;
 typedef struct {
     gnode *nodes; /* an exec's: copies, in the order they were added */
+    gnode **from; /* the graph's nodes they were copied from (valid while the graph is) */
     size_t n;
 } graph_exec;
 static int live_execs; /* said on stderr at each destroy, for the server's tests */
@@ -415,8 +420,12 @@ EXPORT CUresult cuGraphInstantiateWithFlags(void **e, void *g, unsigned long lon
 {
     const graph *gr = g;
     graph_exec *x = calloc(1, sizeof *x);
-    if (f || !x || (gr->n && !(x->nodes = malloc(gr->n * sizeof *x->nodes)))) return free(x), 1;
-    for (size_t i = 0; i < gr->n; ++i) x->nodes[i] = *gr->nodes[i];
+    if (x && gr->n) x->nodes = malloc(gr->n * sizeof *x->nodes), x->from = malloc(gr->n * sizeof *x->from);
+    if (f || !x || (gr->n && (!x->nodes || !x->from))) {
+        if (x) free(x->nodes), free(x->from);
+        return free(x), 1;
+    }
+    for (size_t i = 0; i < gr->n; ++i) x->nodes[i] = *gr->nodes[i], x->from[i] = gr->nodes[i];
     x->n = gr->n;
     pthread_mutex_lock(&mu);
     ++live_execs;
@@ -431,6 +440,7 @@ EXPORT CUresult cuGraphExecDestroy(void *e)
     pthread_mutex_unlock(&mu);
     fprintf(stderr, "fake libcuda: graph exec destroyed, %d left\n", left);
     free(((graph_exec *)e)->nodes);
+    free(((graph_exec *)e)->from);
     free(e);
     return 0;
 }
@@ -450,4 +460,42 @@ EXPORT CUresult cuGraphLaunch(void *e, void *s)
     }
     pthread_mutex_unlock(&mu);
     return 0;
+}
+EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(void *e, void *node, const kernel_node_params *p)
+{
+    graph_exec *x = e;
+    const function *fn = p->func;
+    size_t i = 0;
+    while (i < x->n && x->from[i] != node) ++i;
+    if (i == x->n || x->nodes[i].kind != 1 || !fn || p->extra) return 1;
+    pthread_mutex_lock(&mu);
+    x->nodes[i].fn = fn;
+    if (fn->kind) memcpy(x->nodes[i].arg, p->params[0], fn->kind == 3 ? 8 : 4);
+    pthread_mutex_unlock(&mu);
+    fprintf(stderr, "fake libcuda: exec kernel node %zu set\n", i);
+    return alive();
+}
+
+EXPORT CUresult cuLaunchKernelEx(const launch_config *c, void *f, void **params, void **extra)
+{
+    unsigned coop = 0, pdl = 0, cx = 1, cy = 1, cz = 1, domain = 0;
+    int prio = 0;
+    for (unsigned i = 0; i < c->nattrs; ++i) {
+        const launch_attribute *a = &c->attrs[i];
+        switch (a->id) {
+        case VCUDA_CU_LAUNCH_ATTRIBUTE_COOPERATIVE: coop = a->value.cooperative != 0; break;
+        case VCUDA_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: pdl = a->value.programmatic != 0; break;
+        case VCUDA_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+            cx = a->value.cluster.x, cy = a->value.cluster.y, cz = a->value.cluster.z;
+            break;
+        case VCUDA_CU_LAUNCH_ATTRIBUTE_PRIORITY: prio = a->value.priority; break;
+        case VCUDA_CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: domain = (unsigned)a->value.sync_domain; break;
+        default: return 1;
+        }
+    }
+    if (!cx || !cy || !cz || c->grid[0] % cx || c->grid[1] % cy || c->grid[2] % cz) return 912;
+    fprintf(stderr, "fake libcuda: launch ex: cooperative=%u programmatic=%u cluster=%ux%ux%u priority=%d domain=%u\n",
+            coop, pdl, cx, cy, cz, prio, domain);
+    return cuLaunchKernel(f, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2], c->shmem,
+                          c->stream, params, extra);
 }

@@ -199,12 +199,26 @@ int main(int argc, char **argv)
     CHECK(cudaLaunchKernelExC(&cfg, &counter_stub, args) == cudaSuccess); /* run 9, into out */
     CHECK(cudaEventSynchronize(done) == cudaSuccess);
     CHECK(cudaMemcpy(&got[0], out, 4, cudaMemcpyDeviceToHost) == cudaSuccess && got[0] == 9);
+    /* a cluster goes to the driver, which checks it against the grid: 1x1x1 runs (the
+     * stand-in driver's grids are 1 block at most), 2x1x1 over a grid of 1 fails there
+     * (told at the next call: the launch was posted); in a stream capture it is refused
+     * by name (a captured node keeps no attributes) */
     static char said[8192];
     cudaError_t ex_cluster;
+    cudaGraph_t g8;
     at[0].id = cudaLaunchAttributeClusterDimension, at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1, cfg.numAttrs = 1;
+    at[0].val.clusterDim.z = 1, cfg.numAttrs = 1, at[0].val.clusterDim.x = 1;
+    CHECK(cudaLaunchKernelExC(&cfg, &counter_stub, args) == cudaSuccess); /* run 10 */
+    CHECK(cudaStreamSynchronize(st) == cudaSuccess);
+    at[0].val.clusterDim.x = 2;
+    CHECK(cudaLaunchKernelExC(&cfg, &counter_stub, args) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(st) == cudaErrorInvalidClusterSize);
+    cudaGetLastError();
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) == cudaSuccess);
     STDERR_OF(said, sizeof said, ex_cluster = cudaLaunchKernelExC(&cfg, &counter_stub, args));
-    CHECK(ex_cluster == cudaErrorNotSupported && strstr(said, "vcuda: cudaLaunchKernelEx is not supported remotely: thread block clusters"));
+    CHECK(cudaStreamEndCapture(st, &g8) == cudaSuccess && cudaGraphDestroy(g8) == cudaSuccess);
+    CHECK(ex_cluster == cudaErrorNotSupported &&
+          strstr(said, "vcuda: cudaLaunchKernelEx is not supported remotely: thread block clusters in a stream capture"));
     cfg.attrs = NULL;
     CHECK(cudaLaunchKernelExC(&cfg, &counter_stub, args) == cudaErrorInvalidValue);
     cudaGetLastError();
@@ -240,11 +254,11 @@ int main(int argc, char **argv)
     CHECK(cudaGraphDestroy(g7) == cudaSuccess && cudaFreeHost(pinned) == cudaSuccess);
     CHECK(cudaHostAlloc((void **)&pinned, 64, cudaHostAllocMapped) == cudaErrorNotSupported);
     cudaGetLastError();
-    CHECK(cudaLaunchKernel(&counter_stub, one, one, args, 0, st) == cudaSuccess); /* run 10 */
-    CHECK(cudaGraphLaunch(ex4, st) == cudaSuccess); /* run 11, into out3: the refused update left it */
+    CHECK(cudaLaunchKernel(&counter_stub, one, one, args, 0, st) == cudaSuccess); /* run 11 */
+    CHECK(cudaGraphLaunch(ex4, st) == cudaSuccess); /* run 12, into out3: the refused update left it */
     CHECK(cudaStreamSynchronize(st) == cudaSuccess);
-    CHECK(cudaMemcpy(&got[0], out, 4, cudaMemcpyDeviceToHost) == cudaSuccess && got[0] == 10);
-    CHECK(cudaMemcpy(&got[2], out3, 4, cudaMemcpyDeviceToHost) == cudaSuccess && got[2] == 11);
+    CHECK(cudaMemcpy(&got[0], out, 4, cudaMemcpyDeviceToHost) == cudaSuccess && got[0] == 11);
+    CHECK(cudaMemcpy(&got[2], out3, 4, cudaMemcpyDeviceToHost) == cudaSuccess && got[2] == 12);
     printf("{\"test\":\"cudart_zero_copy_refused\",\"mode\":\"%s\",\"refused\":6,\"counter_after\":%d}\n", argv[1], got[2]);
     CHECK(cudaGraphExecDestroy(ex4) == cudaSuccess && cudaGraphDestroy(g4) == cudaSuccess);
     CHECK(cudaGraphDestroy(g5) == cudaSuccess && cudaGraphDestroy(g6) == cudaSuccess && cudaEventDestroy(done) == cudaSuccess);
@@ -261,10 +275,15 @@ int main(int argc, char **argv)
 
     static char text[1 << 20];
     char *log = stop_server_read_log(s.pid, s.log, text, sizeof text);
-    /* on the server: 4 launches, then 4 of the updated exec (its 3 instances: the first
-     * two replaced after updates), the execs made and destroyed; replayed: none of it */
+    /* on the server: 4 launches, then 4 of the updated exec (its node set there once; a
+     * new instance after cudaGraphExecUpdate), the execs made and destroyed; replayed:
+     * none of it */
     CHECK(count(log, "fake libcuda: graph launched") == (on_server ? 8 : 0));
-    CHECK(count(log, "graph exec destroyed") == (on_server ? 5 : 0));
+    CHECK(count(log, "fake libcuda: exec kernel node 0 set") == (on_server ? 1 : 0));
+    /* the attributes as the driver got them (both modes: launches are not graphs) */
+    CHECK(count(log, "fake libcuda: launch ex: cooperative=0 programmatic=1 cluster=1x1x1 priority=0 domain=1") == 1);
+    CHECK(count(log, "fake libcuda: launch ex: cooperative=0 programmatic=0 cluster=1x1x1 priority=0 domain=0") == 1);
+    CHECK(count(log, "graph exec destroyed") == (on_server ? 4 : 0));
     CHECK(count(log, "graph exec destroyed, 0 left") == (on_server ? 1 : 0));
     printf("%s: %s (%d failed checks)\n", argv[1], failures ? "FAIL" : "PASS", failures);
     return failures != 0;
