@@ -13,6 +13,7 @@
  *     message to stderr, as the real driver does;
  *   - `counter(int *out)` increments a counter that belongs to the loaded module (a
  *     __device__ variable) and stores it to *out: per-module state is visible;
+ *     `pair(struct {int *a, *b;})` does the same through b (a struct argument);
  *   - it also printf()s "counter N" from the device: the line waits in the context's
  *     printf buffer until the next synchronize, which writes it to stdout, as the real
  *     driver does; its __device__ variable is named "counter_state";
@@ -298,17 +299,21 @@ EXPORT CUresult cuModuleGetFunction(void **f, void *mod, const char *name)
         if (!strcmp(m->names[i], name)) {
             function *fn = calloc(1, sizeof *fn); /* leaked with the module: a test double */
             fn->m = m;
-            fn->kind = !strcmp(name, "busy") ? 1 : !strcmp(name, "sticky") ? 2 : !strcmp(name, "counter") ? 3 : 0;
+            fn->kind = !strcmp(name, "busy") ? 1 : !strcmp(name, "sticky") ? 2 : !strcmp(name, "counter") ? 3
+                     : !strcmp(name, "pair") ? 4 : 0;
             *f = fn;
             return 0;
         }
     return 500;
 }
+/* The one parameter's size, by kernel. */
+static size_t param_size(const function *fn) { return fn->kind == 4 ? 16 : fn->kind == 3 ? 8 : 4; }
+
 EXPORT CUresult cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size)
 {
     function *fn = f;
     if (fn->kind == 0 || i > 0) return 1; /* past the last parameter */
-    *off = 0, *size = fn->kind == 3 ? 8 : 4;
+    *off = 0, *size = param_size(fn);
     return 0;
 }
 /* What a kernel does, in stream s's time (mu held; arg: its one parameter, if any). */
@@ -321,8 +326,8 @@ static void run_kernel(const function *fn, void *s, const void *arg)
     if (fn->kind == 2 && dead == 710)
         snprintf(assert_msg, sizeof assert_msg, "sticky.cu:7: void sticky(unsigned int): block: [0,0,0], "
                  "thread: [0,0,0] Assertion `code != 710` failed.\n");
-    if (fn->kind == 3) {
-        *(int *)DEV(*(const CUdeviceptr *)arg) = ++fn->m->counter;
+    if (fn->kind == 3 || fn->kind == 4) {
+        *(int *)DEV(((const CUdeviceptr *)arg)[fn->kind == 4]) = ++fn->m->counter;
         if (printf_len + 32 < sizeof printf_buf)
             printf_len += (size_t)snprintf(printf_buf + printf_len, 32, "counter %d\n", fn->m->counter);
     }
@@ -348,7 +353,7 @@ EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
 typedef struct {
     int kind; /* 0 empty, 1 kernel, 2 copy, 3 set */
     const function *fn;
-    unsigned char arg[8];
+    unsigned char arg[16];
     CUdeviceptr dst, src;
     size_t n, pitch, width, height;
     unsigned char value;
@@ -397,7 +402,7 @@ EXPORT CUresult cuGraphAddKernelNode_v2(void **out, void *g, void *const *deps, 
     const function *fn = p->func;
     gnode x = {1, fn, {0}, 0, 0, 0, 0, 0, 0, 0};
     if (!fn || p->extra) return 1;
-    if (fn->kind) memcpy(x.arg, p->params[0], fn->kind == 3 ? 8 : 4); /* cuFuncGetParamInfo's sizes */
+    if (fn->kind) memcpy(x.arg, p->params[0], param_size(fn)); /* cuFuncGetParamInfo's sizes */
     return add_gnode(out, g, deps, nd, x);
 }
 EXPORT CUresult cuGraphAddMemcpyNode(void **out, void *g, void *const *deps, size_t nd, const memcpy3d_params *p, void *ctx)
@@ -470,7 +475,7 @@ EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(void *e, void *node, const ker
     if (i == x->n || x->nodes[i].kind != 1 || !fn || p->extra) return 1;
     pthread_mutex_lock(&mu);
     x->nodes[i].fn = fn;
-    if (fn->kind) memcpy(x->nodes[i].arg, p->params[0], fn->kind == 3 ? 8 : 4);
+    if (fn->kind) memcpy(x->nodes[i].arg, p->params[0], param_size(fn));
     pthread_mutex_unlock(&mu);
     fprintf(stderr, "fake libcuda: exec kernel node %zu set\n", i);
     return alive();

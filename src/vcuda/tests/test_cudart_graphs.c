@@ -15,10 +15,12 @@
  * (cudaGraphExecKernelNodeSetParams) and a whole exec updated from a graph of the same
  * shape (cudaGraphExecUpdate), a changed shape refused as the driver refuses it;
  * cudaLaunchKernelEx with the attributes CUB/Thrust and others pass (PDL, a memory sync
- * domain, a completion event), a cluster refused by name; and a pinned host address
- * (cudaMallocHost, also past its start) given to a kernel refused by name at every
- * launch path -- launch, Ex, cooperative, graph instantiate and exec update -- before it
- * reaches the server (the counter kernel would write through it there). */
+ * domain, a completion event) reaching the server's driver as given, a cluster checked
+ * there (and refused by name in a stream capture); and a pinned host address
+ * (cudaMallocHost, also past its start, also inside a struct argument) given to a
+ * kernel refused by name at every launch path -- launch, Ex, cooperative, graph
+ * instantiate and exec update -- before it reaches the server (the counter kernel would
+ * write through it there). */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 
@@ -36,7 +38,7 @@ void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fu
                             int thread_limit, uint3 *tid, uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize);
 
 static const char TOKEN[] = "graphs-test-token";
-static char counter_stub; /* the kernel's host-side name: any unique address */
+static char counter_stub, pair_stub; /* the kernels' host-side names: any unique addresses */
 
 static void on_host(void *data) { ++*(int *)data; }
 
@@ -84,6 +86,7 @@ int main(int argc, char **argv)
     static struct { int magic, version; const void *data; void *unused; } wrapper = {0x466243b1, 1, fat, NULL};
     void **h = __cudaRegisterFatBinary(&wrapper);
     __cudaRegisterFunction(h, &counter_stub, (char *)"counter", "counter", -1, NULL, NULL, NULL, NULL, NULL);
+    __cudaRegisterFunction(h, &pair_stub, (char *)"pair", "pair", -1, NULL, NULL, NULL, NULL, NULL);
 
     char *buf;
     cudaStream_t st;
@@ -229,7 +232,9 @@ int main(int argc, char **argv)
     CHECK(cudaMallocHost((void **)&pinned, 64) == cudaSuccess);
     inside = pinned + 8;
     void *hargs[] = {&inside};
-    cudaError_t z[6];
+    cudaError_t z[7];
+    struct { char *a, *b; } pair = {buf, inside}; /* the pinned address in the struct's second word */
+    void *pargs[] = {&pair};
     cudaGraph_t g7;
     cudaGraphExec_t ex7 = NULL;
     cfg.attrs = at, cfg.numAttrs = 0;
@@ -244,8 +249,9 @@ int main(int argc, char **argv)
         cudaLaunchKernel(&counter_stub, one, one, hargs, 0, st);
         cudaStreamEndCapture(st, &g7);
         z[5] = cudaGraphInstantiate(&ex7, g7, 0);
+        z[6] = cudaLaunchKernel(&pair_stub, one, one, pargs, 0, st);
     });
-    for (int i = 0; i < 6; ++i)
+    for (int i = 0; i < 7; ++i)
         if (z[i] != cudaErrorNotSupported) fprintf(stderr, "refusal %d: error %d\n", i, z[i]), ++failures;
     CHECK(cudaGetLastError() == cudaErrorNotSupported && cudaGetLastError() == cudaSuccess);
     CHECK(count(said, "vcuda: cudaLaunchKernel: kernel argument 0 points into host memory from cudaMallocHost "
@@ -256,10 +262,13 @@ int main(int argc, char **argv)
     cudaGetLastError();
     CHECK(cudaLaunchKernel(&counter_stub, one, one, args, 0, st) == cudaSuccess); /* run 11 */
     CHECK(cudaGraphLaunch(ex4, st) == cudaSuccess); /* run 12, into out3: the refused update left it */
+    pair.b = buf + 56; /* device addresses in both words: runs (13, into buf + 56) */
+    CHECK(cudaLaunchKernel(&pair_stub, one, one, pargs, 0, st) == cudaSuccess);
     CHECK(cudaStreamSynchronize(st) == cudaSuccess);
     CHECK(cudaMemcpy(&got[0], out, 4, cudaMemcpyDeviceToHost) == cudaSuccess && got[0] == 11);
     CHECK(cudaMemcpy(&got[2], out3, 4, cudaMemcpyDeviceToHost) == cudaSuccess && got[2] == 12);
-    printf("{\"test\":\"cudart_zero_copy_refused\",\"mode\":\"%s\",\"refused\":6,\"counter_after\":%d}\n", argv[1], got[2]);
+    CHECK(cudaMemcpy(&got[1], buf + 56, 4, cudaMemcpyDeviceToHost) == cudaSuccess && got[1] == 13);
+    printf("{\"test\":\"cudart_zero_copy_refused\",\"mode\":\"%s\",\"refused\":7,\"counter_after\":%d}\n", argv[1], got[2]);
     CHECK(cudaGraphExecDestroy(ex4) == cudaSuccess && cudaGraphDestroy(g4) == cudaSuccess);
     CHECK(cudaGraphDestroy(g5) == cudaSuccess && cudaGraphDestroy(g6) == cudaSuccess && cudaEventDestroy(done) == cudaSuccess);
 
