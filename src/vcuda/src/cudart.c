@@ -274,6 +274,7 @@ static int is_device_pointer(const void *p)
 typedef struct {
     uint64_t base, end;
     const char *from; /* the call that made it */
+    unsigned flags;   /* as given to it (cudaHostGetFlags) */
 } host_range;
 
 static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -293,7 +294,7 @@ static const host_range *host_range_of(uint64_t a)
     return lo && a < host_ranges[lo - 1].end ? &host_ranges[lo - 1] : NULL;
 }
 
-static cudaError_t host_range_add(const void *p, size_t n, const char *from)
+static cudaError_t host_range_add(const void *p, size_t n, const char *from, unsigned flags)
 {
     uint64_t base = (uint64_t)(uintptr_t)p;
     pthread_mutex_lock(&host_mu);
@@ -306,7 +307,7 @@ static cudaError_t host_range_add(const void *p, size_t n, const char *from)
                                                                                  : cudaSuccess;
     if (!e) {
         memmove(&host_ranges[at + 1], &host_ranges[at], (nhost - at) * sizeof *host_ranges);
-        host_ranges[at] = (host_range){base, end, from};
+        host_ranges[at] = (host_range){base, end, from, flags};
         atomic_store_explicit(&nhost_seen, ++nhost, memory_order_relaxed);
     }
     pthread_mutex_unlock(&host_mu);
@@ -919,16 +920,16 @@ EXPORT cudaError_t cudaFree(void *p)
 /* Host memory stays on this host: "pinned" means nothing to a copy that crosses a
  * socket, so page-aligned ordinary memory does.  Its range is remembered, so that a
  * kernel given an address in it is refused by name (see host_arg). */
-static cudaError_t host_alloc(void **p, size_t size, const char *api)
+static cudaError_t host_alloc(void **p, size_t size, const char *api, unsigned flags)
 {
     if (!p) return record(cudaErrorInvalidValue);
     if (posix_memalign(p, 4096, size ? size : 1)) return *p = NULL, record(cudaErrorMemoryAllocation);
-    cudaError_t e = host_range_add(*p, size, api);
+    cudaError_t e = host_range_add(*p, size, api, flags);
     if (e) free(*p), *p = NULL;
     return e;
 }
 
-EXPORT cudaError_t cudaMallocHost(void **p, size_t size) { return host_alloc(p, size, "cudaMallocHost"); }
+EXPORT cudaError_t cudaMallocHost(void **p, size_t size) { return host_alloc(p, size, "cudaMallocHost", 0); }
 
 /* Mapped memory is refused as cudaHostRegister's is (and canMapHostMemory says 0);
  * portable and write-combined only tune the real thing. */
@@ -938,7 +939,7 @@ EXPORT cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
         return record(cudaErrorInvalidValue);
     if (flags & cudaHostAllocMapped)
         return unsupported("cudaHostAlloc", "mapped (zero-copy) host memory needs memory coherent with the GPU");
-    return host_alloc(p, size, "cudaHostAlloc");
+    return host_alloc(p, size, "cudaHostAlloc", flags);
 }
 
 EXPORT cudaError_t cudaFreeHost(void *p)
@@ -2023,7 +2024,7 @@ EXPORT cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags)
     if (!p || !n) return record(cudaErrorInvalidValue);
     if (flags & (cudaHostRegisterMapped | cudaHostRegisterIoMemory | cudaHostRegisterReadOnly))
         return unsupported("cudaHostRegister", "mapped (zero-copy) host memory needs memory coherent with the GPU");
-    return host_range_add(p, n, "cudaHostRegister");
+    return host_range_add(p, n, "cudaHostRegister", flags);
 }
 EXPORT cudaError_t cudaHostUnregister(void *p)
 {
@@ -2036,12 +2037,28 @@ EXPORT cudaError_t cudaHostGetDevicePointer(void **dp, void *hp, unsigned flags)
     return unsupported("cudaHostGetDevicePointer", "zero-copy host memory needs memory coherent with the GPU");
 }
 
+/* The flags pinned memory was made with (p anywhere inside it). */
+EXPORT cudaError_t cudaHostGetFlags(unsigned *flags, void *p)
+{
+    if (!flags || !p) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&host_mu);
+    const host_range *r = host_range_of((uint64_t)(uintptr_t)p);
+    if (r) *flags = r->flags;
+    pthread_mutex_unlock(&host_mu);
+    return r ? cudaSuccess : record(cudaErrorInvalidValue);
+}
+
+/* Device memory is the device's; pinned memory is host memory with no device address
+ * (the GPU cannot reach it: see host_arg); anything else is unregistered. */
 EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *ptr)
 {
     uint64_t p = (uint64_t)(uintptr_t)ptr;
     if (!a) return record(cudaErrorInvalidValue);
     memset(a, 0, sizeof *a);
     a->type = cudaMemoryTypeUnregistered, a->device = -2;
+    pthread_mutex_lock(&host_mu);
+    if (host_range_of(p)) a->type = cudaMemoryTypeHost, a->device = current_device, a->hostPointer = (void *)ptr;
+    pthread_mutex_unlock(&host_mu);
     pthread_mutex_lock(&alloc_mu);
     for (size_t i = 0; i < nalloc; ++i)
         if (p >= allocs[i].base && p - allocs[i].base < allocs[i].size) {

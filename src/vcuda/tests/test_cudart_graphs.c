@@ -257,7 +257,20 @@ int main(int argc, char **argv)
     CHECK(count(said, "vcuda: cudaLaunchKernel: kernel argument 0 points into host memory from cudaMallocHost "
                       "(zero-copy), which is not supported remotely\n") == 1);
     CHECK(count(said, "points into host memory") == 1); /* once per process */
+    /* what the runtime tells of pinned memory: host memory, no device address; its flags */
+    unsigned hflags = 99;
+    struct cudaPointerAttributes pa;
+    CHECK(cudaHostGetFlags(&hflags, inside) == cudaSuccess && hflags == 0);
+    CHECK(cudaPointerGetAttributes(&pa, inside) == cudaSuccess && pa.type == cudaMemoryTypeHost &&
+          pa.hostPointer == inside && pa.devicePointer == NULL);
     CHECK(cudaGraphDestroy(g7) == cudaSuccess && cudaFreeHost(pinned) == cudaSuccess);
+    CHECK(cudaHostGetFlags(&hflags, inside) == cudaErrorInvalidValue);
+    /* registered memory: once only, and unregistered once */
+    static char regd[8192];
+    CHECK(cudaHostRegister(regd, 4096, cudaHostRegisterDefault) == cudaSuccess);
+    CHECK(cudaHostRegister(regd + 2048, 4096, cudaHostRegisterDefault) == cudaErrorHostMemoryAlreadyRegistered);
+    CHECK(cudaHostUnregister(regd) == cudaSuccess && cudaHostUnregister(regd) == cudaErrorHostMemoryNotRegistered);
+    cudaGetLastError();
     CHECK(cudaHostAlloc((void **)&pinned, 64, cudaHostAllocMapped) == cudaErrorNotSupported);
     cudaGetLastError();
     CHECK(cudaLaunchKernel(&counter_stub, one, one, args, 0, st) == cudaSuccess); /* run 11 */
