@@ -592,9 +592,10 @@ static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size
     if (!k) return record(cudaErrorInvalidDeviceFunction);
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z) return record(cudaErrorInvalidConfiguration);
     if (shmem > UINT32_MAX) return record(cudaErrorInvalidValue);
-    if (op == VCUDA_OP_LAUNCH_EX && (ex[0] & VCUDA_LAUNCH_CLUSTER) && capturing(stream))
-        return unsupported(api, "thread block clusters in a stream capture");
-    /* (a captured node keeps no attributes: the others only allow overlap or order) */
+    /* a captured node keeps no attributes: those that only allow overlap or order may go,
+     * a cooperative or clustered kernel cannot run as a plain one */
+    if (op == VCUDA_OP_LAUNCH_EX && (ex[0] & (VCUDA_LAUNCH_CLUSTER | VCUDA_LAUNCH_COOPERATIVE)) && capturing(stream))
+        return unsupported(api, "cooperative kernels and thread block clusters in a stream capture");
     if (op != VCUDA_OP_LAUNCH_COOPERATIVE && capture_kernel(stream, k, grid, block, args, shmem, &e)) return e;
     if ((e = resolve(k, &fn)) || (e = stream_handle(stream, &sh))) return e;
     memset(&m, 0, sizeof m);

@@ -221,7 +221,8 @@ int main(int argc, char **argv)
     STDERR_OF(said, sizeof said, ex_cluster = cudaLaunchKernelExC(&cfg, &counter_stub, args));
     CHECK(cudaStreamEndCapture(st, &g8) == cudaSuccess && cudaGraphDestroy(g8) == cudaSuccess);
     CHECK(ex_cluster == cudaErrorNotSupported &&
-          strstr(said, "vcuda: cudaLaunchKernelEx is not supported remotely: thread block clusters in a stream capture"));
+          strstr(said, "vcuda: cudaLaunchKernelEx is not supported remotely: cooperative kernels and thread block "
+                      "clusters in a stream capture"));
     cfg.attrs = NULL;
     CHECK(cudaLaunchKernelExC(&cfg, &counter_stub, args) == cudaErrorInvalidValue);
     cudaGetLastError();

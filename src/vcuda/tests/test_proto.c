@@ -149,7 +149,7 @@ static void header_bytes(void)
     m.v[0] = 3;
     m.nv = 1;
     CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_OK);
-    static const uint8_t want[] = {'V', 'C', 'U', 'D', 3, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
+    static const uint8_t want[] = {'V', 'C', 'U', 'D', 4, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
                                    4, 3, 2, 1, 4, 0, 0, 0, 3, 0, 0, 0};
     CHECK(n == sizeof want && memcmp(frame, want, n) == 0);
 }
@@ -165,6 +165,8 @@ static void reject_header(void)
     frame[4] = 1; /* a peer from before the challenge-response handshake */
     expect(frame, n, VCUDA_E_BAD_VERSION);
     frame[4] = 2; /* a peer from before graphs ran on the server */
+    expect(frame, n, VCUDA_E_BAD_VERSION);
+    frame[4] = 3; /* a peer from before launch attributes and exec updates */
     expect(frame, n, VCUDA_E_BAD_VERSION);
     frame[4] = VCUDA_PROTO_VERSION;
     /* the first unused runtime opcode; 99: in the gap before the control opcodes;
