@@ -250,17 +250,19 @@ static cudaError_t remember(uint64_t base, uint64_t size)
     return cudaSuccess;
 }
 
-/* Is p inside an allocation of the current device?  (cudaMemcpyDefault's question.) */
-static int is_device_pointer(const void *p)
+/* Is a inside an allocation of the device (any device: -1)? */
+static int in_allocation(uint64_t a, int device)
 {
-    uint64_t a = (uint64_t)(uintptr_t)p;
     int found = 0;
     pthread_mutex_lock(&alloc_mu);
     for (size_t i = 0; i < nalloc && !found; ++i)
-        found = allocs[i].device == current_device && a >= allocs[i].base && a - allocs[i].base < allocs[i].size;
+        found = (device < 0 || allocs[i].device == device) && a >= allocs[i].base && a - allocs[i].base < allocs[i].size;
     pthread_mutex_unlock(&alloc_mu);
     return found;
 }
+
+/* Is p inside an allocation of the current device?  (cudaMemcpyDefault's question.) */
+static int is_device_pointer(const void *p) { return in_allocation((uint64_t)(uintptr_t)p, current_device); }
 
 /* ---- host memory handed out as pinned (zero-copy refusal) ----------------------------- */
 
@@ -333,7 +335,9 @@ static int host_range_remove(const void *p)
 /* Whether a kernel's packed arguments (nparams of the given sizes) hold an address in
  * pinned host memory in any naturally aligned 8-byte word of a parameter (so a pointer
  * inside a struct counts too); if so, says which once, on stderr, naming api and the
- * argument, and returns cudaErrorNotSupported. */
+ * argument, and returns cudaErrorNotSupported.  Device addresses are the server's and
+ * host ones this process's, so the two can coincide: a word inside one of this
+ * process's device allocations is taken for the device pointer it most likely is. */
 static cudaError_t host_arg(const char *api, const uint8_t *args, uint32_t nparams, const uint32_t *sizes)
 {
     static _Atomic int said;
@@ -345,7 +349,8 @@ static cudaError_t host_arg(const char *api, const uint8_t *args, uint32_t npara
         for (uint32_t o = 0; o + 8 <= sizes[i] && !hit; o += 8) {
             uint64_t w;
             memcpy(&w, args + at + o, sizeof w);
-            if ((hit = host_range_of(w))) which = i;
+            if ((hit = host_range_of(w)) && in_allocation(w, -1)) hit = NULL;
+            if (hit) which = i;
         }
     const char *from = hit ? hit->from : NULL;
     pthread_mutex_unlock(&host_mu);
@@ -2063,7 +2068,9 @@ EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, con
     pthread_mutex_lock(&alloc_mu);
     for (size_t i = 0; i < nalloc; ++i)
         if (p >= allocs[i].base && p - allocs[i].base < allocs[i].size) {
+            /* (a device address wins where it coincides with a host one: see host_arg) */
             a->type = cudaMemoryTypeDevice, a->device = allocs[i].device, a->devicePointer = (void *)ptr;
+            a->hostPointer = NULL;
             break;
         }
     pthread_mutex_unlock(&alloc_mu);
