@@ -2811,7 +2811,12 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
     void *argv[VCUDA_MAX_PARAMS];
     if (!g) return record(cudaErrorInvalidValue);
     if (capturing(s)) return unsupported("cudaGraphLaunch", "a graph launched into a capturing stream (child graphs)");
-    if (g->stale && (e = reinstantiate(g))) return e;
+    if (g->stale) { /* (once, whichever thread launches it first) */
+        pthread_mutex_lock(&graph_mu);
+        if (g->stale) e = reinstantiate(g);
+        pthread_mutex_unlock(&graph_mu);
+        if (e) return e;
+    }
     if (g->exec && g->exec_device == stream_device(s)) {
         /* one frame to the server holding it (the stream's); like a kernel launch,
          * unanswered unless VCUDA_LAUNCH=sync (a failure there is returned by that
