@@ -36,7 +36,13 @@ Verdicts (one per program):
                    (srand(time(...)) in its source) and the outputs agree with every
                    number masked: not a vcuda difference
   refused-by-name  vcuda refused a zero-copy or managed-memory call by name
-                   ("vcuda: NAME is not supported remotely"), and the run then differed
+                   ("vcuda: NAME is not supported remotely", or a kernel given pinned
+                   host memory: "vcuda: CALL: kernel argument I points into host memory
+                   ..."), and the run then differed
+  waived-needs-managed, waived-needs-zero-copy
+                   through vcuda the program waived itself (its own message, exit status
+                   2 or 0, where the real runtime ran it) after testing the device
+                   attribute that vcuda reports absent: managedMemory, canMapHostMemory
   differs          anything else that is not the same (reason: what differs)
   fails-both       the program failed on the real runtime and through vcuda
   not-built        the build failed (reason: its first error)
@@ -86,8 +92,20 @@ NUMBER = re.compile(NUM)
 # removed before comparing, the refusals kept as unsupported-call names
 OWN_LINE = re.compile(r"^vcuda(?:-run)?: ")
 REFUSED = re.compile(r"^vcuda: (\w+) is not supported remotely(?:: (.*))?$")
+# a kernel launch refused because an argument points into pinned host memory
+REFUSED_ARG = re.compile(r"^vcuda: (\w+): (kernel argument \d+ points into host memory .*), which is not supported remotely$")
 # a refusal for these reasons is by design: such memory needs coherence across the network
 BY_DESIGN = re.compile(r"managed memory|zero-copy|mapped")
+# a program's own message when it waives itself for want of a device attribute that vcuda
+# reports absent (such memory cannot be remoted): (verdict, attribute, message)
+WAIVED = [
+    ("waived-needs-managed", "managedMemory",
+     re.compile(r"Unified Memory not supported|(?:managed|unified) memory (?:is )?not supported|"
+                r"does not support (?:managed|unified) memory", re.I)),
+    ("waived-needs-zero-copy", "canMapHostMemory",
+     re.compile(r"does not support mapping CPU host memory|(?:mapped|zero.copy) (?:host )?memory (?:is )?not supported",
+                re.I)),
+]
 
 
 def normalise(text, timing_lines=None):
@@ -115,7 +133,7 @@ def split_own(stderr):
     stand-in's other lines: why a call failed, for the record])."""
     kept, names, reasons, other = [], [], [], []
     for line in stderr.splitlines():
-        m = REFUSED.match(line.rstrip())
+        m = REFUSED.match(line.rstrip()) or REFUSED_ARG.match(line.rstrip())
         if m:
             if m.group(1) not in names:
                 names.append(m.group(1))
@@ -432,6 +450,21 @@ def bandwidths(text):
     return bw
 
 
+def waived_for(loc, vc, verr):
+    """(verdict, reason) where the run through vcuda ended with the program's own waive
+    message for an attribute vcuda reports absent (exit status 2, EXIT_WAIVED, or 0) and
+    the real runtime's run neither said it nor failed; else None."""
+    if loc["rc"] != 0 or vc["rc"] not in (0, 2):
+        return None
+    lines = [x.strip() for x in (vc["out"] + "\n" + verr).splitlines() if x.strip()]
+    for verdict, attr, pat in WAIVED:
+        said = [x for x in lines if pat.search(x)]
+        if said and not pat.search(loc["out"] + loc["err"]):
+            return verdict, (f"waived itself through vcuda (exit status {vc['rc']}): '{said[0][:120]}' -- "
+                             f"it tested {attr}, which vcuda reports 0 (such memory cannot be remoted)")
+    return None
+
+
 def judge(p, loc, vc, rerun):
     """Verdict and reason for one program (rerun: a second run on the real runtime)."""
     verr, names, reasons, said = split_own(vc["err"])
@@ -455,6 +488,9 @@ def judge(p, loc, vc, rerun):
     if p.get("clock_seeded") and same_rc and masked(l_out) == masked(v_out) and masked(l_err) == masked(v_err):
         return dict(res, verdict="varies-locally",
                     reason="seeds its data from the clock (srand(time(...))): equal with every number masked")
+    waived = waived_for(loc, vc, verr)
+    if waived:
+        return dict(res, verdict=waived[0], reason=waived[1])
     by_design = [n for n, r in zip(names, reasons) if BY_DESIGN.search(r)]
     if by_design:
         return dict(res, verdict="refused-by-name", reason="refused: " + ", ".join(by_design))

@@ -250,16 +250,115 @@ static cudaError_t remember(uint64_t base, uint64_t size)
     return cudaSuccess;
 }
 
-/* Is p inside an allocation of the current device?  (cudaMemcpyDefault's question.) */
-static int is_device_pointer(const void *p)
+/* Is a inside an allocation of the device (any device: -1)? */
+static int in_allocation(uint64_t a, int device)
 {
-    uint64_t a = (uint64_t)(uintptr_t)p;
     int found = 0;
     pthread_mutex_lock(&alloc_mu);
     for (size_t i = 0; i < nalloc && !found; ++i)
-        found = allocs[i].device == current_device && a >= allocs[i].base && a - allocs[i].base < allocs[i].size;
+        found = (device < 0 || allocs[i].device == device) && a >= allocs[i].base && a - allocs[i].base < allocs[i].size;
     pthread_mutex_unlock(&alloc_mu);
     return found;
+}
+
+/* Is p inside an allocation of the current device?  (cudaMemcpyDefault's question.) */
+static int is_device_pointer(const void *p) { return in_allocation((uint64_t)(uintptr_t)p, current_device); }
+
+/* ---- host memory handed out as pinned (zero-copy refusal) ----------------------------- */
+
+/* With the real runtime, memory from cudaHostAlloc, cudaMallocHost and cudaHostRegister
+ * is reachable by kernels at its host address (UVA), and programs rely on it (a kernel
+ * writing a result into pinned memory).  Through vcuda that address means nothing to
+ * the remote GPU: a kernel given it would fault there and take the context down.  So
+ * every such range is kept here, sorted by base, and every launch path scans the
+ * kernel's argument bytes for an address inside one of them (host_arg) and refuses the
+ * launch by name.  The table is empty in most programs: one relaxed load then. */
+typedef struct {
+    uint64_t base, end;
+    const char *from; /* the call that made it */
+    unsigned flags;   /* as given to it (cudaHostGetFlags) */
+} host_range;
+
+static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
+static host_range *host_ranges;
+static size_t nhost, cap_host;
+static _Atomic size_t nhost_seen; /* nhost, for the lock-free empty check */
+
+/* The range holding a (host_mu held), else NULL: binary search over the sorted bases. */
+static const host_range *host_range_of(uint64_t a)
+{
+    size_t lo = 0, hi = nhost;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (host_ranges[mid].base <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo && a < host_ranges[lo - 1].end ? &host_ranges[lo - 1] : NULL;
+}
+
+static cudaError_t host_range_add(const void *p, size_t n, const char *from, unsigned flags)
+{
+    uint64_t base = (uint64_t)(uintptr_t)p;
+    pthread_mutex_lock(&host_mu);
+    size_t at = nhost;
+    while (at && host_ranges[at - 1].base > base) --at;
+    uint64_t end = base + (n ? n : 1);
+    cudaError_t e = (at && host_ranges[at - 1].end > base) || (at < nhost && host_ranges[at].base < end)
+                        ? cudaErrorHostMemoryAlreadyRegistered
+                    : grow(&host_ranges, &cap_host, nhost, sizeof *host_ranges) ? cudaErrorMemoryAllocation
+                                                                                 : cudaSuccess;
+    if (!e) {
+        memmove(&host_ranges[at + 1], &host_ranges[at], (nhost - at) * sizeof *host_ranges);
+        host_ranges[at] = (host_range){base, end, from, flags};
+        atomic_store_explicit(&nhost_seen, ++nhost, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&host_mu);
+    return e ? record(e) : cudaSuccess;
+}
+
+/* Removes the range starting at p; 0 where there is none. */
+static int host_range_remove(const void *p)
+{
+    uint64_t base = (uint64_t)(uintptr_t)p;
+    pthread_mutex_lock(&host_mu);
+    const host_range *r = host_range_of(base);
+    int found = r && r->base == base;
+    if (found) {
+        size_t at = (size_t)(r - host_ranges);
+        memmove(&host_ranges[at], &host_ranges[at + 1], (nhost - at - 1) * sizeof *host_ranges);
+        atomic_store_explicit(&nhost_seen, --nhost, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&host_mu);
+    return found;
+}
+
+/* Whether a kernel's packed arguments (nparams of the given sizes) hold an address in
+ * pinned host memory in any naturally aligned 8-byte word of a parameter (so a pointer
+ * inside a struct counts too); if so, says which once, on stderr, naming api and the
+ * argument, and returns cudaErrorNotSupported.  Device addresses are the server's and
+ * host ones this process's, so the two can coincide: a word inside one of this
+ * process's device allocations is taken for the device pointer it most likely is. */
+static cudaError_t host_arg(const char *api, const uint8_t *args, uint32_t nparams, const uint32_t *sizes)
+{
+    static _Atomic int said;
+    if (!atomic_load_explicit(&nhost_seen, memory_order_relaxed)) return cudaSuccess;
+    const host_range *hit = NULL;
+    uint32_t which = 0;
+    pthread_mutex_lock(&host_mu);
+    for (uint32_t i = 0, at = 0; i < nparams && !hit; at += sizes[i++])
+        for (uint32_t o = 0; o + 8 <= sizes[i] && !hit; o += 8) {
+            uint64_t w;
+            memcpy(&w, args + at + o, sizeof w);
+            if ((hit = host_range_of(w)) && in_allocation(w, -1)) hit = NULL;
+            if (hit) which = i;
+        }
+    const char *from = hit ? hit->from : NULL;
+    pthread_mutex_unlock(&host_mu);
+    if (!hit) return cudaSuccess;
+    if (!atomic_exchange(&said, 1))
+        fprintf(stderr, "vcuda: %s: kernel argument %u points into host memory from %s (zero-copy), which is not "
+                "supported remotely\n", api, which, from);
+    return record(cudaErrorNotSupported);
 }
 
 /* ---- registered images and kernels ------------------------------------------------- */
@@ -485,8 +584,10 @@ static cudaError_t check_limits(dim3 grid, dim3 block, size_t shmem)
     return cudaSuccess;
 }
 
+/* LAUNCH, LAUNCH_COOPERATIVE, or LAUNCH_EX with ex: its attribute scalars (attributes,
+ * cluster x, y, z, priority, sync domain; see VCUDA_LAUNCH_EX_LAYOUT). */
 static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
-                             unsigned op)
+                             unsigned op, const char *api, const uint64_t *ex)
 {
     static _Thread_local uint8_t packed[VCUDA_MAX_PARAM_BYTES];
     char why[VCUDA_WHY_LEN];
@@ -496,24 +597,30 @@ static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size
     if (!k) return record(cudaErrorInvalidDeviceFunction);
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z) return record(cudaErrorInvalidConfiguration);
     if (shmem > UINT32_MAX) return record(cudaErrorInvalidValue);
-    if (op == VCUDA_OP_LAUNCH && capture_kernel(stream, k, grid, block, args, shmem, &e)) return e;
+    /* a captured node keeps no attributes: those that only allow overlap or order may go,
+     * a cooperative or clustered kernel cannot run as a plain one */
+    if (op == VCUDA_OP_LAUNCH_EX && (ex[0] & (VCUDA_LAUNCH_CLUSTER | VCUDA_LAUNCH_COOPERATIVE)) && capturing(stream))
+        return unsupported(api, "cooperative kernels and thread block clusters in a stream capture");
+    if (op != VCUDA_OP_LAUNCH_COOPERATIVE && capture_kernel(stream, k, grid, block, args, shmem, &e)) return e;
     if ((e = resolve(k, &fn)) || (e = stream_handle(stream, &sh))) return e;
     memset(&m, 0, sizeof m);
     m.hdr.opcode = (uint16_t)op;
     uint64_t v[] = {fn, grid.x, grid.y, grid.z, block.x, block.y, block.z, shmem, sh};
     memcpy(m.v, v, sizeof v);
     m.nv = 9;
+    if (op == VCUDA_OP_LAUNCH_EX) memcpy(m.v + 9, ex, 6 * sizeof *ex), m.nv = 15;
     /* the kernel's parameters, in order, each as many bytes as the kernel declares */
     size_t at = 0;
     for (uint32_t i = 0; i < k->nparams; ++i) {
         memcpy(packed + at, args[i], k->sizes[i]);
         at += k->sizes[i];
     }
+    if ((e = host_arg(api, packed, k->nparams, k->sizes))) return e;
     m.nsizes = k->nparams;
     memcpy(m.sizes, k->sizes, k->nparams * sizeof *k->sizes);
     m.blob = packed, m.blob_len = (uint32_t)at;
     r.hdr.flags = 0; /* (no reply when posted) */
-    if (async_launch && op == VCUDA_OP_LAUNCH) {
+    if (async_launch && (op == VCUDA_OP_LAUNCH || (op == VCUDA_OP_LAUNCH_EX && !(ex[0] & VCUDA_LAUNCH_COOPERATIVE)))) {
         /* like the real runtime: the launch returns once queued; what fails on the
          * server is returned by this device's next call (limits are checked here first,
          * so a bad configuration is still reported at the launch) */
@@ -523,9 +630,10 @@ static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size
     return result(vcuda_client_call(current_device, &m, &r, 0, why), &r, "kernel launch", why);
 }
 
-static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream)
+static cudaError_t launch(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
+                          const char *api)
 {
-    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH);
+    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH, api, NULL);
 }
 
 typedef struct {
@@ -562,13 +670,13 @@ EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *kernel_out, const void *host_fu
 EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 grid, dim3 block, void **args, size_t shmem,
                                       cudaStream_t stream)
 {
-    return launch((kernel *)k, grid, block, args, shmem, stream);
+    return launch((kernel *)k, grid, block, args, shmem, stream, "cudaLaunchKernel");
 }
 
 EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
                                     cudaStream_t stream)
 {
-    return launch(find_kernel(func), grid, block, args, shmem, stream);
+    return launch(find_kernel(func), grid, block, args, shmem, stream, "cudaLaunchKernel");
 }
 
 /* ---- device management ------------------------------------------------------------ */
@@ -816,22 +924,33 @@ EXPORT cudaError_t cudaFree(void *p)
 }
 
 /* Host memory stays on this host: "pinned" means nothing to a copy that crosses a
- * socket, so page-aligned ordinary memory does. */
-EXPORT cudaError_t cudaMallocHost(void **p, size_t size)
+ * socket, so page-aligned ordinary memory does.  Its range is remembered, so that a
+ * kernel given an address in it is refused by name (see host_arg). */
+static cudaError_t host_alloc(void **p, size_t size, const char *api, unsigned flags)
 {
     if (!p) return record(cudaErrorInvalidValue);
     if (posix_memalign(p, 4096, size ? size : 1)) return *p = NULL, record(cudaErrorMemoryAllocation);
-    return cudaSuccess;
+    cudaError_t e = host_range_add(*p, size, api, flags);
+    if (e) free(*p), *p = NULL;
+    return e;
 }
 
+EXPORT cudaError_t cudaMallocHost(void **p, size_t size) { return host_alloc(p, size, "cudaMallocHost", 0); }
+
+/* Mapped memory is refused as cudaHostRegister's is (and canMapHostMemory says 0);
+ * portable and write-combined only tune the real thing. */
 EXPORT cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
 {
-    (void)flags;
-    return cudaMallocHost(p, size);
+    if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
+        return record(cudaErrorInvalidValue);
+    if (flags & cudaHostAllocMapped)
+        return unsupported("cudaHostAlloc", "mapped (zero-copy) host memory needs memory coherent with the GPU");
+    return host_alloc(p, size, "cudaHostAlloc", flags);
 }
 
 EXPORT cudaError_t cudaFreeHost(void *p)
 {
+    if (p && !host_range_remove(p)) return record(cudaErrorInvalidValue);
     free(p);
     return cudaSuccess;
 }
@@ -1413,35 +1532,79 @@ EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, cons
 
 /* Cooperative launches are answered at once: a grid too large to be co-resident fails
  * the launch itself (cudaErrorCooperativeLaunchTooLarge), as with the real runtime. */
-static cudaError_t launch_cooperative(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream)
+static cudaError_t launch_cooperative(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
+                                     const char *api)
 {
     if (!k) return record(cudaErrorInvalidDeviceFunction);
-    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH_COOPERATIVE);
+    return launch_op(k, grid, block, args, shmem, stream, VCUDA_OP_LAUNCH_COOPERATIVE, api, NULL);
 }
 
 EXPORT cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
                                                cudaStream_t stream)
 {
-    return launch_cooperative(find_kernel(func), grid, block, args, shmem, stream);
+    return launch_cooperative(find_kernel(func), grid, block, args, shmem, stream, "cudaLaunchCooperativeKernel");
 }
 
-/* cudaLaunchKernelEx (a template in cuda_runtime.h) lands here.  Attributes that only
- * tune scheduling are accepted; cooperative is honoured; the rest are refused. */
+/* cudaLaunchKernelEx (a template in cuda_runtime.h) lands here.  The attributes that
+ * change how the kernel runs go to the server with it (LAUNCH_EX), where the driver
+ * checks them as it would here: cooperative, programmatic stream serialization (PDL,
+ * as CUB/Thrust use on sm_90), cluster dimensions, priority, memory sync domain.  Of
+ * the rest, those that only tune placement -- access-policy window, shared-memory
+ * carveout, scheduling preferences, a preferred cluster shape (the kernel must also run
+ * with the required one), the sync-domain map -- are left out, with the same results;
+ * the programmatic and launch-completion events are recorded on the stream right after
+ * the launch: they fire once the kernel is done, no earlier than the real trigger, so
+ * whatever waits on them still sees the kernel's work.  Device-updatable graph nodes
+ * and attributes unknown here are refused by name. */
 EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
-    int cooperative = 0;
-    if (!config) return record(cudaErrorInvalidValue);
+    uint64_t ex[6] = {0, 1, 1, 1, 0, 0}; /* attributes, cluster x y z, priority, sync domain */
+    cudaEvent_t after[2];
+    int after_flags[2], nafter = 0;
+    if (!config || (config->numAttrs && !config->attrs)) return record(cudaErrorInvalidValue);
     for (unsigned i = 0; i < config->numAttrs; ++i) {
         const cudaLaunchAttribute *a = &config->attrs[i];
         switch (a->id) {
-        case cudaLaunchAttributeIgnore: case cudaLaunchAttributePriority: break;
-        case cudaLaunchAttributeCooperative: cooperative = a->val.cooperative != 0; break;
-        default: return unsupported("cudaLaunchKernelEx", "a launch attribute other than cooperative or priority");
+        case cudaLaunchAttributeIgnore: case cudaLaunchAttributeAccessPolicyWindow:
+        case cudaLaunchAttributeMemSyncDomainMap: case cudaLaunchAttributePreferredSharedMemoryCarveout:
+        case cudaLaunchAttributeClusterSchedulingPolicyPreference: case cudaLaunchAttributeNvlinkUtilCentricScheduling:
+        case cudaLaunchAttributePreferredClusterDimension:
+            break;
+        case cudaLaunchAttributeCooperative:
+            ex[0] = a->val.cooperative ? ex[0] | VCUDA_LAUNCH_COOPERATIVE : ex[0] & ~(uint64_t)VCUDA_LAUNCH_COOPERATIVE;
+            break;
+        case cudaLaunchAttributeProgrammaticStreamSerialization:
+            ex[0] = a->val.programmaticStreamSerializationAllowed ? ex[0] | VCUDA_LAUNCH_PROGRAMMATIC
+                                                                  : ex[0] & ~(uint64_t)VCUDA_LAUNCH_PROGRAMMATIC;
+            break;
+        case cudaLaunchAttributeClusterDimension:
+            if (!a->val.clusterDim.x || !a->val.clusterDim.y || !a->val.clusterDim.z) return record(cudaErrorInvalidValue);
+            ex[0] |= VCUDA_LAUNCH_CLUSTER;
+            ex[1] = a->val.clusterDim.x, ex[2] = a->val.clusterDim.y, ex[3] = a->val.clusterDim.z;
+            break;
+        case cudaLaunchAttributePriority: ex[0] |= VCUDA_LAUNCH_PRIORITY, ex[4] = (uint64_t)(int64_t)a->val.priority; break;
+        case cudaLaunchAttributeMemSyncDomain:
+            if ((unsigned)a->val.memSyncDomain > 1) return record(cudaErrorInvalidValue);
+            ex[0] |= VCUDA_LAUNCH_SYNC_DOMAIN, ex[5] = (uint64_t)a->val.memSyncDomain;
+            break;
+        case cudaLaunchAttributeProgrammaticEvent:
+        case cudaLaunchAttributeLaunchCompletionEvent: {
+            int programmatic = a->id == cudaLaunchAttributeProgrammaticEvent;
+            cudaEvent_t ev = programmatic ? a->val.programmaticEvent.event : a->val.launchCompletionEvent.event;
+            int fl = programmatic ? a->val.programmaticEvent.flags : a->val.launchCompletionEvent.flags;
+            if (!ev || (fl & ~(int)cudaEventRecordDefault) || nafter == 2) return record(cudaErrorInvalidValue);
+            after[nafter] = ev, after_flags[nafter++] = fl;
+            break;
+        }
+        default: return unsupported("cudaLaunchKernelEx", "a launch attribute that vcuda cannot carry (device-updatable "
+                                    "graph nodes, or one newer than vcuda)");
         }
     }
     kernel *k = find_kernel(func);
-    return cooperative ? launch_cooperative(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream)
-                       : launch(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream);
+    cudaError_t e = launch_op(k, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream,
+                              ex[0] ? VCUDA_OP_LAUNCH_EX : VCUDA_OP_LAUNCH, "cudaLaunchKernelEx", ex);
+    for (int i = 0; i < nafter && !e; ++i) e = cudaEventRecordWithFlags(after[i], config->stream, (unsigned)after_flags[i]);
+    return e;
 }
 
 /* ---- symbols ------------------------------------------------------------------------ */
@@ -1867,9 +2030,12 @@ EXPORT cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags)
     if (!p || !n) return record(cudaErrorInvalidValue);
     if (flags & (cudaHostRegisterMapped | cudaHostRegisterIoMemory | cudaHostRegisterReadOnly))
         return unsupported("cudaHostRegister", "mapped (zero-copy) host memory needs memory coherent with the GPU");
-    return cudaSuccess;
+    return host_range_add(p, n, "cudaHostRegister", flags);
 }
-EXPORT cudaError_t cudaHostUnregister(void *p) { return p ? cudaSuccess : record(cudaErrorInvalidValue); }
+EXPORT cudaError_t cudaHostUnregister(void *p)
+{
+    return p && host_range_remove(p) ? cudaSuccess : record(cudaErrorHostMemoryNotRegistered);
+}
 
 EXPORT cudaError_t cudaHostGetDevicePointer(void **dp, void *hp, unsigned flags)
 {
@@ -1877,16 +2043,34 @@ EXPORT cudaError_t cudaHostGetDevicePointer(void **dp, void *hp, unsigned flags)
     return unsupported("cudaHostGetDevicePointer", "zero-copy host memory needs memory coherent with the GPU");
 }
 
+/* The flags pinned memory was made with (p anywhere inside it). */
+EXPORT cudaError_t cudaHostGetFlags(unsigned *flags, void *p)
+{
+    if (!flags || !p) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&host_mu);
+    const host_range *r = host_range_of((uint64_t)(uintptr_t)p);
+    if (r) *flags = r->flags;
+    pthread_mutex_unlock(&host_mu);
+    return r ? cudaSuccess : record(cudaErrorInvalidValue);
+}
+
+/* Device memory is the device's; pinned memory is host memory with no device address
+ * (the GPU cannot reach it: see host_arg); anything else is unregistered. */
 EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *ptr)
 {
     uint64_t p = (uint64_t)(uintptr_t)ptr;
     if (!a) return record(cudaErrorInvalidValue);
     memset(a, 0, sizeof *a);
     a->type = cudaMemoryTypeUnregistered, a->device = -2;
+    pthread_mutex_lock(&host_mu);
+    if (host_range_of(p)) a->type = cudaMemoryTypeHost, a->device = current_device, a->hostPointer = (void *)ptr;
+    pthread_mutex_unlock(&host_mu);
     pthread_mutex_lock(&alloc_mu);
     for (size_t i = 0; i < nalloc; ++i)
         if (p >= allocs[i].base && p - allocs[i].base < allocs[i].size) {
+            /* (a device address wins where it coincides with a host one: see host_arg) */
             a->type = cudaMemoryTypeDevice, a->device = allocs[i].device, a->devicePointer = (void *)ptr;
+            a->hostPointer = NULL;
             break;
         }
     pthread_mutex_unlock(&alloc_mu);
@@ -1995,6 +2179,7 @@ typedef enum { NODE_EMPTY, NODE_KERNEL, NODE_COPY, NODE_COPY3D, NODE_SET, NODE_H
 typedef struct graph_node {
     node_kind kind;
     struct graph *owner;
+    const struct graph_node *origin; /* in an exec: the graph's node it was copied from */
     size_t ndeps, index;
     struct graph_node **deps;
     /* kernel */
@@ -2024,6 +2209,7 @@ typedef struct graph {
     size_t njoined;
     uint64_t exec;    /* instantiated on the server: its handle there (0: replayed here) */
     int exec_device;  /* the device (server) that holds it */
+    int stale;        /* updated since instantiated: instantiated again at its next launch */
 } graph;
 #define GRAPH_MAGIC 0x47524150u
 #define EXEC_MAGIC 0x47455845u
@@ -2312,7 +2498,7 @@ static cudaError_t copy_graph(const graph *g, uint32_t magic, int ordered, graph
         graph_node *x = calloc(1, sizeof *x);
         if (!x) { e = cudaErrorMemoryAllocation; break; }
         *x = *o;
-        x->owner = c, x->index = i, x->deps = NULL, x->args = NULL, c->nodes[c->nnodes++] = x;
+        x->owner = c, x->origin = o, x->index = i, x->deps = NULL, x->args = NULL, c->nodes[c->nnodes++] = x;
         new_index[order[i]] = i;
         size_t total = 0;
         if (o->kind == NODE_KERNEL)
@@ -2444,6 +2630,37 @@ static cudaError_t server_instantiate(graph *c)
     return e ? record(e) : cudaSuccess;
 }
 
+/* Kernel nodes of g whose arguments point into pinned host memory are refused by name
+ * at api (see host_arg): they could only fault on the server's GPU. */
+static cudaError_t graph_host_args(const graph *g, const char *api)
+{
+    cudaError_t e = cudaSuccess;
+    for (size_t i = 0; i < g->nnodes && !e; ++i)
+        if (g->nodes[i]->kind == NODE_KERNEL) e = host_arg(api, g->nodes[i]->args, g->nodes[i]->k->nparams, g->nodes[i]->k->sizes);
+    return e;
+}
+
+/* An exec updated since it was instantiated (cudaGraphExecKernelNodeSetParams,
+ * cudaGraphExecUpdate): the copy here holds the new parameters; where the server holds
+ * an instance, that one is replaced by one of the updated copy (the driver's own update
+ * would need the server to keep every node's handle; a new instance has the same
+ * results, at one instantiation per launch that follows an update). */
+static cudaError_t reinstantiate(graph *g)
+{
+    cudaError_t e = cudaSuccess;
+    int saved = current_device;
+    if (g->exec) {
+        vcuda_msg r;
+        current_device = g->exec_device;
+        e = call(VCUDA_OP_GRAPH_EXEC_DESTROY, &g->exec, 1, &r, "cudaGraphLaunch");
+        g->exec = 0;
+    }
+    if (!e) e = server_instantiate(g);
+    current_device = saved;
+    if (!e) g->stale = 0;
+    return e;
+}
+
 EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t gr, unsigned long long flags)
 {
     graph *g = as_graph(gr, GRAPH_MAGIC), *c = NULL;
@@ -2451,7 +2668,7 @@ EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t gr, un
     if (flags & ~(unsigned long long)(cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority))
         return unsupported("cudaGraphInstantiate", "device launch and upload flags");
     cudaError_t e = copy_graph_locked(g, EXEC_MAGIC, 1, &c);
-    if (!e && (e = server_instantiate(c))) destroy_graph(c, EXEC_MAGIC);
+    if (!e && ((e = graph_host_args(c, "cudaGraphInstantiate")) || (e = server_instantiate(c)))) destroy_graph(c, EXEC_MAGIC);
     if (!e) *out = (cudaGraphExec_t)c;
     return e;
 }
@@ -2476,6 +2693,111 @@ EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ex)
     return e ? e : d;
 }
 
+/* The server's instance of exec g takes node n's new kernel configuration and arguments
+ * (GRAPH_EXEC_KERNEL_SET; the driver checks them as cuGraphExecKernelNodeSetParams). */
+static cudaError_t server_kernel_set(graph *g, const graph_node *n)
+{
+    char why[VCUDA_WHY_LEN];
+    vcuda_msg m, r;
+    uint64_t fn;
+    int saved = current_device;
+    current_device = g->exec_device;
+    cudaError_t e = resolve(n->k, &fn);
+    if (!e) {
+        memset(&m, 0, sizeof m);
+        m.hdr.opcode = VCUDA_OP_GRAPH_EXEC_KERNEL_SET;
+        uint64_t v[] = {g->exec, n->index, fn, n->grid.x, n->grid.y, n->grid.z, n->block.x, n->block.y, n->block.z, n->shmem};
+        memcpy(m.v, v, sizeof v);
+        m.nv = 10;
+        m.nsizes = n->k->nparams;
+        memcpy(m.sizes, n->k->sizes, n->k->nparams * sizeof *n->k->sizes);
+        m.blob = n->args;
+        for (uint32_t i = 0; i < n->k->nparams; ++i) m.blob_len += n->k->sizes[i];
+        vcuda_client_status st = vcuda_client_call(current_device, &m, &r, 0, why);
+        if (st == VCUDA_CLIENT_REMOTE_ERROR)
+            fprintf(stderr, "vcuda: cudaGraphExecKernelNodeSetParams: %.*s\n", (int)r.str_len, (const char *)r.str);
+        e = result(st, &r, "cudaGraphExecKernelNodeSetParams", why);
+    }
+    current_device = saved;
+    return e;
+}
+
+/* A kernel node of an exec takes new parameters (the next launch uses them); the
+ * node is named by the graph's node it was instantiated from.  Where the server holds
+ * the exec, its node is updated there too. */
+EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t ex, cudaGraphNode_t node,
+                                                    const struct cudaKernelNodeParams *p)
+{
+    graph *g = as_graph(ex, EXEC_MAGIC);
+    graph_node *x = NULL, fresh;
+    if (!g || !node || !p) return record(cudaErrorInvalidValue);
+    if (p->extra) return unsupported("cudaGraphExecKernelNodeSetParams", "arguments through 'extra'");
+    pthread_mutex_lock(&graph_mu);
+    for (size_t i = 0; i < g->nnodes && !x; ++i)
+        if (g->nodes[i]->origin == (const graph_node *)node) x = g->nodes[i];
+    memset(&fresh, 0, sizeof fresh);
+    cudaError_t e = !x || x->kind != NODE_KERNEL ? cudaErrorInvalidValue
+                    : kernel_node(&fresh, find_kernel(p->func), p->gridDim, p->blockDim, p->sharedMemBytes, p->kernelParams);
+    if (!e) {
+        fresh.index = x->index;
+        e = fresh.shmem > UINT32_MAX ? cudaErrorInvalidValue
+                                     : host_arg("cudaGraphExecKernelNodeSetParams", fresh.args, fresh.k->nparams, fresh.k->sizes);
+        if (!e && g->exec && !g->stale) e = server_kernel_set(g, &fresh); /* (stale: instantiated anew at launch) */
+        if (e) free(fresh.args);
+    }
+    if (!e) {
+        free(x->args);
+        x->k = fresh.k, x->grid = fresh.grid, x->block = fresh.block, x->shmem = fresh.shmem, x->args = fresh.args;
+    }
+    pthread_mutex_unlock(&graph_mu);
+    return e ? record(e) : cudaSuccess;
+}
+
+/* The whole exec takes the parameters of gr's nodes, where gr has the exec's topology:
+ * as many nodes, in the same (dependency) order, each of the same kind with the same
+ * dependencies; else nothing changes and info says why, as the driver does. */
+EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t ex, cudaGraph_t gr, cudaGraphExecUpdateResultInfo *info)
+{
+    graph *g = as_graph(ex, EXEC_MAGIC), *src = as_graph(gr, GRAPH_MAGIC), *c = NULL;
+    if (info) memset(info, 0, sizeof *info);
+    if (!g || !src) return record(cudaErrorInvalidValue);
+    cudaError_t e = copy_graph_locked(src, EXEC_MAGIC, 1, &c);
+    if (e) return e;
+    enum cudaGraphExecUpdateResult why = cudaGraphExecUpdateSuccess;
+    cudaGraphNode_t bad = NULL;
+    if (c->nnodes != g->nnodes) why = cudaGraphExecUpdateErrorTopologyChanged;
+    for (size_t i = 0; i < c->nnodes && !why; ++i) {
+        const graph_node *a = c->nodes[i], *b = g->nodes[i];
+        bad = (cudaGraphNode_t)a->origin;
+        if (a->kind != b->kind) why = cudaGraphExecUpdateErrorNodeTypeChanged;
+        else if (a->ndeps != b->ndeps) why = cudaGraphExecUpdateErrorTopologyChanged;
+        for (size_t d = 0; d < a->ndeps && !why; ++d)
+            if (a->deps[d]->index != b->deps[d]->index) why = cudaGraphExecUpdateErrorTopologyChanged;
+    }
+    if (!why && (e = graph_host_args(c, "cudaGraphExecUpdate"))) {
+        destroy_graph(c, EXEC_MAGIC);
+        return e;
+    }
+    if (why) {
+        if (info) info->result = why, info->errorNode = bad, info->errorFromNode = NULL;
+        destroy_graph(c, EXEC_MAGIC);
+        return record(cudaErrorGraphExecUpdateFailure);
+    }
+    /* the exec takes c's nodes, which keep the names the old ones had (the nodes of the
+     * graph it was instantiated from, as with the driver); c goes with the old ones */
+    pthread_mutex_lock(&graph_mu);
+    graph_node **nodes = g->nodes;
+    size_t cap = g->cap;
+    g->nodes = c->nodes, g->cap = c->cap, c->nodes = nodes, c->cap = cap;
+    for (size_t i = 0; i < g->nnodes; ++i)
+        g->nodes[i]->owner = g, g->nodes[i]->origin = c->nodes[i]->origin, c->nodes[i]->owner = c;
+    g->stale = 1;
+    free_graph(c);
+    pthread_mutex_unlock(&graph_mu);
+    if (info) info->result = cudaGraphExecUpdateSuccess;
+    return cudaSuccess;
+}
+
 EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t ex, cudaStream_t s)
 {
     (void)s; /* nothing to upload: nodes are sent when launched */
@@ -2489,6 +2811,12 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
     void *argv[VCUDA_MAX_PARAMS];
     if (!g) return record(cudaErrorInvalidValue);
     if (capturing(s)) return unsupported("cudaGraphLaunch", "a graph launched into a capturing stream (child graphs)");
+    if (g->stale) { /* (once, whichever thread launches it first) */
+        pthread_mutex_lock(&graph_mu);
+        if (g->stale) e = reinstantiate(g);
+        pthread_mutex_unlock(&graph_mu);
+        if (e) return e;
+    }
     if (g->exec && g->exec_device == stream_device(s)) {
         /* one frame to the server holding it (the stream's); like a kernel launch,
          * unanswered unless VCUDA_LAUNCH=sync (a failure there is returned by that
@@ -2515,7 +2843,7 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
         case NODE_EMPTY: break;
         case NODE_KERNEL:
             for (uint32_t p = 0, at = 0; p < n->k->nparams; at += n->k->sizes[p++]) argv[p] = n->args + at;
-            e = launch(n->k, n->grid, n->block, argv, n->shmem, s);
+            e = launch(n->k, n->grid, n->block, argv, n->shmem, s, "cudaGraphLaunch");
             break;
         case NODE_COPY: e = memcpy_remote(n->dst, n->src, n->n, n->copy_kind, s, "cudaGraphLaunch"); break;
         case NODE_COPY3D: e = copy_3d(&n->p3, s, "cudaGraphLaunch"); break;

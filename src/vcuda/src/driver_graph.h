@@ -40,4 +40,32 @@ typedef struct {
     size_t width, height, depth;
 } memcpy3d_params;
 
+/* cuLaunchKernelEx's CUlaunchConfig and CUlaunchAttribute (CUDA 11.8 and later): an
+ * attribute is its id, padding to 8 bytes, and a 64-byte value union. */
+enum {
+    VCUDA_CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
+    VCUDA_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+    VCUDA_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
+    VCUDA_CU_LAUNCH_ATTRIBUTE_PRIORITY = 8,
+    VCUDA_CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN = 10
+};
+typedef struct {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        int cooperative, programmatic, priority, sync_domain;
+        struct {
+            unsigned x, y, z;
+        } cluster;
+    } value;
+} launch_attribute;
+
+typedef struct {
+    unsigned grid[3], block[3], shmem;
+    void *stream; /* CUstream */
+    launch_attribute *attrs;
+    unsigned nattrs;
+} launch_config;
+
 #endif

@@ -76,6 +76,7 @@ typedef void *CUgraph, *CUgraphNode, *CUgraphExec;
     X(cuLaunchCooperativeKernel, CUresult,                                                   \
       (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,     \
        CUstream, void **))                                                                   \
+    X(cuLaunchKernelEx, CUresult, (const launch_config *, CUfunction, void **, void **))     \
     X(cuMemAllocPitch_v2, CUresult, (CUdeviceptr *, size_t *, size_t, size_t, unsigned))     \
     X(cuMemsetD2D8Async, CUresult, (CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream))
 
@@ -104,7 +105,8 @@ typedef void *CUgraph, *CUgraphNode, *CUgraphExec;
       (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const memset_node_params *, CUcontext)) \
     X(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *, CUgraph, unsigned long long))   \
     X(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))                                      \
-    X(cuGraphExecDestroy, CUresult, (CUgraphExec))
+    X(cuGraphExecDestroy, CUresult, (CUgraphExec))                                           \
+    X(cuGraphExecKernelNodeSetParams_v2, CUresult, (CUgraphExec, CUgraphNode, const kernel_node_params *))
 
 typedef struct {
 #define DECLARE(name, ret, args) ret(*name) args;
@@ -513,26 +515,66 @@ static void **unpack_params(const function_info *fi, const uint8_t *blob)
     return fi->n ? params : NULL;
 }
 
+/* The function a launch names, with the client's own argument sizes (the client packed
+ * by the same table): NULL after an error reply.  what: the frame's name. */
+static const function_info *launch_function(client *cl, uint64_t id, const vcuda_msg *q, vcuda_msg *r, const char *what)
+{
+    handle *h = find_handle(cl, id, H_FUNCTION);
+    if (!h) return reply_invalid(cl, r, 98 /* cudaErrorInvalidDeviceFunction */, "%s: unknown function handle", what), NULL;
+    const function_info *fi = h->obj;
+    if (q->nsizes != fi->n || memcmp(q->sizes, fi->sizes, fi->n * sizeof *fi->sizes))
+        return reply_invalid(cl, r, 1, "%s: %u arguments given, the kernel takes %u (or their sizes differ)", what,
+                             q->nsizes, fi->n), NULL;
+    return fi;
+}
+
+/* LAUNCH_EX's attributes as the driver takes them; -1 after an error reply. */
+static int launch_attributes(client *cl, const vcuda_msg *q, vcuda_msg *r, launch_attribute *a, unsigned *n)
+{
+    uint64_t flags = q->v[9];
+    *n = 0;
+    if (flags & ~(uint64_t)VCUDA_LAUNCH_KNOWN)
+        return reply_invalid(cl, r, 1, "LAUNCH_EX: unknown attribute flags 0x%llx", (unsigned long long)flags), -1;
+    if (q->v[14] > 1) return reply_invalid(cl, r, 1, "LAUNCH_EX: memory sync domain %llu", (unsigned long long)q->v[14]), -1;
+    memset(a, 0, 5 * sizeof *a);
+    if (flags & VCUDA_LAUNCH_COOPERATIVE) a[*n].id = VCUDA_CU_LAUNCH_ATTRIBUTE_COOPERATIVE, a[(*n)++].value.cooperative = 1;
+    if (flags & VCUDA_LAUNCH_PROGRAMMATIC)
+        a[*n].id = VCUDA_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, a[(*n)++].value.programmatic = 1;
+    if (flags & VCUDA_LAUNCH_CLUSTER) {
+        a[*n].id = VCUDA_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        a[*n].value.cluster.x = (unsigned)q->v[10], a[*n].value.cluster.y = (unsigned)q->v[11];
+        a[(*n)++].value.cluster.z = (unsigned)q->v[12];
+    }
+    if (flags & VCUDA_LAUNCH_PRIORITY) a[*n].id = VCUDA_CU_LAUNCH_ATTRIBUTE_PRIORITY, a[(*n)++].value.priority = (int)q->v[13];
+    if (flags & VCUDA_LAUNCH_SYNC_DOMAIN)
+        a[*n].id = VCUDA_CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, a[(*n)++].value.sync_domain = (int)q->v[14];
+    return 0;
+}
+
+/* LAUNCH, LAUNCH_COOPERATIVE and LAUNCH_EX (the driver checks the attributes' values:
+ * cluster dimensions against the kernel and the grid, and so on). */
 static int launch(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
 {
-    handle *h = find_handle(cl, q->v[0], H_FUNCTION);
+    const char *what = vcuda_opcode_name(q->hdr.opcode);
+    const function_info *fi = launch_function(cl, q->v[0], q, r, what);
     CUstream s;
-    if (!h) return reply_invalid(cl, r, 98 /* cudaErrorInvalidDeviceFunction */, "LAUNCH: unknown function handle");
-    if (stream_of(cl, q->v[8], &s)) return reply_invalid(cl, r, 400, "LAUNCH: unknown stream");
-    const function_info *fi = h->obj;
-    /* the sizes must be the kernel's own: the client packed by the same table */
-    if (q->nsizes != fi->n || memcmp(q->sizes, fi->sizes, fi->n * sizeof *fi->sizes))
-        return reply_invalid(cl, r, 1, "LAUNCH: %u arguments given, the kernel takes %u (or their sizes differ)",
-                             q->nsizes, fi->n);
+    launch_attribute attrs[5];
+    unsigned nattrs = 0;
+    if (!fi) return 0;
+    if (stream_of(cl, q->v[8], &s)) return reply_invalid(cl, r, 400, "%s: unknown stream", what);
+    if (q->hdr.opcode == VCUDA_OP_LAUNCH_EX && launch_attributes(cl, q, r, attrs, &nattrs)) return 0;
     void **params = unpack_params(fi, q->blob);
-    CUresult rc = q->hdr.opcode == VCUDA_OP_LAUNCH_COOPERATIVE
-        ? g->cu.cuLaunchCooperativeKernel(fi->f, (unsigned)q->v[1], (unsigned)q->v[2], (unsigned)q->v[3],
-                                          (unsigned)q->v[4], (unsigned)q->v[5], (unsigned)q->v[6],
-                                          (unsigned)q->v[7], s, params)
-        : g->cu.cuLaunchKernel(fi->f, (unsigned)q->v[1], (unsigned)q->v[2], (unsigned)q->v[3],
-                               (unsigned)q->v[4], (unsigned)q->v[5], (unsigned)q->v[6],
-                               (unsigned)q->v[7], s, params, NULL);
-    return rc ? reply_cu(g, cl, r, vcuda_opcode_name(q->hdr.opcode), rc) : 0;
+    unsigned d[7];
+    for (int i = 0; i < 7; ++i) d[i] = (unsigned)q->v[1 + i];
+    CUresult rc;
+    if (q->hdr.opcode == VCUDA_OP_LAUNCH_EX) {
+        launch_config c = {{d[0], d[1], d[2]}, {d[3], d[4], d[5]}, d[6], s, attrs, nattrs};
+        rc = g->cu.cuLaunchKernelEx(&c, fi->f, params, NULL);
+    } else if (q->hdr.opcode == VCUDA_OP_LAUNCH_COOPERATIVE)
+        rc = g->cu.cuLaunchCooperativeKernel(fi->f, d[0], d[1], d[2], d[3], d[4], d[5], d[6], s, params);
+    else
+        rc = g->cu.cuLaunchKernel(fi->f, d[0], d[1], d[2], d[3], d[4], d[5], d[6], s, params, NULL);
+    return rc ? reply_cu(g, cl, r, what, rc) : 0;
 }
 
 static int function_get(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
@@ -586,9 +628,14 @@ typedef struct {
     uint64_t p, n;
 } mem_range;
 
+/* The graph and its nodes are kept with the exec: GRAPH_EXEC_KERNEL_SET names a node
+ * by its index, and the driver by the graph's node. */
 typedef struct {
     CUgraphExec exec;
-    uint32_t nodes, nranges, nmodules;
+    CUgraph graph;
+    CUgraphNode *made;
+    uint8_t *kinds; /* VCUDA_GNODE_* per node */
+    uint32_t nodes, nranges, nmodules, cap_modules;
     mem_range *ranges;
     CUmodule *modules;
 } graph_exec;
@@ -596,10 +643,27 @@ typedef struct {
 static void graph_exec_free(vcuda_gpu *g, client *cl, graph_exec *x, int alive)
 {
     if (alive && x->exec) g->cu.cuGraphExecDestroy(x->exec);
+    if (alive && x->graph) g->cu.cuGraphDestroy(x->graph);
     cl->graph_nodes -= x->nodes;
+    free(x->made), free(x->kinds);
     free(x->ranges);
     free(x->modules);
     free(x);
+}
+
+/* Module m among those whose unloading destroys exec x. */
+static int graph_exec_uses(graph_exec *x, CUmodule m)
+{
+    uint32_t k = 0;
+    while (k < x->nmodules && x->modules[k] != m) ++k;
+    if (k < x->nmodules) return 0;
+    if (x->nmodules == x->cap_modules) {
+        CUmodule *q = realloc(x->modules, (x->cap_modules + 8) * sizeof *q);
+        if (!q) return -1;
+        x->modules = q, x->cap_modules += 8;
+    }
+    x->modules[x->nmodules++] = m;
+    return 0;
 }
 
 /* The client's execs whose kernels are in module m (NULL: all of them) go. */
@@ -629,10 +693,8 @@ static int graph_node_check(client *cl, const vcuda_graph_node *n, uint32_t i, g
         if (n->params_len != total)
             return reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: node %u: %u argument bytes, the kernel takes %u", i,
                                  n->params_len, total), -1;
-        uint32_t k = 0;
-        while (k < x->nmodules && x->modules[k] != fi->owner) ++k;
-        if (k == x->nmodules) x->modules[x->nmodules++] = fi->owner;
-        return 0;
+        x->kinds[i] = VCUDA_GNODE_KERNEL;
+        return graph_exec_uses(x, fi->owner) ? reply_invalid(cl, r, 2, "GRAPH_INSTANTIATE: server out of memory"), -1 : 0;
     }
     case VCUDA_GNODE_COPY:
         if (!n->size) return 0;
@@ -700,8 +762,8 @@ static int graph_instantiate(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda
     CUgraph graph = NULL;
     CUresult rc = 0;
     int refused = 0;
-    if (x) x->ranges = calloc(2 * (size_t)count, sizeof *x->ranges), x->modules = calloc(count, sizeof *x->modules);
-    if (!nodes || !made || !deps || !x || !x->ranges || !x->modules)
+    if (x) x->ranges = calloc(2 * (size_t)count, sizeof *x->ranges), x->made = made, x->kinds = calloc(count, 1);
+    if (!nodes || !made || !deps || !x || !x->ranges || !x->kinds)
         refused = reply_invalid(cl, r, 2, "GRAPH_INSTANTIATE: server out of memory") + 1;
     else if (vcuda_graph_decode(q->blob, q->blob_len, count, nodes, bad))
         refused = reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: %s", bad) + 1;
@@ -712,8 +774,10 @@ static int graph_instantiate(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda
             rc = graph_node_add(g, cl, graph, &nodes[i], &made[i], deps);
         }
     if (!refused && !rc) rc = g->cu.cuGraphInstantiateWithFlags(&x->exec, graph, 0);
-    if (graph) g->cu.cuGraphDestroy(graph); /* the exec is independent of it */
-    free(nodes), free(made), free(deps);
+    if (x) x->graph = graph; /* kept for GRAPH_EXEC_KERNEL_SET (see graph_exec) */
+    else if (graph) g->cu.cuGraphDestroy(graph);
+    if (!x) free(made);
+    free(nodes), free(deps);
     uint64_t id = 0;
     if (!refused && !rc) {
         x->nodes = count, cl->graph_nodes += count;
@@ -726,6 +790,28 @@ static int graph_instantiate(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda
     }
     r->v[0] = id, r->nv = 1;
     return 0;
+}
+
+/* GRAPH_EXEC_KERNEL_SET: a kernel node of an exec takes a new configuration and new
+ * arguments (cudaGraphExecKernelNodeSetParams), checked as LAUNCH's are. */
+static int graph_exec_kernel_set(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
+{
+    handle *h = find_handle(cl, q->v[0], H_GRAPH_EXEC);
+    if (!h) return reply_invalid(cl, r, 400, "GRAPH_EXEC_KERNEL_SET: unknown graph exec");
+    graph_exec *x = h->obj;
+    uint64_t i = q->v[1];
+    if (i >= x->nodes || x->kinds[i] != VCUDA_GNODE_KERNEL)
+        return reply_invalid(cl, r, 1, "GRAPH_EXEC_KERNEL_SET: node %llu is not a kernel node of the exec",
+                             (unsigned long long)i);
+    const function_info *fi = launch_function(cl, q->v[2], q, r, "GRAPH_EXEC_KERNEL_SET");
+    if (!fi) return 0;
+    if (graph_exec_uses(x, fi->owner))
+        return reply_invalid(cl, r, 2, "GRAPH_EXEC_KERNEL_SET: server out of memory");
+    kernel_node_params p = {fi->f, {(unsigned)q->v[3], (unsigned)q->v[4], (unsigned)q->v[5]},
+                            {(unsigned)q->v[6], (unsigned)q->v[7], (unsigned)q->v[8]}, (unsigned)q->v[9],
+                            unpack_params(fi, q->blob), NULL, NULL, NULL};
+    CUresult rc = g->cu.cuGraphExecKernelNodeSetParams_v2(x->exec, x->made[i], &p); /* copies the arguments */
+    return rc ? reply_cu(g, cl, r, "GRAPH_EXEC_KERNEL_SET", rc) : 0;
 }
 
 static int graph_launch(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
@@ -1029,14 +1115,15 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
         return 0;
     case VCUDA_OP_FUNCTION_GET: return function_get(g, cl, q, r);
     case VCUDA_OP_LAUNCH:
+    case VCUDA_OP_LAUNCH_EX:
     case VCUDA_OP_GRAPH_LAUNCH:
-        if (q->hdr.opcode == VCUDA_OP_LAUNCH) launch(g, cl, q, r);
+        if (q->hdr.opcode != VCUDA_OP_GRAPH_LAUNCH) launch(g, cl, q, r);
         else graph_launch(g, cl, q, r);
         if ((q->hdr.flags & VCUDA_FLAG_NOREPLY) && (r->hdr.flags & VCUDA_FLAG_ERROR) && !cl->launch_error) {
             /* nobody waits for this reply: the client's next call gets the error */
             cl->launch_error = (int)r->v[0];
             snprintf(cl->launch_msg, sizeof cl->launch_msg, "an earlier %s failed: %.280s",
-                     q->hdr.opcode == VCUDA_OP_LAUNCH ? "kernel launch" : "graph launch", cl->msg);
+                     q->hdr.opcode != VCUDA_OP_GRAPH_LAUNCH ? "kernel launch" : "graph launch", cl->msg);
         }
         return 0;
     default: return more_requests(g, cl, q, r);
@@ -1404,6 +1491,7 @@ static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
     }
     case VCUDA_OP_PRINTF_FETCH: return printf_fetch(g, cl, r);
     case VCUDA_OP_GRAPH_INSTANTIATE: return graph_instantiate(g, cl, q, r);
+    case VCUDA_OP_GRAPH_EXEC_KERNEL_SET: return graph_exec_kernel_set(g, cl, q, r);
     case VCUDA_OP_GRAPH_EXEC_DESTROY:
         if (!(h = find_handle(cl, q->v[0], H_GRAPH_EXEC))) return reply_invalid(cl, r, 400, "GRAPH_EXEC_DESTROY: unknown graph exec");
         graph_exec_free(g, cl, h->obj, 1);

@@ -13,6 +13,7 @@
  *     message to stderr, as the real driver does;
  *   - `counter(int *out)` increments a counter that belongs to the loaded module (a
  *     __device__ variable) and stores it to *out: per-module state is visible;
+ *     `pair(struct {int *a, *b;})` does the same through b (a struct argument);
  *   - it also printf()s "counter N" from the device: the line waits in the context's
  *     printf buffer until the next synchronize, which writes it to stdout, as the real
  *     driver does; its __device__ variable is named "counter_state";
@@ -20,7 +21,11 @@
  *     context limits are modelled plainly (pitch: the width rounded up to 512 bytes);
  *   - graphs of kernels, 1-D device copies, byte sets and empty nodes run their nodes
  *     in dependency order when launched, and say so on stderr, as they do when an exec
- *     is destroyed (with the count left), so tests can tell where a graph ran;
+ *     is destroyed (with the count left), so tests can tell where a graph ran; an
+ *     exec's kernel node takes new arguments (cuGraphExecKernelNodeSetParams);
+ *   - cuLaunchKernelEx runs the kernel as cuLaunchKernel does and says on stderr which
+ *     attributes it was given; a cluster dimension that does not divide the grid is
+ *     refused (CUDA_ERROR_INVALID_CLUSTER_SIZE), as the driver refuses it;
  *   - cuModuleLoadData reads the ELF it is given trusting every offset, with no length,
  *     as the real driver does: an image the server failed to validate can crash it.
  * Every other driver function the server resolves exists as a weak stub returning
@@ -294,17 +299,21 @@ EXPORT CUresult cuModuleGetFunction(void **f, void *mod, const char *name)
         if (!strcmp(m->names[i], name)) {
             function *fn = calloc(1, sizeof *fn); /* leaked with the module: a test double */
             fn->m = m;
-            fn->kind = !strcmp(name, "busy") ? 1 : !strcmp(name, "sticky") ? 2 : !strcmp(name, "counter") ? 3 : 0;
+            fn->kind = !strcmp(name, "busy") ? 1 : !strcmp(name, "sticky") ? 2 : !strcmp(name, "counter") ? 3
+                     : !strcmp(name, "pair") ? 4 : 0;
             *f = fn;
             return 0;
         }
     return 500;
 }
+/* The one parameter's size, by kernel. */
+static size_t param_size(const function *fn) { return fn->kind == 4 ? 16 : fn->kind == 3 ? 8 : 4; }
+
 EXPORT CUresult cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size)
 {
     function *fn = f;
     if (fn->kind == 0 || i > 0) return 1; /* past the last parameter */
-    *off = 0, *size = fn->kind == 3 ? 8 : 4;
+    *off = 0, *size = param_size(fn);
     return 0;
 }
 /* What a kernel does, in stream s's time (mu held; arg: its one parameter, if any). */
@@ -317,8 +326,8 @@ static void run_kernel(const function *fn, void *s, const void *arg)
     if (fn->kind == 2 && dead == 710)
         snprintf(assert_msg, sizeof assert_msg, "sticky.cu:7: void sticky(unsigned int): block: [0,0,0], "
                  "thread: [0,0,0] Assertion `code != 710` failed.\n");
-    if (fn->kind == 3) {
-        *(int *)DEV(*(const CUdeviceptr *)arg) = ++fn->m->counter;
+    if (fn->kind == 3 || fn->kind == 4) {
+        *(int *)DEV(((const CUdeviceptr *)arg)[fn->kind == 4]) = ++fn->m->counter;
         if (printf_len + 32 < sizeof printf_buf)
             printf_len += (size_t)snprintf(printf_buf + printf_len, 32, "counter %d\n", fn->m->counter);
     }
@@ -344,7 +353,7 @@ EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
 typedef struct {
     int kind; /* 0 empty, 1 kernel, 2 copy, 3 set */
     const function *fn;
-    unsigned char arg[8];
+    unsigned char arg[16];
     CUdeviceptr dst, src;
     size_t n, pitch, width, height;
     unsigned char value;
@@ -355,6 +364,7 @@ typedef struct {
 } graph;
 typedef struct {
     gnode *nodes; /* an exec's: copies, in the order they were added */
+    gnode **from; /* the graph's nodes they were copied from (valid while the graph is) */
     size_t n;
 } graph_exec;
 static int live_execs; /* said on stderr at each destroy, for the server's tests */
@@ -392,7 +402,7 @@ EXPORT CUresult cuGraphAddKernelNode_v2(void **out, void *g, void *const *deps, 
     const function *fn = p->func;
     gnode x = {1, fn, {0}, 0, 0, 0, 0, 0, 0, 0};
     if (!fn || p->extra) return 1;
-    if (fn->kind) memcpy(x.arg, p->params[0], fn->kind == 3 ? 8 : 4); /* cuFuncGetParamInfo's sizes */
+    if (fn->kind) memcpy(x.arg, p->params[0], param_size(fn)); /* cuFuncGetParamInfo's sizes */
     return add_gnode(out, g, deps, nd, x);
 }
 EXPORT CUresult cuGraphAddMemcpyNode(void **out, void *g, void *const *deps, size_t nd, const memcpy3d_params *p, void *ctx)
@@ -415,8 +425,12 @@ EXPORT CUresult cuGraphInstantiateWithFlags(void **e, void *g, unsigned long lon
 {
     const graph *gr = g;
     graph_exec *x = calloc(1, sizeof *x);
-    if (f || !x || (gr->n && !(x->nodes = malloc(gr->n * sizeof *x->nodes)))) return free(x), 1;
-    for (size_t i = 0; i < gr->n; ++i) x->nodes[i] = *gr->nodes[i];
+    if (x && gr->n) x->nodes = malloc(gr->n * sizeof *x->nodes), x->from = malloc(gr->n * sizeof *x->from);
+    if (f || !x || (gr->n && (!x->nodes || !x->from))) {
+        if (x) free(x->nodes), free(x->from);
+        return free(x), 1;
+    }
+    for (size_t i = 0; i < gr->n; ++i) x->nodes[i] = *gr->nodes[i], x->from[i] = gr->nodes[i];
     x->n = gr->n;
     pthread_mutex_lock(&mu);
     ++live_execs;
@@ -431,6 +445,7 @@ EXPORT CUresult cuGraphExecDestroy(void *e)
     pthread_mutex_unlock(&mu);
     fprintf(stderr, "fake libcuda: graph exec destroyed, %d left\n", left);
     free(((graph_exec *)e)->nodes);
+    free(((graph_exec *)e)->from);
     free(e);
     return 0;
 }
@@ -450,4 +465,42 @@ EXPORT CUresult cuGraphLaunch(void *e, void *s)
     }
     pthread_mutex_unlock(&mu);
     return 0;
+}
+EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(void *e, void *node, const kernel_node_params *p)
+{
+    graph_exec *x = e;
+    const function *fn = p->func;
+    size_t i = 0;
+    while (i < x->n && x->from[i] != node) ++i;
+    if (i == x->n || x->nodes[i].kind != 1 || !fn || p->extra) return 1;
+    pthread_mutex_lock(&mu);
+    x->nodes[i].fn = fn;
+    if (fn->kind) memcpy(x->nodes[i].arg, p->params[0], param_size(fn));
+    pthread_mutex_unlock(&mu);
+    fprintf(stderr, "fake libcuda: exec kernel node %zu set\n", i);
+    return alive();
+}
+
+EXPORT CUresult cuLaunchKernelEx(const launch_config *c, void *f, void **params, void **extra)
+{
+    unsigned coop = 0, pdl = 0, cx = 1, cy = 1, cz = 1, domain = 0;
+    int prio = 0;
+    for (unsigned i = 0; i < c->nattrs; ++i) {
+        const launch_attribute *a = &c->attrs[i];
+        switch (a->id) {
+        case VCUDA_CU_LAUNCH_ATTRIBUTE_COOPERATIVE: coop = a->value.cooperative != 0; break;
+        case VCUDA_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: pdl = a->value.programmatic != 0; break;
+        case VCUDA_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+            cx = a->value.cluster.x, cy = a->value.cluster.y, cz = a->value.cluster.z;
+            break;
+        case VCUDA_CU_LAUNCH_ATTRIBUTE_PRIORITY: prio = a->value.priority; break;
+        case VCUDA_CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: domain = (unsigned)a->value.sync_domain; break;
+        default: return 1;
+        }
+    }
+    if (!cx || !cy || !cz || c->grid[0] % cx || c->grid[1] % cy || c->grid[2] % cz) return 912;
+    fprintf(stderr, "fake libcuda: launch ex: cooperative=%u programmatic=%u cluster=%ux%ux%u priority=%d domain=%u\n",
+            coop, pdl, cx, cy, cz, prio, domain);
+    return cuLaunchKernel(f, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2], c->shmem,
+                          c->stream, params, extra);
 }

@@ -166,6 +166,32 @@ class Verdicts(unittest.TestCase):
         self.assertEqual(j["verdict"], "refused-by-name")
         self.assertEqual(j["unsupported"], ["cudaMallocManaged"])
 
+    def test_refused_zero_copy_launch(self):
+        # BabelStream's dot kernel writing into cudaHostAlloc'd memory: refused at the launch
+        said = ("vcuda: cudaLaunchKernel: kernel argument 4 points into host memory from cudaHostAlloc "
+                "(zero-copy), which is not supported remotely\nillegal\n")
+        j = self.judge(run_result("ok\n"), run_result("", said, rc=1))
+        self.assertEqual((j["verdict"], j["unsupported"]), ("refused-by-name", ["cudaLaunchKernel"]))
+
+    def test_waived(self):
+        # systemWideAtomics: exit 2 (EXIT_WAIVED) after testing managedMemory
+        j = self.judge(run_result("GPU Device 0\nOK\n"),
+                       run_result("GPU Device 0\n", "Unified Memory not supported on this device\n", rc=2))
+        self.assertEqual(j["verdict"], "waived-needs-managed")
+        self.assertIn("managedMemory", j["reason"])
+        # simpleZeroCopy: exit 0 after testing canMapHostMemory
+        j = self.judge(run_result("a\nb\nPASSED\n"),
+                       run_result("a\n", "Device 0 does not support mapping CPU host memory!\n", rc=0))
+        self.assertEqual(j["verdict"], "waived-needs-zero-copy")
+        # the same message where the real runtime said it too, or a failing exit status: not a waiver
+        j = self.judge(run_result("x\n", "Unified Memory not supported on this device\n", rc=0),
+                       run_result("y\n", "Unified Memory not supported on this device\n", rc=2),
+                       rerun=run_result("x\n", "Unified Memory not supported on this device\n"))
+        self.assertEqual(j["verdict"], "differs")
+        j = self.judge(run_result("x\n"), run_result("", "Unified Memory not supported on this device\n", rc=1),
+                       rerun=run_result("x\n"))
+        self.assertEqual(j["verdict"], "differs")
+
     def test_differs(self):
         j = self.judge(run_result("sum 1\n"), run_result("sum 2\n"), rerun=run_result("sum 1\n"))
         self.assertEqual(j["verdict"], "differs")

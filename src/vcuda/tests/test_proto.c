@@ -149,7 +149,7 @@ static void header_bytes(void)
     m.v[0] = 3;
     m.nv = 1;
     CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_OK);
-    static const uint8_t want[] = {'V', 'C', 'U', 'D', 3, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
+    static const uint8_t want[] = {'V', 'C', 'U', 'D', 4, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
                                    4, 3, 2, 1, 4, 0, 0, 0, 3, 0, 0, 0};
     CHECK(n == sizeof want && memcmp(frame, want, n) == 0);
 }
@@ -166,10 +166,14 @@ static void reject_header(void)
     expect(frame, n, VCUDA_E_BAD_VERSION);
     frame[4] = 2; /* a peer from before graphs ran on the server */
     expect(frame, n, VCUDA_E_BAD_VERSION);
+    frame[4] = 3; /* a peer from before launch attributes and exec updates */
+    expect(frame, n, VCUDA_E_BAD_VERSION);
     frame[4] = VCUDA_PROTO_VERSION;
-    /* 52: one past the last runtime opcode; 99: in the gap before the control opcodes;
+    /* the first unused runtime opcode; 99: in the gap before the control opcodes;
      * 102: one past the last control opcode */
-    uint16_t bad_ops[] = {0, 52, 99, 102, 1000, 0xFFFF};
+    uint16_t unused = 1;
+    while (vcuda_opcode_name(unused)) ++unused;
+    uint16_t bad_ops[] = {0, unused, 99, 102, 1000, 0xFFFF};
     for (size_t i = 0; i < sizeof bad_ops / sizeof bad_ops[0]; ++i) {
         frame[6] = (uint8_t)bad_ops[i], frame[7] = (uint8_t)(bad_ops[i] >> 8);
         expect(frame, n, VCUDA_E_BAD_OPCODE);

@@ -1031,6 +1031,33 @@ static int rc_graph_launch(rc_t *c, uint64_t exec, uint32_t flags)
     return rc_call(c, &m, flags, 2000);
 }
 
+/* GRAPH_EXEC_KERNEL_SET of node `node` of exec to fn(*arg) (size bytes). */
+static int rc_exec_kernel_set(rc_t *c, uint64_t exec, uint64_t node, uint64_t fn, const void *arg, uint32_t size)
+{
+    vcuda_msg m = msg(VCUDA_OP_GRAPH_EXEC_KERNEL_SET);
+    m.v[0] = exec, m.v[1] = node, m.v[2] = fn;
+    for (int i = 3; i <= 8; ++i) m.v[i] = 1;
+    m.v[9] = 0, m.nv = 10;
+    m.nsizes = 1, m.sizes[0] = size;
+    m.blob = arg, m.blob_len = size;
+    return rc_call(c, &m, 0, 2000);
+}
+
+/* LAUNCH_EX of fn(*arg) with the attribute scalars ex (attributes, cluster x y z,
+ * priority, sync domain). */
+static int rc_launch_ex(rc_t *c, uint64_t fn, const void *arg, uint32_t size, const uint64_t *ex, uint32_t flags)
+{
+    vcuda_msg m = msg(VCUDA_OP_LAUNCH_EX);
+    m.v[0] = fn;
+    for (int i = 1; i <= 6; ++i) m.v[i] = 1;
+    m.v[7] = 0, m.v[8] = 0;
+    memcpy(m.v + 9, ex, 6 * sizeof *ex);
+    m.nv = 15;
+    m.nsizes = 1, m.sizes[0] = size;
+    m.blob = arg, m.blob_len = size;
+    return rc_call(c, &m, flags, 2000);
+}
+
 /* opts: the server's options (a context per client, or the shared one) */
 static void graphs(const char *opts)
 {
@@ -1084,6 +1111,33 @@ static void graphs(const char *opts)
     bad.pitch = 16, bad.height = 5; /* 5 rows of 16: past the allocation */
     CHECK(rc_graph(&a, &bad, 1, 1, NULL) == 1 && a.r.v[0] == 1);
     CHECK(rc_graph_launch(&a, exec + 1000, 0) == 1 && a.r.v[0] == 400);
+    /* an exec's kernel node re-pointed (to out + 8) runs there; hostile updates are
+     * refused with the reason: not an exec, not a kernel node, past the last node, not a
+     * function of this client, arguments of the wrong size */
+    uint64_t out2 = out + 8;
+    CHECK(rc_exec_kernel_set(&a, exec, 1, fn, &out2, 8) == 0);
+    CHECK(rc_graph_launch(&a, exec, 0) == 0 && rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_MEMCPY_D2H, out2, 4, 0, 2000) == 0 && *(const int *)a.r.blob == 3);
+    CHECK(rc_exec_kernel_set(&a, exec + 1000, 1, fn, &out2, 8) == 1 && a.r.v[0] == 400);
+    CHECK(rc_exec_kernel_set(&a, exec, 0, fn, &out2, 8) == 1 && a.r.v[0] == 1);
+    CHECK(rc_exec_kernel_set(&a, exec, 4, fn, &out2, 8) == 1 && a.r.v[0] == 1);
+    CHECK(rc_exec_kernel_set(&a, exec, ~0ull >> 32, fn, &out2, 8) == 1 && a.r.v[0] == 1);
+    CHECK(rc_exec_kernel_set(&a, exec, 1, 9999, &out2, 8) == 1 && a.r.v[0] == 98);
+    CHECK(rc_exec_kernel_set(&a, exec, 1, fn, &out2, 4) == 1 && a.r.v[0] == 1);
+    CHECK(rc_exec_kernel_set(&a, exec, 1, fn, &out, 8) == 0); /* back to out */
+    /* LAUNCH_EX: the attributes reach the driver as given; unknown flags and an unknown
+     * sync domain are refused here, a cluster the grid cannot take by the driver */
+    uint64_t ex[6] = {VCUDA_LAUNCH_PROGRAMMATIC | VCUDA_LAUNCH_PRIORITY | VCUDA_LAUNCH_SYNC_DOMAIN, 1, 1, 1,
+                      (uint64_t)-1, 1};
+    CHECK(rc_launch_ex(&a, fn, &out, 8, ex, 0) == 0);
+    ex[0] = VCUDA_LAUNCH_KNOWN + 1;
+    CHECK(rc_launch_ex(&a, fn, &out, 8, ex, 0) == 1 && a.r.v[0] == 1);
+    ex[0] = VCUDA_LAUNCH_SYNC_DOMAIN, ex[5] = 2;
+    CHECK(rc_launch_ex(&a, fn, &out, 8, ex, 0) == 1 && a.r.v[0] == 1);
+    ex[0] = VCUDA_LAUNCH_CLUSTER | VCUDA_LAUNCH_COOPERATIVE, ex[1] = 2, ex[5] = 0;
+    CHECK(rc_launch_ex(&a, fn, &out, 8, ex, 0) == 1 && a.r.v[0] == 912);
+    CHECK(rc_launch_ex(&a, 9999, &out, 8, ex, 0) == 1 && a.r.v[0] == 98);
+    CHECK(rc_launch_ex(&a, fn, &out, 4, ex, 0) == 1 && a.r.v[0] == 1);
     /* an unanswered launch that fails: the next call says so */
     CHECK(rc_graph_launch(&a, exec + 1000, VCUDA_FLAG_NOREPLY) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 400 &&
@@ -1122,6 +1176,8 @@ static void graphs(const char *opts)
     rc_close(&a);
     usleep(200000); /* b's release runs on its worker */
     char *log = finish(&s);
+    CHECK(strstr(log, "fake libcuda: launch ex: cooperative=0 programmatic=1 cluster=1x1x1 priority=-1 domain=1"));
+    CHECK(!strstr(log, "cluster=2x1x1")); /* (the stand-in driver refused it before saying so) */
     const char *last = NULL;
     for (const char *p = log; (p = strstr(p, "graph exec destroyed, ")); ++p) last = p;
     CHECK(last && !strncmp(last, "graph exec destroyed, 0 left", 28));

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define VCUDA_MAGIC 0x44554356u /* "VCUD" as little-endian bytes */
-#define VCUDA_PROTO_VERSION 3u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs */
+#define VCUDA_PROTO_VERSION 4u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET */
 #define VCUDA_HEADER_SIZE 24u
 
 /* Limits; compile-time configurable.  The payload bound is what a server is willing to
@@ -87,6 +87,22 @@ enum {
 #define VCUDA_LAUNCH_LAYOUT                                                                 \
     "h(function) g(grid_x) g(grid_y) g(grid_z) g(block_x) g(block_y) g(block_z) "           \
     "u(shared_mem) h(stream) p(params)"
+
+/* A launch with the attributes the driver takes beside the configuration: flags
+ * (VCUDA_LAUNCH_*), the cluster dimensions (1x1x1 without VCUDA_LAUNCH_CLUSTER), the
+ * priority and the memory sync domain (0 default, 1 remote). */
+#define VCUDA_LAUNCH_EX_LAYOUT                                                              \
+    "h(function) g(grid_x) g(grid_y) g(grid_z) g(block_x) g(block_y) g(block_z) "           \
+    "u(shared_mem) h(stream) u(attributes) g(cluster_x) g(cluster_y) g(cluster_z) "         \
+    "i(priority) u(sync_domain) p(params)"
+enum {
+    VCUDA_LAUNCH_COOPERATIVE = 1u << 0,
+    VCUDA_LAUNCH_PROGRAMMATIC = 1u << 1, /* programmatic stream serialization (PDL) */
+    VCUDA_LAUNCH_CLUSTER = 1u << 2,
+    VCUDA_LAUNCH_PRIORITY = 1u << 3,
+    VCUDA_LAUNCH_SYNC_DOMAIN = 1u << 4,
+    VCUDA_LAUNCH_KNOWN = 31u
+};
 
 /* X(name, code, request layout, success reply layout).  Codes are wire values: never
  * renumber, only append. */
@@ -148,6 +164,9 @@ enum {
     X(GRAPH_INSTANTIATE, 49, "u(node_count) b(nodes)", "h(graph_exec)") /* see "graphs" */  \
     X(GRAPH_LAUNCH, 50, "h(graph_exec) h(stream)", "")                                      \
     X(GRAPH_EXEC_DESTROY, 51, "h(graph_exec)", "")                                          \
+    X(LAUNCH_EX, 52, VCUDA_LAUNCH_EX_LAYOUT, "") /* cudaLaunchKernelEx: see "launch attributes" */ \
+    X(GRAPH_EXEC_KERNEL_SET, 53, "h(graph_exec) u(node) h(function) g(grid_x) g(grid_y) g(grid_z) " \
+      "g(block_x) g(block_y) g(block_z) u(shared_mem) p(params)", "")                        \
     /* 100..127: connection control (see "authentication" and "liveness" below) */         \
     X(AUTH, 100, "t(client_proof) u(heartbeat_ms)", "t(server_proof) d(server_device)")     \
     X(PROGRESS, 101, "", "u(elapsed_ms)") /* server -> client only: still working */
@@ -163,7 +182,8 @@ typedef enum {
 #define VCUDA_CHUNKED_REQUEST(op) ((op) == VCUDA_OP_MEMCPY_H2D || (op) == VCUDA_OP_SINK)
 #define VCUDA_CHUNKED_REPLY(op) ((op) == VCUDA_OP_MEMCPY_D2H)
 /* The only requests that may go without a reply (VCUDA_FLAG_NOREPLY): launches. */
-#define VCUDA_NOREPLY_REQUEST(op) ((op) == VCUDA_OP_LAUNCH || (op) == VCUDA_OP_GRAPH_LAUNCH)
+#define VCUDA_NOREPLY_REQUEST(op) \
+    ((op) == VCUDA_OP_LAUNCH || (op) == VCUDA_OP_GRAPH_LAUNCH || (op) == VCUDA_OP_LAUNCH_EX)
 
 /* Layout of error replies, whatever the opcode. */
 #define VCUDA_ERROR_LAYOUT "e(cuda_error) s(message)"
