@@ -23,7 +23,7 @@ from umstudy.checks import (UmstudyMetricTest, metric, mpirun_on_local,  # noqa:
 # 8 GB arrays, 200 reps x 10 trials (100 reps per migration phase).
 SIZES = {
     'modes': {'quick': ['--size', '1G'], 'paper': ['--size', '8G']},
-    'fraction': {'quick': ['--size', '512M', '--step', '10'], 'paper': ['--size', '8G', '--step', '5']},
+    'fraction': {'quick': ['--size', '1G', '--step', '10'], 'paper': ['--size', '8G', '--step', '5']},
     'stride': {'quick': ['--size', '512M', '--min', '4K', '--max', '388K', '--step', '32K', '--beyond', '4M'],
                'paper': ['--size', '8G', '--min', '4K', '--max', '396K', '--step', '4K', '--beyond', '4M']},
     'halo': {'quick': {'small': 5120, 'large': 10240}, 'paper': {'small': 30720, 'large': 61440}},
