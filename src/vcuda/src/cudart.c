@@ -670,9 +670,59 @@ EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
         {&p->maxBlocksPerMultiProcessor, cudaDevAttrMaxBlocksPerMultiprocessor},
         {&p->accessPolicyMaxWindowSize, cudaDevAttrMaxAccessPolicyWindowSize},
         {&p->hostRegisterSupported, cudaDevAttrHostRegisterSupported},
-        {&p->memoryPoolsSupported, cudaDevAttrMemoryPoolsSupported}, {&p->clusterLaunch, cudaDevAttrClusterLaunch}};
+        {&p->memoryPoolsSupported, cudaDevAttrMemoryPoolsSupported}, {&p->clusterLaunch, cudaDevAttrClusterLaunch},
+        /* texture and surface limits, and the rest the runtime fills from attributes */
+        {&p->maxTexture1D, cudaDevAttrMaxTexture1DWidth}, {&p->maxTexture1DMipmap, cudaDevAttrMaxTexture1DMipmappedWidth},
+        {&p->maxTexture2D[0], cudaDevAttrMaxTexture2DWidth}, {&p->maxTexture2D[1], cudaDevAttrMaxTexture2DHeight},
+        {&p->maxTexture2DMipmap[0], cudaDevAttrMaxTexture2DMipmappedWidth},
+        {&p->maxTexture2DMipmap[1], cudaDevAttrMaxTexture2DMipmappedHeight},
+        {&p->maxTexture2DLinear[0], cudaDevAttrMaxTexture2DLinearWidth},
+        {&p->maxTexture2DLinear[1], cudaDevAttrMaxTexture2DLinearHeight},
+        {&p->maxTexture2DLinear[2], cudaDevAttrMaxTexture2DLinearPitch},
+        {&p->maxTexture2DGather[0], cudaDevAttrMaxTexture2DGatherWidth},
+        {&p->maxTexture2DGather[1], cudaDevAttrMaxTexture2DGatherHeight},
+        {&p->maxTexture3D[0], cudaDevAttrMaxTexture3DWidth}, {&p->maxTexture3D[1], cudaDevAttrMaxTexture3DHeight},
+        {&p->maxTexture3D[2], cudaDevAttrMaxTexture3DDepth}, {&p->maxTexture3DAlt[0], cudaDevAttrMaxTexture3DWidthAlt},
+        {&p->maxTexture3DAlt[1], cudaDevAttrMaxTexture3DHeightAlt}, {&p->maxTexture3DAlt[2], cudaDevAttrMaxTexture3DDepthAlt},
+        {&p->maxTextureCubemap, cudaDevAttrMaxTextureCubemapWidth},
+        {&p->maxTexture1DLayered[0], cudaDevAttrMaxTexture1DLayeredWidth},
+        {&p->maxTexture1DLayered[1], cudaDevAttrMaxTexture1DLayeredLayers},
+        {&p->maxTexture2DLayered[0], cudaDevAttrMaxTexture2DLayeredWidth},
+        {&p->maxTexture2DLayered[1], cudaDevAttrMaxTexture2DLayeredHeight},
+        {&p->maxTexture2DLayered[2], cudaDevAttrMaxTexture2DLayeredLayers},
+        {&p->maxTextureCubemapLayered[0], cudaDevAttrMaxTextureCubemapLayeredWidth},
+        {&p->maxTextureCubemapLayered[1], cudaDevAttrMaxTextureCubemapLayeredLayers},
+        {&p->maxSurface1D, cudaDevAttrMaxSurface1DWidth}, {&p->maxSurface2D[0], cudaDevAttrMaxSurface2DWidth},
+        {&p->maxSurface2D[1], cudaDevAttrMaxSurface2DHeight}, {&p->maxSurface3D[0], cudaDevAttrMaxSurface3DWidth},
+        {&p->maxSurface3D[1], cudaDevAttrMaxSurface3DHeight}, {&p->maxSurface3D[2], cudaDevAttrMaxSurface3DDepth},
+        {&p->maxSurface1DLayered[0], cudaDevAttrMaxSurface1DLayeredWidth},
+        {&p->maxSurface1DLayered[1], cudaDevAttrMaxSurface1DLayeredLayers},
+        {&p->maxSurface2DLayered[0], cudaDevAttrMaxSurface2DLayeredWidth},
+        {&p->maxSurface2DLayered[1], cudaDevAttrMaxSurface2DLayeredHeight},
+        {&p->maxSurface2DLayered[2], cudaDevAttrMaxSurface2DLayeredLayers},
+        {&p->maxSurfaceCubemap, cudaDevAttrMaxSurfaceCubemapWidth},
+        {&p->maxSurfaceCubemapLayered[0], cudaDevAttrMaxSurfaceCubemapLayeredWidth},
+        {&p->maxSurfaceCubemapLayered[1], cudaDevAttrMaxSurfaceCubemapLayeredLayers},
+        {&p->sparseCudaArraySupported, cudaDevAttrSparseCudaArraySupported},
+        {&p->hostRegisterReadOnlySupported, cudaDevAttrHostRegisterReadOnlySupported},
+        {&p->timelineSemaphoreInteropSupported, cudaDevAttrTimelineSemaphoreInteropSupported},
+        {&p->gpuDirectRDMASupported, cudaDevAttrGPUDirectRDMASupported},
+        {(int *)&p->gpuDirectRDMAFlushWritesOptions, cudaDevAttrGPUDirectRDMAFlushWritesOptions},
+        {&p->gpuDirectRDMAWritesOrdering, cudaDevAttrGPUDirectRDMAWritesOrdering},
+        {(int *)&p->memoryPoolSupportedHandleTypes, cudaDevAttrMemoryPoolSupportedHandleTypes},
+        {&p->deferredMappingCudaArraySupported, cudaDevAttrDeferredMappingCudaArraySupported},
+        {&p->ipcEventSupported, cudaDevAttrIpcEventSupport}, {&p->unifiedFunctionPointers, (enum cudaDeviceAttr)129 /* the driver's UNIFIED_FUNCTION_POINTERS */},
+        {&p->deviceNumaConfig, cudaDevAttrNumaConfig}, {&p->deviceNumaId, cudaDevAttrNumaId},
+        {&p->mpsEnabled, cudaDevAttrMpsEnabled}, {&p->hostNumaId, cudaDevAttrHostNumaId},
+        {(int *)&p->gpuPciDeviceID, cudaDevAttrGpuPciDeviceId}, {(int *)&p->gpuPciSubsystemID, cudaDevAttrGpuPciSubsystemId},
+        {&p->hostNumaMultinodeIpcSupported, cudaDevAttrHostNumaMultinodeIpcSupported}};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; ++i)
         if ((e = cudaDeviceGetAttribute(flags[i].field, flags[i].attr, device))) return e;
+    current_device = device;
+    e = call(VCUDA_OP_DEVICE_UUID, NULL, 0, &r, "cudaGetDeviceProperties");
+    current_device = saved;
+    if (e) return e;
+    if (r.blob_len == sizeof p->uuid.bytes) memcpy(p->uuid.bytes, r.blob, sizeof p->uuid.bytes);
     struct { size_t *field; enum cudaDeviceAttr attr; } sizes[] = {
         {&p->sharedMemPerMultiprocessor, cudaDevAttrMaxSharedMemoryPerMultiprocessor},
         {&p->totalConstMem, cudaDevAttrTotalConstantMemory}, {&p->memPitch, cudaDevAttrMaxPitch},

@@ -118,12 +118,16 @@ typedef void *CUgraph, *CUgraphNode, *CUgraphExec;
     X(cuSurfObjectCreate, CUresult, (unsigned long long *, const resource_desc *))           \
     X(cuSurfObjectDestroy, CUresult, (unsigned long long))
 
+/* cudaDeviceProp fields beyond attributes. */
+#define PROPERTY_FUNCTIONS(X) X(cuDeviceGetUuid_v2, CUresult, (unsigned char *, int))
+
 typedef struct {
 #define DECLARE(name, ret, args) ret(*name) args;
     DRIVER_FUNCTIONS(DECLARE)
     TENANCY_FUNCTIONS(DECLARE)
     GRAPH_FUNCTIONS(DECLARE)
     ARRAY_FUNCTIONS(DECLARE)
+    PROPERTY_FUNCTIONS(DECLARE)
 #undef DECLARE
 } driver;
 
@@ -1426,6 +1430,12 @@ static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
     case VCUDA_OP_TEX_DESTROY:
     case VCUDA_OP_SURF_CREATE:
     case VCUDA_OP_SURF_DESTROY: return array_requests(g, cl, q, r);
+    case VCUDA_OP_DEVICE_UUID: {
+        static _Thread_local unsigned char uuid[16];
+        if ((rc = g->cu.cuDeviceGetUuid_v2(uuid, g->dev))) return reply_cu(g, cl, r, op, rc);
+        r->blob = uuid, r->blob_len = sizeof uuid;
+        return 0;
+    }
     case VCUDA_OP_GRAPH_EXEC_DESTROY:
         if (!(h = find_handle(cl, q->v[0], H_GRAPH_EXEC))) return reply_invalid(cl, r, 400, "GRAPH_EXEC_DESTROY: unknown graph exec");
         graph_exec_free(g, cl, h->obj, 1);
@@ -1874,6 +1884,7 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
     TENANCY_FUNCTIONS(RESOLVE)
     GRAPH_FUNCTIONS(RESOLVE)
     ARRAY_FUNCTIONS(RESOLVE)
+    PROPERTY_FUNCTIONS(RESOLVE)
 #undef RESOLVE
     /* cuEventElapsedTime_v2 (CUDA 12.8+) is the same call where it exists */
     void *v2 = dlsym(g->lib, "cuEventElapsedTime_v2");
@@ -1888,6 +1899,7 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
     TENANCY_FUNCTIONS(CHECK_RESOLVED)
     GRAPH_FUNCTIONS(CHECK_RESOLVED)
     ARRAY_FUNCTIONS(CHECK_RESOLVED)
+    PROPERTY_FUNCTIONS(CHECK_RESOLVED)
 #undef CHECK_RESOLVED
     if ((rc = g->cu.cuInit(0)) || (rc = g->cu.cuDeviceGetCount(&n)) || n == 0) {
         vcuda_fail(why, 0, "no usable GPU (cuInit/cuDeviceGetCount: CUresult %d, %d devices)", rc, n);

@@ -156,6 +156,7 @@ enum {
     X(TEX_DESTROY, 64, "h(tex_object)", "")                                                 \
     X(SURF_CREATE, 65, "h(array)", "h(surf_object)")                                        \
     X(SURF_DESTROY, 66, "h(surf_object)", "")                                               \
+    X(DEVICE_UUID, 67, "", "b(uuid)") /* cuDeviceGetUuid: 16 bytes */                         \
     /* 100..127: connection control (see "authentication" and "liveness" below) */         \
     X(AUTH, 100, "t(client_proof) u(heartbeat_ms)", "t(server_proof) d(server_device)")     \
     X(PROGRESS, 101, "", "u(elapsed_ms)") /* server -> client only: still working */
