@@ -33,11 +33,7 @@ int main(int argc, char **argv)
 {
     if (argc != 3) return fprintf(stderr, "usage: %s SERVER FAKE_LIB_DIR\n", argv[0]), 2;
     vcuda_test_server s;
-    start_server(&s, argv[1], argv[2], TOKEN, NULL);
-    char servers[64];
-    snprintf(servers, sizeof servers, "127.0.0.1:%u", s.port);
-    setenv("VCUDA_SERVERS", servers, 1);
-    setenv("VCUDA_TOKEN", TOKEN, 1);
+    start_server_for_me(&s, argv[1], argv[2], TOKEN);
 
     /* 2-D: a 10 x 6 array of float, rows written from a host block of pitch 64 bytes */
     enum { W = 10, H = 6 };
