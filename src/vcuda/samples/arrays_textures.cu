@@ -202,8 +202,33 @@ int main()
 
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("maxTexture2D %d x %d, maxSurface3D %d x %d x %d, textureAlignment %zu\n", prop.maxTexture2D[0],
-           prop.maxTexture2D[1], prop.maxSurface3D[0], prop.maxSurface3D[1], prop.maxSurface3D[2], prop.textureAlignment);
+    // every texture/surface limit and the fields filled from attributes beyond them (the
+    // managed, mapped and pageable ones are left out: vcuda reports them absent on purpose)
+    const cudaDeviceProp &q = prop;
+    printf("textures: 1D %d mip %d, 2D %d %d mip %d %d linear %d %d %d gather %d %d, 3D %d %d %d alt %d %d %d, cubemap %d\n",
+           q.maxTexture1D, q.maxTexture1DMipmap, q.maxTexture2D[0], q.maxTexture2D[1], q.maxTexture2DMipmap[0],
+           q.maxTexture2DMipmap[1], q.maxTexture2DLinear[0], q.maxTexture2DLinear[1], q.maxTexture2DLinear[2],
+           q.maxTexture2DGather[0], q.maxTexture2DGather[1], q.maxTexture3D[0], q.maxTexture3D[1], q.maxTexture3D[2],
+           q.maxTexture3DAlt[0], q.maxTexture3DAlt[1], q.maxTexture3DAlt[2], q.maxTextureCubemap);
+    printf("layered textures: 1D %d x %d, 2D %d %d x %d, cubemap %d x %d\n", q.maxTexture1DLayered[0],
+           q.maxTexture1DLayered[1], q.maxTexture2DLayered[0], q.maxTexture2DLayered[1], q.maxTexture2DLayered[2],
+           q.maxTextureCubemapLayered[0], q.maxTextureCubemapLayered[1]);
+    printf("surfaces: 1D %d, 2D %d %d, 3D %d %d %d, 1D layered %d x %d, 2D layered %d %d x %d, cubemap %d, layered %d x %d\n",
+           q.maxSurface1D, q.maxSurface2D[0], q.maxSurface2D[1], q.maxSurface3D[0], q.maxSurface3D[1], q.maxSurface3D[2],
+           q.maxSurface1DLayered[0], q.maxSurface1DLayered[1], q.maxSurface2DLayered[0], q.maxSurface2DLayered[1],
+           q.maxSurface2DLayered[2], q.maxSurfaceCubemap, q.maxSurfaceCubemapLayered[0], q.maxSurfaceCubemapLayered[1]);
+    printf("alignment: texture %zu, texture pitch %zu, surface %zu\n", q.textureAlignment, q.texturePitchAlignment,
+           q.surfaceAlignment);
+    printf("more: sparse %d, read-only register %d, timeline %d, rdma %d %u %d, pool handles %u, deferred %d, ipc event %d, "
+           "unified fp %d, numa %d %d, mps %d, host numa %d, pci %08x %08x, multinode ipc %d\n",
+           q.sparseCudaArraySupported, q.hostRegisterReadOnlySupported, q.timelineSemaphoreInteropSupported,
+           q.gpuDirectRDMASupported, q.gpuDirectRDMAFlushWritesOptions, q.gpuDirectRDMAWritesOrdering,
+           q.memoryPoolSupportedHandleTypes, q.deferredMappingCudaArraySupported, q.ipcEventSupported,
+           q.unifiedFunctionPointers, q.deviceNumaConfig, q.deviceNumaId, q.mpsEnabled, q.hostNumaId, q.gpuPciDeviceID,
+           q.gpuPciSubsystemID, q.hostNumaMultinodeIpcSupported);
+    printf("uuid:");
+    for (int i = 0; i < 16; ++i) printf(" %02x", (unsigned char)q.uuid.bytes[i]);
+    printf("\n");
     CK(cudaFreeArray(arr));
     CK(cudaFreeArray(sarr));
     CK(cudaFreeArray(varr));

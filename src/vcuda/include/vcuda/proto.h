@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define VCUDA_MAGIC 0x44554356u /* "VCUD" as little-endian bytes */
-#define VCUDA_PROTO_VERSION 3u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs */
+#define VCUDA_PROTO_VERSION 4u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: arrays, textures */
 #define VCUDA_HEADER_SIZE 24u
 
 /* Limits; compile-time configurable.  The payload bound is what a server is willing to
