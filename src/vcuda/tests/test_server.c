@@ -742,6 +742,13 @@ static void quotas(void)
     CHECK(events == 16);
     CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0); /* b has its own quota */
     CHECK(rc_simple(&b, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0);
+    /* arrays count too: b's 256 KiB left hold one 512 x 512 uchar array, not a second */
+    vcuda_msg m = msg(VCUDA_OP_ARRAY_CREATE);
+    m.v[0] = 0x01, m.v[1] = 1, m.v[2] = 512, m.v[3] = 512, m.v[4] = 0, m.v[5] = 0, m.nv = 6;
+    CHECK(rc_call(&b, &m, 0, 2000) == 0);
+    uint64_t arr = b.r.v[0];
+    CHECK(rc_call(&b, &m, 0, 2000) == 1 && b.r.v[0] == 2 && memmem(b.r.str, b.r.str_len, "quota", 5));
+    CHECK(rc_simple(&b, VCUDA_OP_ARRAY_DESTROY, arr, 0, 0, 2000) == 0 && rc_call(&b, &m, 0, 2000) == 0);
     rc_close(&a), rc_close(&b);
     finish(&s);
 }
