@@ -2702,9 +2702,12 @@ EXPORT cudaError_t cudaFreeArray(cudaArray_t arr)
 {
     vcuda_msg r;
     if (!arr) return cudaSuccess;
-    remote_array *a = as_array(arr);
-    if (!a) return record(cudaErrorInvalidResourceHandle);
+    remote_array *a = (remote_array *)arr;
+    if (a->magic != ARRAY_MAGIC) return record(cudaErrorInvalidResourceHandle);
+    int saved = current_device;
+    current_device = a->device; /* freed by the server that made it, whichever is current */
     cudaError_t e = call(VCUDA_OP_ARRAY_DESTROY, &a->handle, 1, &r, "cudaFreeArray");
+    current_device = saved;
     if (!e) a->magic = 0, free(a);
     return e;
 }
