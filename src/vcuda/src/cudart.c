@@ -2790,7 +2790,9 @@ static cudaError_t array_copy(copy_end dst, copy_end src, size_t width, size_t h
     if ((host_src && src.array) || (host_dst && dst.array) || (host_src && host_dst)) return record(cudaErrorInvalidMemcpyDirection);
     if (!host_src && !host_dst) return copy_on_server(&dst, &src, width, height, depth, s, api);
     copy_end *host = host_src ? &src : &dst, staged = {NULL, NULL, width, height, 0, 0, 0};
-    if (height > SIZE_MAX / width || depth > SIZE_MAX / (width * height)) return record(cudaErrorInvalidValue);
+    if (height > SIZE_MAX / width || depth > SIZE_MAX / (width * height) || width > host->pitch ||
+        (depth > 1 && host->rows < host->y + height))
+        return record(cudaErrorInvalidValue); /* (slices of the host box would overlap) */
     if ((e = cudaMalloc((void **)&staged.ptr, width * height * depth))) return e;
     for (size_t z = 0; z < depth && !e && host_src; ++z) /* host rows -> the buffer, slice by slice */
         e = copy_2d(staged.ptr + z * width * height, width, host->ptr + ((host->z + z) * host->rows + host->y) * host->pitch + host->x,
