@@ -2670,7 +2670,7 @@ static cudaError_t array_create(cudaArray_t *out, const struct cudaChannelFormat
     unsigned format, channels;
     cudaError_t e;
     if (!out || !desc || !ext.width) return record(cudaErrorInvalidValue);
-    if (flags & ~0xfu) return unsupported(api, "sparse and deferred-mapping arrays are not remoted");
+    if (flags & ~0xfu) return unsupported(api, "sparse, deferred-mapping and color-attachment arrays are not remoted");
     if ((e = channel_format(desc, &format, &channels))) return e;
     uint64_t v[] = {format, channels, ext.width, ext.height, ext.depth, flags};
     if ((e = call(VCUDA_OP_ARRAY_CREATE, v, 6, &r, api))) return e;
