@@ -757,6 +757,7 @@ EXPORT cudaError_t cudaDeviceSynchronize(void)
     return call(VCUDA_OP_DEVICE_SYNCHRONIZE, NULL, 0, &r, "cudaDeviceSynchronize");
 }
 
+static void staging_forget(int device);
 EXPORT cudaError_t cudaDeviceReset(void)
 {
     vcuda_msg r;
@@ -772,6 +773,7 @@ EXPORT cudaError_t cudaDeviceReset(void)
         if (allocs[i].device == current_device) allocs[i] = allocs[--nalloc];
         else ++i;
     pthread_mutex_unlock(&alloc_mu);
+    staging_forget(current_device);
     return cudaSuccess;
 }
 
@@ -1598,8 +1600,11 @@ EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pp, struct cudaExtent ext
     return e;
 }
 
-/* Rows one by one, unless both sides are contiguous (one copy) or the source is on the
- * device (one copy of the whole span, then the rows taken out here). */
+static cudaError_t strided_copy(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                                enum cudaMemcpyKind kind, cudaStream_t s, const char *api);
+/* One copy where both sides are contiguous, or the source is on the device (one copy of
+ * the whole span, then the rows taken out here), or the destination is (strided_copy);
+ * rows one by one otherwise. */
 static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                            enum cudaMemcpyKind kind, cudaStream_t stream, const char *api)
 {
@@ -1610,6 +1615,10 @@ static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spi
         kind = is_device_pointer(dst) ? (is_device_pointer(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                       : (is_device_pointer(src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
     if (dpitch == width && spitch == width) return memcpy_remote(dst, src, width * height, kind, stream, api);
+    /* strided rows into device memory: one copy on the server (from a packed buffer for
+     * host rows), not one call per row; a capturing stream records the rows instead */
+    if ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) && height > 1 && !capturing(stream))
+        return strided_copy(dst, dpitch, src, spitch, width, height, kind, stream, api);
     if (kind == cudaMemcpyDeviceToHost) {
         size_t span = (height - 1) * spitch + width;
         uint8_t *tmp = malloc(span);
@@ -2770,8 +2779,45 @@ static cudaError_t copy_on_server(const copy_end *dst, const copy_end *src, size
     return result(vcuda_client_call(current_device, &m, &r, 0, why), &r, api, why);
 }
 
-/* Any copy with an array on one side at least (width in bytes, x offsets in bytes).  A
- * host side goes through a device buffer of this client's, packed (pitch = width). */
+/* Host data for a copy done on the server goes through one device buffer per device,
+ * kept and reused (a free would wait for the whole GPU on the server), grown when a
+ * copy needs more; an event recorded after the copy that reads it orders its reuse, so
+ * a copy waits for that one copy only.  staging_mu held while it is in use. */
+typedef struct {
+    uint8_t *buf;
+    size_t size;
+    cudaEvent_t done;
+    int pending;
+} staging_buffer;
+static staging_buffer staging[VCUDA_MAX_DEVICES];
+#define STAGING_KEEP ((size_t)64 << 20) /* a larger buffer is freed after its copy */
+static pthread_mutex_t staging_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static cudaError_t staging_take(staging_buffer *sb, size_t size)
+{
+    cudaError_t e;
+    if (sb->pending && (e = cudaEventSynchronize(sb->done))) return e;
+    sb->pending = 0;
+    if (!sb->done && (e = cudaEventCreateWithFlags(&sb->done, cudaEventDisableTiming))) return e;
+    if (size <= sb->size) return cudaSuccess;
+    if (sb->buf) cudaFree(sb->buf);
+    sb->buf = NULL, sb->size = 0;
+    if ((e = cudaMalloc((void **)&sb->buf, size))) return e;
+    sb->size = size;
+    return cudaSuccess;
+}
+
+/* After cudaDeviceReset: the server let the buffer and its event go with the session. */
+static void staging_forget(int device)
+{
+    pthread_mutex_lock(&staging_mu);
+    free(staging[device].done); /* (the local half of a remote event) */
+    memset(&staging[device], 0, sizeof staging[device]);
+    pthread_mutex_unlock(&staging_mu);
+}
+
+/* Any copy with an array on one side at least (width in bytes, x offsets in bytes), or
+ * strided rows into device memory.  A host side goes through the staging buffer. */
 static cudaError_t array_copy(copy_end dst, copy_end src, size_t width, size_t height, size_t depth,
                               enum cudaMemcpyKind kind, cudaStream_t s, const char *api)
 {
@@ -2793,18 +2839,42 @@ static cudaError_t array_copy(copy_end dst, copy_end src, size_t width, size_t h
     if (height > SIZE_MAX / width || depth > SIZE_MAX / (width * height) || width > host->pitch ||
         (depth > 1 && host->rows < host->y + height))
         return record(cudaErrorInvalidValue); /* (slices of the host box would overlap) */
-    if ((e = cudaMalloc((void **)&staged.ptr, width * height * depth))) return e;
-    for (size_t z = 0; z < depth && !e && host_src; ++z) /* host rows -> the buffer, slice by slice */
-        e = copy_2d(staged.ptr + z * width * height, width, host->ptr + ((host->z + z) * host->rows + host->y) * host->pitch + host->x,
-                    host->pitch, width, height, cudaMemcpyHostToDevice, s, api);
+    size_t total = width * height * depth;
+    uint8_t *packed = malloc(total); /* the host box's rows back to back: one transfer */
+    if (!packed) return record(cudaErrorMemoryAllocation);
+    staging_buffer *sb = &staging[current_device];
+    pthread_mutex_lock(&staging_mu);
+    if ((e = staging_take(sb, total))) return pthread_mutex_unlock(&staging_mu), free(packed), e;
+    staged.ptr = sb->buf;
+    for (size_t z = 0; z < depth; ++z)
+        for (size_t y = 0; y < height; ++y) {
+            uint8_t *row = host->ptr + ((host->z + z) * host->rows + host->y + y) * host->pitch + host->x;
+            if (host_src) memcpy(packed + (z * height + y) * width, row, width);
+        }
+    if (host_src) e = memcpy_remote(staged.ptr, packed, total, cudaMemcpyHostToDevice, s, api);
     if (!e) e = host_src ? copy_on_server(&dst, &staged, width, height, depth, s, api)
                          : copy_on_server(&staged, &src, width, height, depth, s, api);
-    for (size_t z = 0; z < depth && !e && host_dst; ++z)
-        e = copy_2d(host->ptr + ((host->z + z) * host->rows + host->y) * host->pitch + host->x, host->pitch,
-                    staged.ptr + z * width * height, width, width, height, cudaMemcpyDeviceToHost, s, api);
-    /* (the server frees it after the copies queued on it: cuMemFree synchronizes) */
-    cudaError_t f = cudaFree(staged.ptr);
-    return e ? e : f;
+    if (!e && host_dst && !(e = memcpy_remote(packed, staged.ptr, total, cudaMemcpyDeviceToHost, s, api)))
+        for (size_t z = 0; z < depth; ++z)
+            for (size_t y = 0; y < height; ++y)
+                memcpy(host->ptr + ((host->z + z) * host->rows + host->y + y) * host->pitch + host->x,
+                       packed + (z * height + y) * width, width);
+    /* host data in the buffer: the next user waits until this copy has read it */
+    if (!e && host_src && !(e = cudaEventRecord(sb->done, s))) sb->pending = 1;
+    if (sb->size > STAGING_KEEP) { /* not kept: the free waits for the copy (see above) */
+        cudaFree(sb->buf);
+        sb->buf = NULL, sb->size = 0, sb->pending = 0;
+    }
+    pthread_mutex_unlock(&staging_mu);
+    free(packed);
+    return e;
+}
+
+static copy_end at_memory(const void *p, size_t pitch);
+static cudaError_t strided_copy(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                                enum cudaMemcpyKind kind, cudaStream_t s, const char *api)
+{
+    return array_copy(at_memory(dst, dpitch), at_memory(src, spitch), width, height, 1, kind, s, api);
 }
 
 static copy_end at_array(const void *a, size_t x, size_t y)

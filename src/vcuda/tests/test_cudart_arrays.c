@@ -73,6 +73,23 @@ int main(int argc, char **argv)
     good2d &= !memcmp(lin, back, sizeof lin);
     CHECK(good2d);
 
+    /* strided rows into pitched memory, from the host and from device rows, in one copy
+     * each on the server: the bytes between the rows stay as they were */
+    uint8_t *pa, *pb, rows[H][16 * sizeof(float)], check[2][512];
+    size_t pp;
+    CHECK(cudaMallocPitch((void **)&pa, &pp, 40, H) == cudaSuccess && pp >= 64);
+    CHECK(cudaMallocPitch((void **)&pb, &pp, 40, H) == cudaSuccess);
+    CHECK(cudaMemset(pa, 0x77, pp * H) == cudaSuccess && cudaMemset(pb, 0x55, pp * H) == cudaSuccess);
+    memcpy(rows, in, sizeof rows);
+    CHECK(cudaMemcpy2D(pa + 8, pp, rows, sizeof rows[0], 40, H, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cudaMemcpy2DAsync(pb, pp, pa + 8, pp, 40, H, cudaMemcpyDeviceToDevice, NULL) == cudaSuccess);
+    CHECK(cudaMemcpy(check[0], pa + 2 * pp, 2 * pp < sizeof check ? 2 * pp : sizeof check, cudaMemcpyDeviceToHost) == cudaSuccess);
+    int strided = check[0][0] == 0x77 && check[0][7] == 0x77 && !memcmp(check[0] + 8, rows[2], 40) && check[0][48] == 0x77;
+    CHECK(cudaMemcpy(check[0], pb + 5 * pp, 64, cudaMemcpyDeviceToHost) == cudaSuccess);
+    strided &= !memcmp(check[0], rows[5], 40) && check[0][40] == 0x55;
+    CHECK(strided);
+    CHECK(cudaFree(pa) == cudaSuccess && cudaFree(pb) == cudaSuccess);
+
     /* 3-D: 5 x 4 x 3 uchar4, in from a host box with padding, out to device and back */
     enum { X = 5, Y = 4, Z = 3 };
     uint8_t hin[Z][Y + 1][8][4], hout[Z][Y][X][4];
@@ -164,7 +181,7 @@ int main(int argc, char **argv)
     char *log = stop_server_read_log(s.pid, s.log, text, sizeof text);
     CHECK(strstr(log, "texture 1 format 0x20 address 1 1 0 filter 1 flags 0x2 ") != NULL); /* float: not read as integer */
     CHECK(strstr(log, "texture 2 format 0x20 address 1 1 0 filter 0 flags 0x0 ") != NULL);
-    printf("{\"test\":\"cudart_arrays\",\"array_2d_ok\":%s,\"array_3d_ok\":%s,\"failed_checks\":%d}\n",
-           good2d ? "true" : "false", good3d ? "true" : "false", failures);
+    printf("{\"test\":\"cudart_arrays\",\"array_2d_ok\":%s,\"array_3d_ok\":%s,\"strided_ok\":%s,\"failed_checks\":%d}\n",
+           good2d ? "true" : "false", good3d ? "true" : "false", strided ? "true" : "false", failures);
     return failures != 0;
 }
