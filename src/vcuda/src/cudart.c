@@ -1615,9 +1615,10 @@ static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spi
         kind = is_device_pointer(dst) ? (is_device_pointer(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                       : (is_device_pointer(src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
     if (dpitch == width && spitch == width) return memcpy_remote(dst, src, width * height, kind, stream, api);
-    /* strided rows into device memory: one copy on the server (from a packed buffer for
-     * host rows), not one call per row; a capturing stream records the rows instead */
-    if ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) && height > 1 && !capturing(stream))
+    /* strided rows into device memory: one copy on the server (host rows through the
+     * staging buffer: about four calls, so for more rows than that), not one call per
+     * row; a capturing stream records the rows instead */
+    if ((kind == cudaMemcpyDeviceToDevice ? height > 1 : kind == cudaMemcpyHostToDevice && height > 4) && !capturing(stream))
         return strided_copy(dst, dpitch, src, spitch, width, height, kind, stream, api);
     if (kind == cudaMemcpyDeviceToHost) {
         size_t span = (height - 1) * spitch + width;
