@@ -514,6 +514,75 @@ vcuda_status vcuda_graph_encode(const vcuda_graph_node *n, uint32_t count, uint8
 
 /* ---- authentication -------------------------------------------------------------- */
 
+/* ---- array copies and texture descriptors (proto.h, "arrays") -------------------- */
+
+unsigned vcuda_format_bytes(uint64_t f)
+{
+    switch (f) {
+    case 0x01: case 0x08: return 1;           /* UNSIGNED_INT8, SIGNED_INT8 */
+    case 0x02: case 0x09: case 0x10: return 2; /* UNSIGNED_INT16, SIGNED_INT16, HALF */
+    case 0x03: case 0x0a: case 0x20: return 4; /* UNSIGNED_INT32, SIGNED_INT32, FLOAT */
+    default: return 0;
+    }
+}
+
+#define U32 0xffffffffull
+#define SZ VCUDA_MAX_SIZE
+#define ANY UINT64_MAX
+typedef struct {
+    uint64_t lo, hi;
+} word_range;
+static const word_range copy_ranges[VCUDA_COPY_WORDS] = {
+    {2, 3}, {0, ANY}, {0, SZ}, {0, SZ}, {0, SZ}, {0, SZ}, {0, SZ}, /* source */
+    {2, 3}, {0, ANY}, {0, SZ}, {0, SZ}, {0, SZ}, {0, SZ}, {0, SZ}, /* destination */
+    {0, SZ}, {0, SZ}, {0, SZ}};
+static const word_range tex_ranges[VCUDA_TEX_WORDS] = {
+    {0, 3}, {0, ANY}, {1, 0x20}, {1, 4}, {0, SZ}, {0, SZ}, {0, SZ}, /* resource */
+    {0, 3}, {0, 3}, {0, 3}, {0, 1}, {0, 0x73}, {0, 16}, {0, 1},      /* address, filter, flags, anisotropy */
+    {0, U32}, {0, U32}, {0, U32}, {0, U32}, {0, U32}, {0, U32}, {0, U32}, /* f32 bits: mipmap bias/clamps, border */
+    {0, 1}, {0, 0x22}, {0, SZ}, {0, SZ}, {0, SZ}, {0, U32}, {0, U32}, {0, U32}, {0, U32}}; /* view */
+
+static vcuda_status desc_check(vcuda_desc_kind kind, const uint64_t *w, char *why)
+{
+    const word_range *r = kind == VCUDA_DESC_COPY ? copy_ranges : tex_ranges;
+    unsigned n = kind == VCUDA_DESC_COPY ? VCUDA_COPY_WORDS : VCUDA_TEX_WORDS;
+    for (unsigned i = 0; i < n; ++i)
+        if (w[i] < r[i].lo || w[i] > r[i].hi)
+            return fail(why, VCUDA_E_BAD_VALUE, "%s descriptor word %u: %llu outside [%llu, %llu]",
+                        kind == VCUDA_DESC_COPY ? "copy" : "texture", i, (unsigned long long)w[i],
+                        (unsigned long long)r[i].lo, (unsigned long long)r[i].hi);
+    if (kind == VCUDA_DESC_COPY) return VCUDA_OK;
+    if (w[VCUDA_T_RES_TYPE] == 1) return fail(why, VCUDA_E_BAD_VALUE, "texture descriptor: mipmapped arrays are not remoted");
+    if (!vcuda_format_bytes(w[VCUDA_T_FORMAT]) || w[VCUDA_T_CHANNELS] == 3)
+        return fail(why, VCUDA_E_BAD_VALUE, "texture descriptor: format 0x%llx x %llu channels",
+                    (unsigned long long)w[VCUDA_T_FORMAT], (unsigned long long)w[VCUDA_T_CHANNELS]);
+    if (w[VCUDA_T_FLAGS] & ~0x73ull) /* READ_AS_INTEGER, NORMALIZED_COORDINATES, SRGB, no trilinear, seamless cubemap */
+        return fail(why, VCUDA_E_BAD_VALUE, "texture descriptor: flags 0x%llx", (unsigned long long)w[VCUDA_T_FLAGS]);
+    return VCUDA_OK;
+}
+
+vcuda_status vcuda_desc_decode(vcuda_desc_kind kind, const uint8_t *p, size_t len, uint64_t *w, char *why)
+{
+    size_t n = kind == VCUDA_DESC_COPY ? VCUDA_COPY_WORDS : VCUDA_TEX_WORDS;
+    if (len != 8 * n) return fail(why, VCUDA_E_BAD_LENGTH, "descriptor of %zu bytes, want %zu", len, 8 * n);
+    for (size_t i = 0; i < n; ++i) w[i] = get_le(p + 8 * i, 8);
+    return desc_check(kind, w, why);
+}
+
+vcuda_status vcuda_desc_encode(vcuda_desc_kind kind, const uint64_t *w, uint8_t *buf, size_t cap, size_t *len, char *why)
+{
+    size_t n = kind == VCUDA_DESC_COPY ? VCUDA_COPY_WORDS : VCUDA_TEX_WORDS;
+    vcuda_status s = desc_check(kind, w, why);
+    *len = 8 * n;
+    if (s) return s;
+    if (cap < 8 * n) return fail(why, VCUDA_E_NO_SPACE, "descriptor needs %zu bytes", 8 * n);
+    for (size_t i = 0; i < n; ++i) put_le(buf + 8 * i, w[i], 8);
+    return VCUDA_OK;
+}
+#undef U32
+#undef SZ
+#undef ANY
+
 int vcuda_token_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 {
     /* Always VCUDA_MAX_TOKEN iterations, no early exit, no data-dependent branch:

@@ -26,6 +26,7 @@
  *   - cuLaunchKernelEx runs the kernel as cuLaunchKernel does and says on stderr which
  *     attributes it was given; a cluster dimension that does not divide the grid is
  *     refused (CUDA_ERROR_INVALID_CLUSTER_SIZE), as the driver refuses it;
+ *   - CUDA arrays are host buffers and texture/surface objects numbers (see the end);
  *   - cuModuleLoadData reads the ELF it is given trusting every offset, with no length,
  *     as the real driver does: an image the server failed to validate can crash it.
  * Every other driver function the server resolves exists as a weak stub returning
@@ -503,4 +504,114 @@ EXPORT CUresult cuLaunchKernelEx(const launch_config *c, void *f, void **params,
             coop, pdl, cx, cy, cz, prio, domain);
     return cuLaunchKernel(f, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2], c->shmem,
                           c->stream, params, extra);
+}
+
+/* ---- CUDA arrays, texture and surface objects ------------------------------------ *
+ * An array is a host buffer, rows of width x element bytes packed; a copy walks the box
+ * row by row; texture and surface objects are numbers from 1 on, each said on stderr
+ * with what it was made from, so tests can check what the server asked for. */
+#include "../src/driver_array.h"
+
+typedef struct {
+    array3d_desc d;
+    size_t elem;
+    unsigned char *data;
+} fake_array;
+
+static unsigned fmt_bytes(int f) { return f == 1 || f == 8 ? 1 : f == 2 || f == 9 || f == 0x10 ? 2 : 4; }
+
+EXPORT CUresult cuArray3DCreate_v2(void **out, const array3d_desc *d)
+{
+    CUresult r = alive();
+    if (r) return r;
+    fake_array *a = calloc(1, sizeof *a);
+    if (!a) return 2;
+    a->d = *d, a->elem = fmt_bytes(d->format) * d->channels;
+    size_t n = d->width * a->elem * (d->height ? d->height : 1) * (d->depth ? d->depth : 1);
+    if (!(a->data = calloc(1, n))) return free(a), 2;
+    *out = a;
+    return 0;
+}
+EXPORT CUresult cuArrayDestroy(void *a)
+{
+    if (!a) return 400;
+    free(((fake_array *)a)->data);
+    free(a);
+    return 0;
+}
+
+static unsigned char *box_row(int type, unsigned long long dev, void *arr, size_t x, size_t y, size_t z, size_t pitch,
+                              size_t height)
+{
+    if (type == 3) {
+        fake_array *a = arr;
+        size_t row = a->d.width * a->elem, rows = a->d.height ? a->d.height : 1;
+        return a->data + (z * rows + y) * row + x;
+    }
+    return (unsigned char *)(uintptr_t)dev + (z * height + y) * pitch + x;
+}
+
+EXPORT CUresult cuMemcpy3DAsync_v2(const memcpy3d_params *p, void *st)
+{
+    CUresult r = drain(st);
+    if (r) return r;
+    for (size_t z = 0; z < p->depth; ++z)
+        for (size_t y = 0; y < p->height; ++y)
+            memmove(box_row(p->dst_type, p->dst_device, p->dst_array, p->dst_x, p->dst_y + y, p->dst_z + z, p->dst_pitch,
+                            p->dst_height),
+                    box_row(p->src_type, p->src_device, p->src_array, p->src_x, p->src_y + y, p->src_z + z, p->src_pitch,
+                            p->src_height),
+                    p->width);
+    return 0;
+}
+
+static unsigned long long next_object = 1;
+static unsigned long long live_objects[256];
+
+static CUresult object_new(unsigned long long *out, const resource_desc *rd, const char *kind)
+{
+    if (rd->type == 0 && !rd->res.array.array) return 1;
+    pthread_mutex_lock(&mu);
+    unsigned long long o = next_object++;
+    int slot = -1;
+    for (int i = 0; i < 256 && slot < 0; ++i)
+        if (!live_objects[i]) slot = i;
+    if (slot >= 0) live_objects[slot] = o;
+    pthread_mutex_unlock(&mu);
+    if (slot < 0) return 2;
+    *out = o;
+    fprintf(stderr, "fake driver: %s object %llu on resource type %d\n", kind, o, rd->type);
+    return 0;
+}
+static CUresult object_free(unsigned long long o, const char *kind)
+{
+    CUresult r = 400;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < 256; ++i)
+        if (live_objects[i] == o && o) live_objects[i] = 0, r = 0;
+    pthread_mutex_unlock(&mu);
+    fprintf(stderr, "fake driver: %s object %llu destroyed (%d)\n", kind, o, r);
+    return r;
+}
+EXPORT CUresult cuTexObjectCreate(unsigned long long *o, const resource_desc *rd, const texture_desc *td, const view_desc *vd)
+{
+    CUresult r = alive();
+    if (r || (r = object_new(o, rd, "texture"))) return r;
+    int format = rd->type == 2 ? rd->res.linear.format : rd->type == 3 ? rd->res.pitch2d.format
+                                                                       : ((fake_array *)rd->res.array.array)->d.format;
+    fprintf(stderr, "fake driver: texture %llu format 0x%x address %d %d %d filter %d flags 0x%x border %g view %d\n", *o,
+            format, td->address[0], td->address[1], td->address[2], td->filter, td->flags, td->border[0], vd != NULL);
+    return 0;
+}
+EXPORT CUresult cuTexObjectDestroy(unsigned long long o) { return object_free(o, "texture"); }
+EXPORT CUresult cuSurfObjectCreate(unsigned long long *o, const resource_desc *rd)
+{
+    CUresult r = alive();
+    return r ? r : object_new(o, rd, "surface");
+}
+EXPORT CUresult cuSurfObjectDestroy(unsigned long long o) { return object_free(o, "surface"); }
+EXPORT CUresult cuDeviceGetUuid_v2(unsigned char *uuid, int d)
+{
+    for (int i = 0; i < 16; ++i) uuid[i] = (unsigned char)(0xa0 + i + d);
+    return 0;
 }

@@ -2,7 +2,8 @@
  * Beyond "no crash, no leak, no UB" (the sanitizers), it checks that anything the
  * decoder accepts re-encodes to the identical bytes: the wire format is canonical,
  * so decoder and encoder cannot silently disagree about a field.  A GRAPH_INSTANTIATE
- * the frame decoder accepts goes on through the graph decoder, the same way. */
+ * the frame decoder accepts goes on through the graph decoder, and a MEMCPY_3D or
+ * TEX_CREATE through the descriptor decoder, the same way. */
 #include "vcuda/proto.h"
 
 #include <stdlib.h>
@@ -27,6 +28,22 @@ static void graph(const vcuda_msg *m)
     free(out);
 }
 
+static void descriptor(const vcuda_msg *m, vcuda_desc_kind kind)
+{
+    char why[VCUDA_WHY_LEN];
+    uint64_t w[VCUDA_TEX_WORDS];
+    uint8_t out[8 * VCUDA_TEX_WORDS];
+    size_t n;
+    if (vcuda_desc_decode(kind, m->blob, m->blob_len, w, why) != VCUDA_OK) return;
+    if (vcuda_desc_encode(kind, w, out, sizeof out, &n, why) != VCUDA_OK || n != m->blob_len || memcmp(out, m->blob, n))
+        abort();
+    /* what the server relies on: element sizes known, sizes bounded */
+    if (kind == VCUDA_DESC_TEX && (!vcuda_format_bytes(w[VCUDA_T_FORMAT]) || w[VCUDA_T_CHANNELS] == 3 || w[VCUDA_T_WIDTH] > VCUDA_MAX_SIZE))
+        abort();
+    if (kind == VCUDA_DESC_COPY && (w[VCUDA_C_WIDTH] > VCUDA_MAX_SIZE || w[VCUDA_C_SRC_TYPE] < 2 || w[VCUDA_C_SRC_TYPE] > 3))
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static vcuda_msg m, m2; /* static: 2 KiB of sizes[] each, and no per-run zeroing */
@@ -47,6 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         free(out);
         if (m.hdr.opcode == VCUDA_OP_GRAPH_INSTANTIATE && !(m.hdr.flags & VCUDA_FLAG_REPLY)) graph(&m);
+        if (m.hdr.opcode == VCUDA_OP_MEMCPY_3D && !(m.hdr.flags & VCUDA_FLAG_REPLY)) descriptor(&m, VCUDA_DESC_COPY);
+        if (m.hdr.opcode == VCUDA_OP_TEX_CREATE && !(m.hdr.flags & VCUDA_FLAG_REPLY)) descriptor(&m, VCUDA_DESC_TEX);
     }
     return 0;
 }

@@ -212,7 +212,7 @@ def case_errors(a):
 UNSUPPORTED = """
 import ctypes, sys
 rt = ctypes.CDLL(sys.argv[1])
-codes = [rt.cudaMallocArray(None, None, 0, 0, 0) for _ in range(3)] + [rt.cudaGetLastError(), rt.cudaGetLastError()]
+codes = [rt.cudaArrayGetPlane(None, None, 0) for _ in range(3)] + [rt.cudaGetLastError(), rt.cudaGetLastError()]
 codes += [rt.cudaMallocManaged(None, 1, 1) for _ in range(2)]
 print(codes)
 """
@@ -226,7 +226,7 @@ def case_unsupported(a):
     lines = p.stderr.splitlines()
     fails = expect(p.stdout.strip() == "[801, 801, 801, 801, 0, 801, 801]",
                    "cudaErrorNotSupported each time, kept as the last error until read")
-    fails += expect(lines.count("vcuda: cudaMallocArray is not supported remotely") == 1,
+    fails += expect(lines.count("vcuda: cudaArrayGetPlane is not supported remotely") == 1,
                     "a generated stub names itself once")
     fails += expect(sum(l.startswith("vcuda: cudaMallocManaged is not supported remotely: ") for l in lines) == 1,
                     "a refusal with a reason names itself once")

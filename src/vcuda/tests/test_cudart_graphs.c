@@ -69,11 +69,7 @@ int main(int argc, char **argv)
         return fprintf(stderr, "usage: %s server|client SERVER FAKE_LIB_DIR\n", argv[0]), 2;
     int on_server = !strcmp(argv[1], "server");
     vcuda_test_server s;
-    start_server(&s, argv[2], argv[3], TOKEN, NULL);
-    char servers[64];
-    snprintf(servers, sizeof servers, "127.0.0.1:%u", s.port);
-    setenv("VCUDA_SERVERS", servers, 1);
-    setenv("VCUDA_TOKEN", TOKEN, 1);
+    start_server_for_me(&s, argv[2], argv[3], TOKEN);
     setenv("VCUDA_GRAPHS", argv[1], 1);
 
     /* what nvcc's start-up code does: the fatbinary (header, one ELF entry, the cubin) */

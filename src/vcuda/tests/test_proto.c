@@ -149,7 +149,8 @@ static void header_bytes(void)
     m.v[0] = 3;
     m.nv = 1;
     CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_OK);
-    static const uint8_t want[] = {'V', 'C', 'U', 'D', 4, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
+    /* (the version byte is the build's own: every version lays the header out so) */
+    static const uint8_t want[] = {'V', 'C', 'U', 'D', VCUDA_PROTO_VERSION, 0, 4, 0, 4, 0, 0, 0, 8, 7, 6, 5,
                                    4, 3, 2, 1, 4, 0, 0, 0, 3, 0, 0, 0};
     CHECK(n == sizeof want && memcmp(frame, want, n) == 0);
 }
@@ -467,6 +468,58 @@ static void graph_codec(void)
     CHECK(vcuda_graph_encode(big, fit + 1, NULL, 0, &len, why) == VCUDA_E_BAD_VALUE);
 }
 
+/* ---- array copy and texture descriptors (proto.h, "arrays") ----------------------- */
+
+static void desc_samples(uint64_t copy[VCUDA_COPY_WORDS], uint64_t tex[VCUDA_TEX_WORDS])
+{
+    memset(copy, 0, VCUDA_COPY_WORDS * sizeof *copy), memset(tex, 0, VCUDA_TEX_WORDS * sizeof *tex);
+    copy[VCUDA_C_SRC_TYPE] = VCUDA_MEM_DEVICE, copy[VCUDA_C_SRC] = 0x7f0000001000ull, copy[VCUDA_C_SRC_PITCH] = 512;
+    copy[VCUDA_C_DST_TYPE] = VCUDA_MEM_ARRAY, copy[VCUDA_C_DST] = 3, copy[VCUDA_C_DST_Z] = 2;
+    copy[VCUDA_C_WIDTH] = 64, copy[VCUDA_C_HEIGHT] = 4, copy[VCUDA_C_DEPTH] = 1;
+    tex[VCUDA_T_RES_TYPE] = VCUDA_RES_PITCH2D, tex[VCUDA_T_RES] = 0x7f0000001000ull, tex[VCUDA_T_FORMAT] = 0x20;
+    tex[VCUDA_T_CHANNELS] = 4, tex[VCUDA_T_WIDTH] = 32, tex[VCUDA_T_HEIGHT] = 4, tex[VCUDA_T_PITCH] = 512;
+    tex[VCUDA_T_ADDRESS0] = 3, tex[VCUDA_T_FILTER] = 1, tex[VCUDA_T_FLAGS] = 0x42, tex[VCUDA_T_BORDER0] = 0x3f800000;
+    tex[VCUDA_T_VIEW] = 1, tex[VCUDA_T_VIEW_FORMAT] = 0x22, tex[VCUDA_T_LAST_LAYER] = 5;
+}
+
+static void desc_codec(void)
+{
+    uint64_t copy[VCUDA_COPY_WORDS], tex[VCUDA_TEX_WORDS], back[VCUDA_TEX_WORDS];
+    uint8_t buf[8 * VCUDA_TEX_WORDS + 8];
+    size_t len;
+    desc_samples(copy, tex);
+    CHECK(vcuda_desc_encode(VCUDA_DESC_COPY, copy, buf, sizeof buf, &len, why) == VCUDA_OK && len == 8 * VCUDA_COPY_WORDS);
+    CHECK(vcuda_desc_decode(VCUDA_DESC_COPY, buf, len, back, why) == VCUDA_OK && !memcmp(back, copy, sizeof copy));
+    CHECK(vcuda_desc_decode(VCUDA_DESC_COPY, buf, len - 1, back, why) == VCUDA_E_BAD_LENGTH);
+    CHECK(vcuda_desc_decode(VCUDA_DESC_COPY, buf, len + 8, back, why) == VCUDA_E_BAD_LENGTH);
+    CHECK(vcuda_desc_encode(VCUDA_DESC_TEX, tex, buf, 8, &len, why) == VCUDA_E_NO_SPACE && len == 8 * VCUDA_TEX_WORDS);
+    CHECK(vcuda_desc_encode(VCUDA_DESC_TEX, tex, buf, sizeof buf, &len, why) == VCUDA_OK);
+    CHECK(vcuda_desc_decode(VCUDA_DESC_TEX, buf, len, back, why) == VCUDA_OK && !memcmp(back, tex, sizeof tex));
+    /* each out-of-range value refused by both sides (written into the bytes for the decoder) */
+    static const struct { int tex, word; uint64_t value; } bad[] = {
+        {0, VCUDA_C_SRC_TYPE, 1}, {0, VCUDA_C_DST_TYPE, 4}, {0, VCUDA_C_DEPTH, VCUDA_MAX_SIZE + 1},
+        {0, VCUDA_C_SRC_PITCH, UINT64_MAX}, {1, VCUDA_T_RES_TYPE, 1}, {1, VCUDA_T_RES_TYPE, 4}, {1, VCUDA_T_FORMAT, 0x04},
+        {1, VCUDA_T_FORMAT, 0xb0}, {1, VCUDA_T_CHANNELS, 3}, {1, VCUDA_T_CHANNELS, 0}, {1, VCUDA_T_ADDRESS2, 4},
+        {1, VCUDA_T_FILTER, 2}, {1, VCUDA_T_FLAGS, 0x04}, {1, VCUDA_T_FLAGS, 0x80}, {1, VCUDA_T_MAX_ANISOTROPY, 17},
+        {1, VCUDA_T_BORDER3, 1ull << 32}, {1, VCUDA_T_VIEW, 2}, {1, VCUDA_T_VIEW_FORMAT, 0x23},
+        {1, VCUDA_T_LAST_LAYER, 1ull << 32}, {1, VCUDA_T_WIDTH, VCUDA_MAX_SIZE + 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        vcuda_desc_kind k = bad[i].tex ? VCUDA_DESC_TEX : VCUDA_DESC_COPY;
+        uint64_t *w = bad[i].tex ? tex : copy;
+        desc_samples(copy, tex);
+        CHECK(vcuda_desc_encode(k, w, buf, sizeof buf, &len, why) == VCUDA_OK);
+        uint64_t keep = w[bad[i].word];
+        w[bad[i].word] = bad[i].value;
+        CHECK(vcuda_desc_encode(k, w, buf, sizeof buf, &len, why) == VCUDA_E_BAD_VALUE);
+        for (int b = 0; b < 8; ++b) buf[8 * bad[i].word + b] = (uint8_t)(bad[i].value >> 8 * b);
+        CHECK(vcuda_desc_decode(k, buf, len, back, why) == VCUDA_E_BAD_VALUE);
+        printf("descriptor refused as expected: %s\n", why);
+        w[bad[i].word] = keep;
+    }
+    CHECK(vcuda_format_bytes(0x01) == 1 && vcuda_format_bytes(0x10) == 2 && vcuda_format_bytes(0x0a) == 4 &&
+          vcuda_format_bytes(0x20) == 4 && vcuda_format_bytes(0x04) == 0);
+}
+
 static int write_corpus(const char *dir)
 {
     char path[4096];
@@ -494,6 +547,21 @@ static int write_corpus(const char *dir)
     snprintf(path, sizeof path, "%s/GRAPH_INSTANTIATE-graph", dir);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(frame, 1, n, f) != n || fclose(f) != 0) return perror(path), 1;
+    /* a MEMCPY_3D and a TEX_CREATE with valid descriptors, for the descriptor decoder */
+    uint64_t copy[VCUDA_COPY_WORDS], tex[VCUDA_TEX_WORDS];
+    static uint8_t desc[8 * VCUDA_TEX_WORDS];
+    desc_samples(copy, tex);
+    for (int k = 0; k < 2; ++k) {
+        memset(&m, 0, sizeof m);
+        m.hdr.opcode = k ? VCUDA_OP_TEX_CREATE : VCUDA_OP_MEMCPY_3D;
+        if (!k) m.v[0] = 5, m.nv = 1;
+        CHECK(vcuda_desc_encode(k ? VCUDA_DESC_TEX : VCUDA_DESC_COPY, k ? tex : copy, desc, sizeof desc, &len, why) == VCUDA_OK);
+        m.blob = desc, m.blob_len = (uint32_t)len;
+        CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_OK);
+        snprintf(path, sizeof path, "%s/%s-descriptor", dir, k ? "TEX_CREATE" : "MEMCPY_3D");
+        f = fopen(path, "wb");
+        if (!f || fwrite(frame, 1, n, f) != n || fclose(f) != 0) return perror(path), 1;
+    }
     return failures != 0;
 }
 
@@ -505,7 +573,7 @@ int main(int argc, char **argv)
         {"reject_payload_length", reject_payload_length}, {"reject_counts", reject_counts},
         {"reject_strings", reject_strings}, {"reject_values", reject_values},
         {"chunking", chunking}, {"token_equal", token_equal}, {"token_file", token_file}, {"sha256", sha256},
-        {"graph_codec", graph_codec}};
+        {"graph_codec", graph_codec}, {"desc_codec", desc_codec}};
     if (argc == 3 && !strcmp(argv[1], "write_corpus")) return write_corpus(argv[2]);
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; ++i)
         if (!strcmp(argv[1], cases[i].name)) {

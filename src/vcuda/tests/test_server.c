@@ -742,6 +742,13 @@ static void quotas(void)
     CHECK(events == 16);
     CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0); /* b has its own quota */
     CHECK(rc_simple(&b, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0);
+    /* arrays count too: b's 256 KiB left hold one 512 x 512 uchar array, not a second */
+    vcuda_msg m = msg(VCUDA_OP_ARRAY_CREATE);
+    m.v[0] = 0x01, m.v[1] = 1, m.v[2] = 512, m.v[3] = 512, m.v[4] = 0, m.v[5] = 0, m.nv = 6;
+    CHECK(rc_call(&b, &m, 0, 2000) == 0);
+    uint64_t arr = b.r.v[0];
+    CHECK(rc_call(&b, &m, 0, 2000) == 1 && b.r.v[0] == 2 && memmem(b.r.str, b.r.str_len, "quota", 5));
+    CHECK(rc_simple(&b, VCUDA_OP_ARRAY_DESTROY, arr, 0, 0, 2000) == 0 && rc_call(&b, &m, 0, 2000) == 0);
     rc_close(&a), rc_close(&b);
     finish(&s);
 }
@@ -1203,6 +1210,118 @@ static int check_images(int n, char **files)
     return bad;
 }
 
+/* ---- CUDA arrays, texture and surface objects ------------------------------------ */
+
+/* A descriptor frame, its length off by patch_len, and word poke_word (if >= 0) then
+ * overwritten with poke_value: what the encoder itself would refuse to write. */
+static int poke_word = -1;
+static uint64_t poke_value;
+static int rc_desc(rc_t *c, unsigned op, vcuda_desc_kind kind, const uint64_t *w, uint64_t stream, int patch_len)
+{
+    static uint8_t blob[8 * VCUDA_TEX_WORDS + 8];
+    size_t n = 0;
+    char why[VCUDA_WHY_LEN];
+    if (vcuda_desc_encode(kind, w, blob, sizeof blob, &n, why)) return fprintf(stderr, "encode: %s\n", why), -1;
+    if (poke_word >= 0)
+        for (int i = 0; i < 8; ++i) blob[8 * poke_word + i] = (uint8_t)(poke_value >> 8 * i);
+    poke_word = -1;
+    vcuda_msg m = msg(op);
+    if (op == VCUDA_OP_MEMCPY_3D) m.v[0] = stream, m.nv = 1;
+    m.blob = blob, m.blob_len = (uint32_t)(n + patch_len);
+    return rc_call(c, &m, 0, 2000);
+}
+
+/* One client's arrays, copies and objects; another client's handles and objects, and
+ * malformed descriptors, refused with nothing done. */
+static void arrays(void)
+{
+    server s;
+    start(&s, NULL);
+    rc_t a, b;
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_open(&b, s.port, 2000) == 0);
+    /* a 16 x 4 float2 array with surface load/store, and 1 KiB of linear memory */
+    vcuda_msg m = msg(VCUDA_OP_ARRAY_CREATE);
+    m.v[0] = 0x20, m.v[1] = 2, m.v[2] = 16, m.v[3] = 4, m.v[4] = 0, m.v[5] = 2, m.nv = 6;
+    CHECK(rc_call(&a, &m, 0, 2000) == 0);
+    uint64_t arr = a.r.v[0];
+    CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 1024, 0, 0, 2000) == 0);
+    uint64_t buf = a.r.v[0];
+    /* three channels, an unknown format or flag: refused */
+    m.v[1] = 3;
+    CHECK(rc_call(&a, &m, 0, 2000) == 1 && a.r.v[0] == 1);
+    m.v[1] = 2, m.v[0] = 0x21;
+    CHECK(rc_call(&a, &m, 0, 2000) == 1);
+    m.v[0] = 0x20, m.v[5] = 0x40;
+    CHECK(rc_call(&a, &m, 0, 2000) == 1);
+    /* buf -> the array's rows 1..2, whole width (128 bytes a row) */
+    uint64_t w[VCUDA_TEX_WORDS];
+    memset(w, 0, sizeof w);
+    w[VCUDA_C_SRC_TYPE] = VCUDA_MEM_DEVICE, w[VCUDA_C_SRC] = buf, w[VCUDA_C_SRC_PITCH] = 128;
+    w[VCUDA_C_DST_TYPE] = VCUDA_MEM_ARRAY, w[VCUDA_C_DST] = arr, w[VCUDA_C_DST_Y] = 1;
+    w[VCUDA_C_WIDTH] = 128, w[VCUDA_C_HEIGHT] = 2, w[VCUDA_C_DEPTH] = 1;
+    CHECK(rc_desc(&a, VCUDA_OP_MEMCPY_3D, VCUDA_DESC_COPY, w, 0, 0) == 0);
+    /* outside the array (rows 3..4), outside buf (pitch 600: 856 bytes past 1 KiB), not a
+     * multiple of the element, a descriptor one byte short: refused */
+    w[VCUDA_C_DST_Y] = 3;
+    CHECK(rc_desc(&a, VCUDA_OP_MEMCPY_3D, VCUDA_DESC_COPY, w, 0, 0) == 1 && a.r.v[0] == 1);
+    w[VCUDA_C_DST_Y] = 1, w[VCUDA_C_SRC_PITCH] = 1000;
+    CHECK(rc_desc(&a, VCUDA_OP_MEMCPY_3D, VCUDA_DESC_COPY, w, 0, 0) == 1);
+    w[VCUDA_C_SRC_PITCH] = 128, w[VCUDA_C_WIDTH] = 127;
+    CHECK(rc_desc(&a, VCUDA_OP_MEMCPY_3D, VCUDA_DESC_COPY, w, 0, 0) == 1);
+    w[VCUDA_C_WIDTH] = 128;
+    CHECK(rc_desc(&a, VCUDA_OP_MEMCPY_3D, VCUDA_DESC_COPY, w, 0, -1) == 1);
+    poke_word = VCUDA_C_SRC_TYPE, poke_value = 1; /* host memory: never named in a frame */
+    CHECK(rc_desc(&a, VCUDA_OP_MEMCPY_3D, VCUDA_DESC_COPY, w, 0, 0) == 1 && a.r.v[0] == 1);
+    poke_word = VCUDA_C_DEPTH, poke_value = VCUDA_MAX_SIZE + 1;
+    CHECK(rc_desc(&a, VCUDA_OP_MEMCPY_3D, VCUDA_DESC_COPY, w, 0, 0) == 1 && a.r.v[0] == 1);
+    /* the other client: a's array and a's memory are not its own */
+    CHECK(rc_desc(&b, VCUDA_OP_MEMCPY_3D, VCUDA_DESC_COPY, w, 0, 0) == 1 && b.r.v[0] == 1);
+    CHECK(rc_simple(&b, VCUDA_OP_ARRAY_DESTROY, arr, 0, 0, 2000) == 1 && b.r.v[0] == 400);
+    CHECK(rc_simple(&b, VCUDA_OP_SURF_CREATE, arr, 0, 0, 2000) == 1 && b.r.v[0] == 400);
+    /* a texture on the array, one on pitched memory (4 rows of 8 floats, pitch 64) */
+    memset(w, 0, sizeof w);
+    w[VCUDA_T_RES_TYPE] = VCUDA_RES_ARRAY, w[VCUDA_T_RES] = arr, w[VCUDA_T_FORMAT] = 0x20, w[VCUDA_T_CHANNELS] = 2;
+    w[VCUDA_T_ADDRESS0] = 1, w[VCUDA_T_FILTER] = 1, w[VCUDA_T_FLAGS] = 2;
+    CHECK(rc_desc(&a, VCUDA_OP_TEX_CREATE, VCUDA_DESC_TEX, w, 0, 0) == 0);
+    uint64_t tex1 = a.r.v[0];
+    w[VCUDA_T_RES_TYPE] = VCUDA_RES_PITCH2D, w[VCUDA_T_RES] = buf, w[VCUDA_T_CHANNELS] = 1;
+    w[VCUDA_T_WIDTH] = 8, w[VCUDA_T_HEIGHT] = 4, w[VCUDA_T_PITCH] = 64;
+    CHECK(rc_desc(&a, VCUDA_OP_TEX_CREATE, VCUDA_DESC_TEX, w, 0, 0) == 0);
+    uint64_t tex2 = a.r.v[0];
+    CHECK(tex1 && tex2 && tex1 != tex2);
+    /* past the allocation (17 rows of pitch 64), a mipmapped array, flags out of range,
+     * the other client's memory: refused */
+    w[VCUDA_T_HEIGHT] = 17;
+    CHECK(rc_desc(&a, VCUDA_OP_TEX_CREATE, VCUDA_DESC_TEX, w, 0, 0) == 1);
+    w[VCUDA_T_HEIGHT] = 4;
+    CHECK(rc_desc(&b, VCUDA_OP_TEX_CREATE, VCUDA_DESC_TEX, w, 0, 0) == 1);
+    poke_word = VCUDA_T_FLAGS, poke_value = 0x80;
+    CHECK(rc_desc(&a, VCUDA_OP_TEX_CREATE, VCUDA_DESC_TEX, w, 0, 0) == 1 && a.r.v[0] == 1);
+    poke_word = VCUDA_T_RES_TYPE, poke_value = 1;
+    CHECK(rc_desc(&a, VCUDA_OP_TEX_CREATE, VCUDA_DESC_TEX, w, 0, 0) == 1 && a.r.v[0] == 1);
+    poke_word = VCUDA_T_CHANNELS, poke_value = 3;
+    CHECK(rc_desc(&a, VCUDA_OP_TEX_CREATE, VCUDA_DESC_TEX, w, 0, 0) == 1 && a.r.v[0] == 1);
+    poke_word = VCUDA_T_ADDRESS2, poke_value = 4;
+    CHECK(rc_desc(&a, VCUDA_OP_TEX_CREATE, VCUDA_DESC_TEX, w, 0, 0) == 1 && a.r.v[0] == 1);
+    CHECK(rc_simple(&a, VCUDA_OP_SURF_CREATE, arr, 0, 0, 2000) == 0);
+    uint64_t surf = a.r.v[0];
+    /* destroying another client's objects, or unknown ones: refused, and they live on */
+    CHECK(rc_simple(&b, VCUDA_OP_TEX_DESTROY, tex1, 0, 0, 2000) == 1 && b.r.v[0] == 400);
+    CHECK(rc_simple(&b, VCUDA_OP_SURF_DESTROY, surf, 0, 0, 2000) == 1 && b.r.v[0] == 400);
+    CHECK(rc_simple(&a, VCUDA_OP_TEX_DESTROY, 999999, 0, 0, 2000) == 1 && a.r.v[0] == 400);
+    CHECK(rc_simple(&a, VCUDA_OP_TEX_DESTROY, surf, 0, 0, 2000) == 1); /* a surface is not a texture */
+    CHECK(rc_simple(&a, VCUDA_OP_TEX_DESTROY, tex1, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_TEX_DESTROY, tex1, 0, 0, 2000) == 1); /* twice */
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_UUID, 0, 0, 0, 2000) == 0 && a.r.blob_len == 16);
+    rc_close(&b);
+    rc_close(&a); /* tex2, the surface and the array go with a */
+    char *log = finish(&s);
+    CHECK(strstr(log, "texture object 2 destroyed (0)") != NULL);
+    CHECK(strstr(log, "surface object 3 destroyed (0)") != NULL);
+    CHECK(strstr(log, "texture 1 format 0x20 address 1 0 0 filter 1 flags 0x2") != NULL);
+    CHECK(strstr(log, "destroyed (400)") == NULL); /* the driver never saw a foreign value */
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "check_images")) return check_images(argc - 2, argv + 2);
@@ -1247,6 +1366,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "shrink")) shrink();
     else if (!strcmp(c, "runtime_calls")) runtime_calls();
     else if (!strcmp(c, "graphs")) graphs(NULL);
+    else if (!strcmp(c, "arrays")) arrays();
     else if (!strcmp(c, "graphs_isolation")) graphs("--isolation context");
     else if (!strcmp(c, "real_cubin") && argc > 4) real_cubin(argv[4]);
     else return fprintf(stderr, "unknown case %s\n", c), 2;

@@ -52,6 +52,17 @@ static inline void start_server(vcuda_test_server *s, const char *exe, const cha
     exit(1);
 }
 
+/* The same, and this process made its client (VCUDA_SERVERS, VCUDA_TOKEN), for a test
+ * that calls the libcudart stand-in itself. */
+static inline void start_server_for_me(vcuda_test_server *s, const char *exe, const char *fake_dir, const char *token)
+{
+    char servers[64];
+    start_server(s, exe, fake_dir, token, NULL);
+    snprintf(servers, sizeof servers, "127.0.0.1:%u", s->port);
+    setenv("VCUDA_SERVERS", servers, 1);
+    setenv("VCUDA_TOKEN", token, 1);
+}
+
 /* Stops a server child (also a stopped one) and returns its log, read into text (cap
  * bytes) and echoed, its last 3000 bytes, for the ctest output. */
 static inline char *stop_server_read_log(pid_t pid, const char *log, char *text, size_t cap)

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define VCUDA_MAGIC 0x44554356u /* "VCUD" as little-endian bytes */
-#define VCUDA_PROTO_VERSION 4u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET */
+#define VCUDA_PROTO_VERSION 4u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET, arrays, textures */
 #define VCUDA_HEADER_SIZE 24u
 
 /* Limits; compile-time configurable.  The payload bound is what a server is willing to
@@ -167,6 +167,15 @@ enum {
     X(LAUNCH_EX, 52, VCUDA_LAUNCH_EX_LAYOUT, "") /* cudaLaunchKernelEx: see "launch attributes" */ \
     X(GRAPH_EXEC_KERNEL_SET, 53, "h(graph_exec) u(node) h(function) g(grid_x) g(grid_y) g(grid_z) " \
       "g(block_x) g(block_y) g(block_z) u(shared_mem) p(params)", "")                        \
+    /* 60..69: CUDA arrays, texture and surface objects (see "arrays" below) */            \
+    X(ARRAY_CREATE, 60, "u(format) u(channels) z(width) z(height) z(depth) u(flags)", "h(array)") \
+    X(ARRAY_DESTROY, 61, "h(array)", "")                                                    \
+    X(MEMCPY_3D, 62, "h(stream) b(copy)", "")                                               \
+    X(TEX_CREATE, 63, "b(texture)", "h(tex_object)")                                        \
+    X(TEX_DESTROY, 64, "h(tex_object)", "")                                                 \
+    X(SURF_CREATE, 65, "h(array)", "h(surf_object)")                                        \
+    X(SURF_DESTROY, 66, "h(surf_object)", "")                                               \
+    X(DEVICE_UUID, 67, "", "b(uuid)") /* cuDeviceGetUuid: 16 bytes */                         \
     /* 100..127: connection control (see "authentication" and "liveness" below) */         \
     X(AUTH, 100, "t(client_proof) u(heartbeat_ms)", "t(server_proof) d(server_device)")     \
     X(PROGRESS, 101, "", "u(elapsed_ms)") /* server -> client only: still working */
@@ -304,6 +313,39 @@ vcuda_status vcuda_graph_decode(const uint8_t *p, size_t len, uint32_t count, vc
  * the bytes needed either way. */
 vcuda_status vcuda_graph_encode(const vcuda_graph_node *n, uint32_t count, uint8_t *buf, size_t cap, size_t *len,
                                 char *why);
+
+/* ---- arrays ------------------------------------------------------------------------ *
+ * MEMCPY_3D and TEX_CREATE carry a descriptor in their bytes field: exactly
+ * VCUDA_COPY_WORDS or VCUDA_TEX_WORDS u64 words (little-endian), each checked against its
+ * range by vcuda_desc_decode (the encoder applies the same checks).  The values are the
+ * driver's (CUmemorytype, CUarray_format, CUaddress_mode, CU_TRSF_* flags,
+ * CUresourceViewFormat ...); array handles and device ranges are the server's to check.
+ * Host data never travels in a MEMCPY_3D: the client stages it through a device buffer
+ * of its own with the ordinary chunked copies. */
+enum { /* MEMCPY_3D: one side is device memory (2) or an array (3), as in CUDA_MEMCPY3D */
+    VCUDA_C_SRC_TYPE, VCUDA_C_SRC, VCUDA_C_SRC_X, VCUDA_C_SRC_Y, VCUDA_C_SRC_Z, VCUDA_C_SRC_PITCH, VCUDA_C_SRC_HEIGHT,
+    VCUDA_C_DST_TYPE, VCUDA_C_DST, VCUDA_C_DST_X, VCUDA_C_DST_Y, VCUDA_C_DST_Z, VCUDA_C_DST_PITCH, VCUDA_C_DST_HEIGHT,
+    VCUDA_C_WIDTH, VCUDA_C_HEIGHT, VCUDA_C_DEPTH, VCUDA_COPY_WORDS
+};
+enum { /* TEX_CREATE: CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC, optional CUDA_RESOURCE_VIEW_DESC */
+    VCUDA_T_RES_TYPE, VCUDA_T_RES, VCUDA_T_FORMAT, VCUDA_T_CHANNELS, VCUDA_T_WIDTH, VCUDA_T_HEIGHT, VCUDA_T_PITCH,
+    VCUDA_T_ADDRESS0, VCUDA_T_ADDRESS1, VCUDA_T_ADDRESS2, VCUDA_T_FILTER, VCUDA_T_FLAGS, VCUDA_T_MAX_ANISOTROPY,
+    VCUDA_T_MIP_FILTER, VCUDA_T_MIP_BIAS, VCUDA_T_MIP_MIN, VCUDA_T_MIP_MAX, VCUDA_T_BORDER0, VCUDA_T_BORDER1,
+    VCUDA_T_BORDER2, VCUDA_T_BORDER3, VCUDA_T_VIEW, VCUDA_T_VIEW_FORMAT, VCUDA_T_VIEW_WIDTH, VCUDA_T_VIEW_HEIGHT,
+    VCUDA_T_VIEW_DEPTH, VCUDA_T_FIRST_MIP, VCUDA_T_LAST_MIP, VCUDA_T_FIRST_LAYER, VCUDA_T_LAST_LAYER, VCUDA_TEX_WORDS
+};
+enum { VCUDA_MEM_DEVICE = 2, VCUDA_MEM_ARRAY = 3 };
+/* CU_RESOURCE_TYPE_*: array, linear, pitch2D (mipmapped arrays are not remoted) */
+enum { VCUDA_RES_ARRAY = 0, VCUDA_RES_LINEAR = 2, VCUDA_RES_PITCH2D = 3 };
+typedef enum { VCUDA_DESC_COPY, VCUDA_DESC_TEX } vcuda_desc_kind;
+/* Bytes per element of a CUarray_format the protocol takes (1..4 channels), 0 if it takes
+ * no such format: UNSIGNED/SIGNED_INT8/16/32, HALF, FLOAT. */
+unsigned vcuda_format_bytes(uint64_t format);
+/* The words of a descriptor (count: VCUDA_COPY_WORDS or VCUDA_TEX_WORDS) from p. */
+vcuda_status vcuda_desc_decode(vcuda_desc_kind kind, const uint8_t *p, size_t len, uint64_t *w, char *why);
+/* The inverse, with the same checks: buf needs 8 * words bytes. */
+vcuda_status vcuda_desc_encode(vcuda_desc_kind kind, const uint64_t *w, uint8_t *buf, size_t cap, size_t *len,
+                               char *why);
 
 /* ---- authentication ------------------------------------------------------------- *
  * The token never crosses the wire.  The client sends HELLO with a fresh random nonce

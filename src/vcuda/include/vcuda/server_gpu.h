@@ -9,8 +9,9 @@
  * under the SHA-256 the server computes itself, to save transfers only: each client
  * loads its own module from the cached image, so its __device__ and __constant__ state
  * is its own, and unloads it when it goes.  Each client has its own table of
- * allocations, streams, events, modules, functions and instantiated graphs (built on
- * the server from a graph the client sends whole, see proto.h), bounded by quotas
+ * allocations, streams, events, modules, functions, instantiated graphs (built on
+ * the server from a graph the client sends whole, see proto.h), CUDA arrays and
+ * texture and surface objects (proto.h, "arrays"), bounded by quotas
  * (vcuda_gpu_limits); every handle and device range a client names is checked against
  * that table, and everything in it is released when the client goes away.
  *
