@@ -23,7 +23,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "88b64b750368c16b088c7363f1df8b9c4abf81b8d65419197d0eeb0ab82b33a1")
+RELEASE = ("0.1.0", "859f608731c75e7f9df4053e1d90588fd3e9165da11ffcdee8be6c9404f13d27")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
