@@ -12,6 +12,7 @@ and the local detection; then SHA256SUMS over every file and one SHA-256 over SH
 can cite it.  A tool that is absent is recorded as missing; it never fails the run.
 """
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -127,15 +128,21 @@ def collect(report, system, out_dir, python=None, env=None):
             entry['file'] = fname
         items[name] = entry
 
-    for name, cmd in COMMANDS.items():
-        put(name, *run(cmd, env))
+    # Side by side: the slow ones (nvidia-smi -q, ompi_info, the detection probe) take
+    # seconds each, and a run's last step should not wait for them in turn.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        ran = {name: pool.submit(run, cmd, env) for name, cmd in COMMANDS.items()}
+        ran['reframe-version'] = pool.submit(reframe_version, python)
+        ran['detection'] = pool.submit(detection, python)
+    for name in COMMANDS:
+        put(name, *ran[name].result())
     for name, path in FILES.items():
         if os.path.isfile(path):
             put(name, 'ok', open(path, errors='replace').read())
         else:
             put(name, f'missing ({path} does not exist)', '')
-    put('reframe-version', *reframe_version(python))
-    put('detection', *detection(python), suffix='.json')
+    put('reframe-version', *ran['reframe-version'].result())
+    put('detection', *ran['detection'].result(), suffix='.json')
 
     put('gpu-memory-mode', *memory_mode(out_dir), suffix='.json')
 

@@ -1,7 +1,8 @@
 """coarray checks (P002): XMP coarray ping-pong and NPB IS/CG over the runtime's
 backends (mpi3 | armci | gasnet), beside two-sided MPI and raw MPI-3 RMA baselines.
 
-A backend the build lacks makes the program exit 77 with the reason (a skip).  Ranks
+A backend the build lacks is skipped before any rank starts (the build's runtime lists
+its backends; the program itself would exit 77 saying so).  Ranks
 are one per node on clusters, as the paper ran them; on `local` all ranks share the
 machine (mpirun --oversubscribe), and rank counts above max(4, cores) are skipped.
 Sizes: quick = NPB class S at 2 and 4 ranks, one trial, ping-pong LOOP 30; paper =
@@ -60,12 +61,28 @@ class CabBase(UmstudyMetricTest):
             cores = part.extras.get('facts', {}).get('cpu', {}).get('cores', 1)
             self.skip_unless(self.ranks <= max(4, cores),
                              f'{self.ranks} ranks on {cores} cores of one machine would say nothing')
+        built = self.xmpc_backends()
+        if getattr(self, 'backend', '') and built is not None:
+            # Known from the build: no launch of N ranks only to hear each exit 77.
+            self.skip_unless(self.backend in built,
+                             f'XMPC_BACKEND={self.backend}: backend not built (this build has: '
+                             f"{', '.join(built) or 'none'}; the build's 'umstudy: xmpc-{self.backend}' line says why)")
         if getattr(self, 'backend', '') == 'gasnet' and self.gasnet_conduit() == 'smp':
             # GASNet's smp conduit starts its images itself (one process forks the rest).
             self.num_tasks = self.num_tasks_per_node = 1
             self.env_vars['GASNET_PSHM_NODES'] = str(self.ranks)
         else:
             mpirun_on_local(self)
+
+    def xmpc_backends(self):
+        """The backends the build fixture's runtime has (its xmpcConfig.cmake), or None
+        where that file is not there (a dry run; the program then says so itself)."""
+        path = os.path.join(self.build.builddir, 'xmp-coarray', 'xmpcConfig.cmake')
+        if os.path.exists(path):
+            for line in open(path):
+                if line.startswith('set(XMPC_BACKENDS '):
+                    return [b for b in line.split('"')[1].split(';') if b]
+        return None
 
     def gasnet_conduit(self):
         """The conduit the build fixture linked (from its CMake cache), if any."""

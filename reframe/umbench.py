@@ -28,7 +28,7 @@ SIZES = {
                'paper': ['--size', '8G', '--min', '4K', '--max', '396K', '--step', '4K', '--beyond', '4M']},
     'halo': {'quick': {'small': 5120, 'large': 10240}, 'paper': {'small': 30720, 'large': 61440}},
     'halo_iterations': {'quick': 10, 'paper': 20},
-    'arrays': {'quick': ['1G'], 'paper': ['4G', '8G']},
+    'arrays': {'quick': ['512M'], 'paper': ['4G', '8G']},
     'reps': {'quick': (20, 1), 'paper': (200, 10)},
 }
 MODE = size()  # at import: class bodies below see `size` as the ReFrame variable
