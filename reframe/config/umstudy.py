@@ -116,6 +116,18 @@ _asked = jobs.requested_system(sys.argv, os.environ) or jobs.system_by_hostname(
 if _asked in _names:
     jobs.refuse_placeholder(data.system(_asked))
 
+def _log_file():
+    """`make run`'s own log for its run; otherwise output/reframe.log, which `make run` left
+    as a link to its latest run's log: a direct ReFrame run replaces the link (and neither
+    overwrites that log nor fails on a link whose log was deleted)."""
+    if os.environ.get('UMSTUDY_RUN_LOG'):
+        return os.environ['UMSTUDY_RUN_LOG']
+    path = os.path.join(PREFIX, 'reframe.log')
+    if os.path.islink(path):
+        os.unlink(path)
+    return path
+
+
 _GENERAL = {'report_file': os.path.join(PREFIX, 'reports', 'run-report-{sessionid}.json'), 'remote_detect': False}
 _LOCAL_JOBS = [n for n in _names if all(p.get('scheduler', data.system(n)['scheduler']) == 'local'
                                         for p in data.system(n)['partitions'])]
@@ -129,7 +141,7 @@ site_configuration = {
             {'type': 'stream', 'name': 'stdout', 'level': 'info', 'format': '%(message)s'},
             # One log per run (UMSTUDY_RUN_LOG, set by `make run`), so the log a failed run
             # points to is still there after the next one.
-            {'type': 'file', 'name': os.environ.get('UMSTUDY_RUN_LOG') or os.path.join(PREFIX, 'reframe.log'),
+            {'type': 'file', 'name': _log_file(),
              'level': 'debug',
              'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s', 'append': False},
         ],

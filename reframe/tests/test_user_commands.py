@@ -120,6 +120,29 @@ def test_documented_listing_and_dry_run_commands_work(command, tmp_path):
     assert 'HimenoCpuPerf' in r.stdout
 
 
+def test_direct_reframe_run_leaves_make_runs_log_alone(tmp_path):
+    """output/reframe.log is `make run`'s link to its latest run's log: ReFrame started by
+    hand writes its own file there, keeps that run's log as it was, and starts even where
+    the linked log was deleted."""
+    (tmp_path / 'logs').mkdir()
+    kept = tmp_path / 'logs' / 'local-quick-T.log'
+    kept.write_text('the run before\n')
+    env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
+               UMSTUDY_OUTPUT=str(tmp_path), PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib'))
+    env.pop('UMSTUDY_RUN_LOG', None)
+    for target in ('logs/local-quick-T.log', 'logs/deleted.log'):
+        link = tmp_path / 'reframe.log'
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(target, link)
+        r = subprocess.run([sys.executable, '-c', RFM_MAIN, '-c', os.path.join(ROOT, 'reframe'),
+                            '--system', 'local', '-l', '-n', '^HimenoCpuPerf$'],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert not os.path.islink(link) and 'HimenoCpuPerf' in link.read_text()
+        assert kept.read_text() == 'the run before\n'
+
+
 def test_make_system_adds_a_cluster_that_needs_no_other_edit(tmp_path):
     name = f'zztest{os.getpid()}'
     folder = os.path.join(data.SYSTEMS_DIR, name)
