@@ -129,13 +129,15 @@ run: run-args setup build
 	  echo "make run: ReFrame stopped (exit $$rc) before writing a run report; see $$log" >&2; exit $$rc; fi; \
 	if [ $$rc -ne 0 ] && (cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py --failures-are-verdicts $$rf); then rc=0; fi; \
 	$(PYTHON) $(ROOT)/analysis/provenance.py --report $$rf --system $(SYSTEM) --python $(PYTHON) >/dev/null || rc=1; \
-	$(MAKE) --no-print-directory report || rc=1; \
+	$(REPORT) || rc=1; \
 	echo "run report: $$rf"; echo "report: $(OUTPUT)/report/report.html"; \
 	[ $$rc -eq 0 ] || echo "make run: failures (exit $$rc); ReFrame's log: $$log" >&2; exit $$rc
 
-report: setup-python
-	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py \
+# (Called by run as a command, not through $(MAKE): `make -n run` must not run anything.)
+REPORT = cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py \
 	  --out $(OUTPUT)/report $$(ls -tr $(OUTPUT)/reports/*.json)
+report: setup-python
+	$(REPORT)
 
 # Your own cluster in one command (README, "Running on your cluster"): run it on a compute
 # node; NAME and SCHEDULER are needed, the rest is optional (newsystem --help lists all).

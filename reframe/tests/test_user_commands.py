@@ -120,6 +120,13 @@ def test_documented_listing_and_dry_run_commands_work(command, tmp_path):
     assert 'HimenoCpuPerf' in r.stdout
 
 
+def test_make_n_run_runs_nothing(tmp_path):
+    """`make -n run` prints the commands and runs none of them (no ReFrame, no report)."""
+    r = make('-n', 'run', f'OUTPUT={tmp_path}')
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert 'reframe' in r.stdout and os.listdir(tmp_path) == []
+
+
 def test_direct_reframe_run_leaves_make_runs_log_alone(tmp_path):
     """output/reframe.log is `make run`'s link to its latest run's log: ReFrame started by
     hand writes its own file there, keeps that run's log as it was, and starts even where
