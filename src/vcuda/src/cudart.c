@@ -235,13 +235,21 @@ static pthread_mutex_t alloc_mu = PTHREAD_MUTEX_INITIALIZER;
 static allocation *allocs;
 static size_t nalloc, cap_alloc;
 
-/* A new allocation of the current device; one the table cannot hold is freed again. */
-static cudaError_t remember(uint64_t base, uint64_t size)
+/* [base, +size) is device memory of `device` (cudaMemcpyDefault's question); 0 if the
+ * table could hold it. */
+static int table_add(int device, uint64_t base, uint64_t size)
 {
     pthread_mutex_lock(&alloc_mu);
     int ok = !grow(&allocs, &cap_alloc, nalloc, sizeof *allocs);
-    if (ok) allocs[nalloc++] = (allocation){current_device, base, size};
+    if (ok) allocs[nalloc++] = (allocation){device, base, size};
     pthread_mutex_unlock(&alloc_mu);
+    return ok ? 0 : -1;
+}
+
+/* A new allocation of the current device; one the table cannot hold is freed again. */
+static cudaError_t remember(uint64_t base, uint64_t size)
+{
+    int ok = !table_add(current_device, base, size);
     if (!ok) {
         vcuda_msg r;
         call(VCUDA_OP_FREE, &base, 1, &r, "cudaFree");
@@ -2472,7 +2480,10 @@ static cudaError_t twin_push(graph *g, graph_node *n, const char *api)
     }
     free(d), free(blob);
     if (e) return record(e);
-    if (n->kind == NODE_ALLOC) n->dst = (void *)(uintptr_t)r.v[0];
+    if (n->kind == NODE_ALLOC) { /* device memory from the node's creation on, as with the driver */
+        n->dst = (void *)(uintptr_t)r.v[0];
+        if (table_add(g->twin_device, r.v[0], n->n)) return record(cudaErrorMemoryAllocation);
+    }
     if (n->kind == NODE_COND) {
         if (r.blob_len != 8u * n->nbodies) return record(cudaErrorUnknown);
         for (unsigned k = 0; k < n->nbodies; ++k) {
