@@ -2832,48 +2832,43 @@ static cudaError_t capture_memory(graph *g, void **p, void *dptr, size_t size, c
 
 /* ---- graph memory (the server's device's: its driver's own accounting) ---- */
 
-EXPORT cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+/* A request with scalars v about device (valid), on its server. */
+static cudaError_t device_call(int device, unsigned op, const uint64_t *v, unsigned nv, vcuda_msg *r, const char *api)
 {
     cudaError_t e = valid_device(device);
-    vcuda_msg r;
-    uint64_t a = (uint64_t)attr;
     if (e) return e;
-    if (!value || a > cudaGraphMemAttrReservedMemHigh) return record(cudaErrorInvalidValue);
     int saved = current_device;
     current_device = device;
-    if (!(e = call(VCUDA_OP_GRAPH_MEM_ATTR_GET, &a, 1, &r, "cudaDeviceGetGraphMemAttribute")))
-        *(unsigned long long *)value = r.v[0];
+    e = call(op, v, nv, r, api);
     current_device = saved;
+    return e;
+}
+
+EXPORT cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+    vcuda_msg r;
+    uint64_t a = (uint64_t)attr;
+    if (!value || a > cudaGraphMemAttrReservedMemHigh) return record(cudaErrorInvalidValue);
+    cudaError_t e = device_call(device, VCUDA_OP_GRAPH_MEM_ATTR_GET, &a, 1, &r, "cudaDeviceGetGraphMemAttribute");
+    if (!e) *(unsigned long long *)value = r.v[0];
     return e;
 }
 
 /* Only the high watermarks can be set, and only to 0 (a reset), as with the driver. */
 EXPORT cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
 {
-    cudaError_t e = valid_device(device);
     vcuda_msg r;
     uint64_t a = (uint64_t)attr;
-    if (e) return e;
     if (!value || (attr != cudaGraphMemAttrUsedMemHigh && attr != cudaGraphMemAttrReservedMemHigh) ||
         *(const unsigned long long *)value)
         return record(cudaErrorInvalidValue);
-    int saved = current_device;
-    current_device = device;
-    e = call(VCUDA_OP_GRAPH_MEM_ATTR_RESET, &a, 1, &r, "cudaDeviceSetGraphMemAttribute");
-    current_device = saved;
-    return e;
+    return device_call(device, VCUDA_OP_GRAPH_MEM_ATTR_RESET, &a, 1, &r, "cudaDeviceSetGraphMemAttribute");
 }
 
 EXPORT cudaError_t cudaDeviceGraphMemTrim(int device)
 {
-    cudaError_t e = valid_device(device);
     vcuda_msg r;
-    if (e) return e;
-    int saved = current_device;
-    current_device = device;
-    e = call(VCUDA_OP_GRAPH_MEM_TRIM, NULL, 0, &r, "cudaDeviceGraphMemTrim");
-    current_device = saved;
-    return e;
+    return device_call(device, VCUDA_OP_GRAPH_MEM_TRIM, NULL, 0, &r, "cudaDeviceGraphMemTrim");
 }
 
 /* The twin's node b waits for its node a too (refused there if that closes a cycle). */
