@@ -3207,7 +3207,7 @@ EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t ex, cudaGrap
     cudaError_t e = !x || x->kind != NODE_KERNEL ? cudaErrorInvalidValue
                     : kernel_node(&fresh, find_kernel(p->func), p->gridDim, p->blockDim, p->sharedMemBytes, p->kernelParams);
     if (!e) {
-        fresh.index = x->index;
+        fresh.index = x->index, fresh.tidx = x->tidx;
         e = fresh.shmem > UINT32_MAX ? cudaErrorInvalidValue
                                      : host_arg("cudaGraphExecKernelNodeSetParams", fresh.args, fresh.k->nparams, fresh.k->sizes);
         if (!e && g->exec && !g->stale) e = server_kernel_set(g, &fresh); /* (stale: instantiated anew at launch) */

@@ -16,6 +16,7 @@
  *   - an allocation node (its address known when the node is made), a kernel on it and a
  *     free node; the graph memory attributes and trim; an allocation no graph frees,
  *     freed with cudaFree; cudaMallocAsync/cudaFreeAsync in a capture;
+ *   - an exec's kernel node re-pointed (cudaGraphExecKernelNodeSetParams);
  *   - a clone, an exec update and the destruction of a body refused with the documented
  *     errors; every exec destroyed in the end (the server's log says so). */
 #define _GNU_SOURCE
@@ -115,6 +116,16 @@ int main(int argc, char **argv)
     int a2 = get_int(out_a), b2 = get_int(out_b);
     CHECK(a == 1 && b == 0 && a2 == 1 && b2 == 2);
     printf("{\"test\":\"cudart_twins_if_else\",\"mode\":\"%s\",\"if\":[%d,%d],\"else\":[%d,%d]}\n", argv[1], a, b, a2, b2);
+    /* the exec's kernel node re-pointed (its node in the twin): the condition from n2 */
+    struct { cudaGraphConditionalHandle h; char *p; } arg1b = {h1, n2};
+    void *args1b[] = {&arg1b};
+    struct cudaKernelNodeParams kp1;
+    memset(&kp1, 0, sizeof kp1);
+    kp1.func = &setcond_stub, kp1.gridDim = one, kp1.blockDim = one, kp1.kernelParams = args1b;
+    CHECK(cudaGraphExecKernelNodeSetParams(ex, kn, &kp1) == cudaSuccess);
+    put_int(n2, 2);
+    launch_sync(ex, st);
+    CHECK(get_int(out_a) == 3 && get_int(n1) == 0 && get_int(n2) == 1);
     /* refused by name, or as the runtime refuses */
     cudaGraph_t clone;
     cudaGraphExecUpdateResultInfo info;
@@ -141,8 +152,8 @@ int main(int argc, char **argv)
     put_int(n2, 3);
     launch_sync(ex, st);
     a = get_int(out_a);
-    CHECK(a == 5); /* three runs after the two above (the counter is the module's) */
-    printf("{\"test\":\"cudart_twins_while\",\"mode\":\"%s\",\"runs\":%d}\n", argv[1], a - 2);
+    CHECK(a == 6); /* three runs after the three above (the counter is the module's) */
+    printf("{\"test\":\"cudart_twins_while\",\"mode\":\"%s\",\"runs\":%d}\n", argv[1], a - 3);
     CHECK(cudaGraphExecDestroy(ex) == cudaSuccess && cudaGraphDestroy(g) == cudaSuccess);
 
     /* captured: setcond -> WHILE (added by hand into the capture's graph) -> counter(out_b) */
@@ -179,7 +190,7 @@ int main(int argc, char **argv)
     put_int(n1, 4); /* 3 after the first setcond: three loops (3 -> 2 -> 1 -> 0) */
     launch_sync(ex, st);
     b2 = get_int(out_b);
-    CHECK(b == 6 && b2 == 7);
+    CHECK(b == 7 && b2 == 8);
     CHECK(cudaGraphExecDestroy(ex) == cudaSuccess && cudaGraphDestroy(g) == cudaSuccess);
 
     /* memory nodes: alloc -> counter(p) -> free */
@@ -236,8 +247,9 @@ int main(int argc, char **argv)
 
     static char text[1 << 20];
     char *log = stop_server_read_log(s.pid, s.log, text, sizeof text);
-    /* IF, ELSE, WHILE x3, WHILE x0 (no line), WHILE x3 */
-    CHECK(count(log, "fake libcuda: 1 conditional bodies ran") == 2);
+    /* IF, ELSE, IF (re-pointed), WHILE x3, WHILE x0 (no line), WHILE x3 */
+    CHECK(count(log, "fake libcuda: 1 conditional bodies ran") == 3);
+    CHECK(count(log, "fake libcuda: exec kernel node 0 set") == 1);
     CHECK(count(log, "fake libcuda: 3 conditional bodies ran") == 2);
     CHECK(count(log, "graph exec destroyed") == 6 && count(log, "graph exec destroyed, 0 left") == 6);
     printf("%s: %s (%d failed checks)\n", argv[1], failures ? "FAIL" : "PASS", failures);
