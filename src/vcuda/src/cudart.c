@@ -2342,6 +2342,14 @@ static graph *capturing(cudaStream_t s)
 static int set_front(graph *g, graph_node *const *nodes, size_t n, int add)
 {
     size_t need = (add ? g->nfront : 0) + n + 1;
+    if (n && nodes >= g->front && nodes < g->front + g->cap_front) { /* (the set itself, from cudaStreamGetCaptureInfo) */
+        graph_node **copy = malloc(n * sizeof *copy);
+        if (!copy) return -1;
+        memcpy(copy, nodes, n * sizeof *copy);
+        int r = set_front(g, copy, n, add);
+        free(copy);
+        return r;
+    }
     if (need > g->cap_front) {
         graph_node **f = realloc(g->front, need * sizeof *f);
         if (f) g->front = f;
@@ -2358,11 +2366,11 @@ static int set_front(graph *g, graph_node *const *nodes, size_t n, int add)
 /* A new node of g after deps (or, when capturing, after the capture's dependency set). */
 static graph_node *add_node(graph *g, node_kind kind, graph_node *const *deps, size_t ndeps, int capture)
 {
+    if (capture && set_front(g, NULL, 0, 1)) return NULL; /* (room for the node itself, made first) */
     graph_node *n = calloc(1, sizeof *n);
     graph_node *const *d = capture ? g->front : deps;
     size_t nd = capture ? g->nfront : ndeps;
     if (!n || (nd && !(n->deps = malloc(nd * sizeof *n->deps)))) return free(n), NULL;
-    if (capture && set_front(g, NULL, 0, 1)) return free(n->deps), free(n), NULL; /* (room for one) */
     for (size_t i = 0; i < nd; ++i) {
         if (!d[i] || d[i]->owner != g) return free(n->deps), free(n), NULL;
         n->deps[i] = d[i];

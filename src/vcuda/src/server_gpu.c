@@ -1159,8 +1159,9 @@ static int twin_instantiate(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_
         if (x) free(x->made), free(x->kinds), free(x->ranges), free(x->modules), free(x);
         return reply_invalid(cl, r, 2, "GRAPH_TWIN_INSTANTIATE: server out of memory");
     }
-    memcpy(x->made, t->nodes, t->n * sizeof *x->made), memcpy(x->kinds, t->kinds, t->n);
-    memcpy(x->ranges, t->shape.ranges, nr * sizeof *x->ranges), memcpy(x->modules, t->shape.modules, nm * sizeof *x->modules);
+    if (t->n) memcpy(x->made, t->nodes, t->n * sizeof *x->made), memcpy(x->kinds, t->kinds, t->n);
+    if (nr) memcpy(x->ranges, t->shape.ranges, nr * sizeof *x->ranges);
+    if (nm) memcpy(x->modules, t->shape.modules, nm * sizeof *x->modules);
     x->nodes = t->n, x->nranges = (uint32_t)nr, x->nmodules = x->cap_modules = (uint32_t)nm;
     x->tw = t, ++t->refs;
     CUresult rc = g->cu.cuGraphInstantiateWithFlags(&x->exec, t->graph, q->v[1]);
