@@ -1279,7 +1279,7 @@ static void twins(const char *opts)
     n = kernel_node(setcond, &arg2, 16, 1, d0);
     CHECK(rc_twin_node(&a, body2, 1, &n) == 0);
 
-    /* bad frames: refused with the reason, the session goes on */
+    /* bad frames: refused with the reason, the connection goes on */
     n = kernel_node(counter, &buf, 8, 0, NULL);
     CHECK(rc_twin_node(&a, g, 5, &n) == 1 && a.r.v[0] == 1);       /* not the next index */
     CHECK(rc_twin_node(&a, g + 1000, 0, &n) == 1 && a.r.v[0] == 400); /* unknown graph */
