@@ -235,13 +235,21 @@ static pthread_mutex_t alloc_mu = PTHREAD_MUTEX_INITIALIZER;
 static allocation *allocs;
 static size_t nalloc, cap_alloc;
 
-/* A new allocation of the current device; one the table cannot hold is freed again. */
-static cudaError_t remember(uint64_t base, uint64_t size)
+/* [base, +size) is device memory of `device` (cudaMemcpyDefault's question); 0 if the
+ * table could hold it. */
+static int table_add(int device, uint64_t base, uint64_t size)
 {
     pthread_mutex_lock(&alloc_mu);
     int ok = !grow(&allocs, &cap_alloc, nalloc, sizeof *allocs);
-    if (ok) allocs[nalloc++] = (allocation){current_device, base, size};
+    if (ok) allocs[nalloc++] = (allocation){device, base, size};
     pthread_mutex_unlock(&alloc_mu);
+    return ok ? 0 : -1;
+}
+
+/* A new allocation of the current device; one the table cannot hold is freed again. */
+static cudaError_t remember(uint64_t base, uint64_t size)
+{
+    int ok = !table_add(current_device, base, size);
     if (!ok) {
         vcuda_msg r;
         call(VCUDA_OP_FREE, &base, 1, &r, "cudaFree");
@@ -1948,15 +1956,19 @@ static cudaError_t pool_alloc(void **p, size_t size, mem_pool *pool, cudaStream_
     return cudaSuccess;
 }
 
+static cudaError_t capture_memory(struct graph *g, void **p, void *dptr, size_t size, const char *api);
+
 EXPORT cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t s)
 {
     cudaError_t e = ready();
     if (e) return record(e);
+    if (capturing(s)) return p && size ? capture_memory(capturing(s), p, NULL, size, "cudaMallocAsync") : record(cudaErrorInvalidValue);
     return pool_alloc(p, size, default_pool(stream_device(s)), s);
 }
 
 EXPORT cudaError_t cudaMallocFromPoolAsync(void **p, size_t size, cudaMemPool_t pool, cudaStream_t s)
 {
+    if (capturing(s)) return unsupported("cudaMallocFromPoolAsync", "an allocation from a pool of the program's in a capture");
     return pool_alloc(p, size, (mem_pool *)pool, s);
 }
 
@@ -1964,6 +1976,7 @@ EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
 {
     cudaError_t e;
     if (!p) return cudaSuccess;
+    if (capturing(s)) return capture_memory(capturing(s), NULL, p, 0, "cudaFreeAsync");
     if ((e = cudaStreamSynchronize(s))) return e;
     pthread_mutex_lock(&pool_mu);
     for (size_t i = 0; i < nblocks; ++i)
@@ -2234,8 +2247,16 @@ EXPORT cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
  * the server's graph limits is replayed instead: cudaGraphLaunch issues its nodes in
  * that order into the launch stream, each executed on the server as the call it was
  * made from or run here (host nodes); only the concurrency between independent branches
- * is given up, results are the same.  VCUDA_GRAPHS=client replays every graph. */
-typedef enum { NODE_EMPTY, NODE_KERNEL, NODE_COPY, NODE_COPY3D, NODE_SET, NODE_HOST } node_kind;
+ * is given up, results are the same.  VCUDA_GRAPHS=client replays every graph.
+ *
+ * A graph that needs its identity on the server before it is instantiated -- a
+ * conditional handle (kernels take its value as an argument, and set it on the GPU), a
+ * conditional node (its body graphs), a memory allocation node (its address is fixed
+ * when the node is made), a cudaMallocAsync or cudaFreeAsync in a capture -- gets a twin
+ * there (proto.h, "graph twins"): from then on each node is sent as it is added, and
+ * instantiating it instantiates the twin; such a graph is never replayed, and cloning
+ * it or updating its exec is refused by name.  Other graphs keep the one-frame path. */
+typedef enum { NODE_EMPTY, NODE_KERNEL, NODE_COPY, NODE_COPY3D, NODE_SET, NODE_HOST, NODE_COND, NODE_ALLOC, NODE_FREE } node_kind;
 
 typedef struct graph_node {
     node_kind kind;
@@ -2258,24 +2279,41 @@ typedef struct graph_node {
     /* host */
     cudaHostFn_t fn;
     void *data;
+    /* conditional (bodies: graphs of their own, owned by the node) */
+    unsigned long long cond;
+    int cond_type;
+    unsigned nbodies;
+    struct graph **bodies;
+    /* allocation (n bytes at dst) and free (dst) */
+    uint32_t tidx; /* its index in the graph's twin */
 } graph_node;
 
 typedef struct graph {
     uint32_t magic;
     graph_node **nodes;
     size_t nnodes, cap;
-    graph_node *last;      /* capture: the node the next one depends on */
+    graph_node **front;    /* capture: the nodes the next one depends on */
+    cudaGraphEdgeData *front_edges; /* (their edge data: all default) */
+    size_t nfront, cap_front;
     cudaStream_t origin;   /* capture: the stream that began it */
+    int captured_to;       /* capture: into a graph the program made (cudaStreamBeginCaptureToGraph) */
     remote_object *joined[64]; /* capture: the other streams that joined it */
     size_t njoined;
     uint64_t exec;    /* instantiated on the server: its handle there (0: replayed here) */
     int exec_device;  /* the device (server) that holds it */
     int stale;        /* updated since instantiated: instantiated again at its next launch */
+    uint64_t twin;    /* its twin on the server (see above), 0 if none */
+    int twin_device;  /* the device (server) that holds it */
+    uint32_t tn;      /* the twin's node count */
+    int body;         /* a conditional node's body graph: goes with its node */
+    unsigned long long capture_id; /* capture: its id (cudaStreamGetCaptureInfo) */
+    int twin_exec;    /* an exec of a twin */
 } graph;
 #define GRAPH_MAGIC 0x47524150u
 #define EXEC_MAGIC 0x47455845u
 
 static pthread_mutex_t graph_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic unsigned long long capture_ids;
 
 static graph *as_graph(const void *g, uint32_t magic)
 {
@@ -2299,22 +2337,49 @@ static graph *capturing(cudaStream_t s)
     return o->capture;
 }
 
-/* A new node of g after deps (or, when capturing, after the last captured node). */
+/* The capture's dependency set becomes (add: also holds) nodes[0..n); room for at least
+ * one node is made.  -1 if out of memory. */
+static int set_front(graph *g, graph_node *const *nodes, size_t n, int add)
+{
+    size_t need = (add ? g->nfront : 0) + n + 1;
+    if (n && nodes >= g->front && nodes < g->front + g->cap_front) { /* (the set itself, from cudaStreamGetCaptureInfo) */
+        graph_node **copy = malloc(n * sizeof *copy);
+        if (!copy) return -1;
+        memcpy(copy, nodes, n * sizeof *copy);
+        int r = set_front(g, copy, n, add);
+        free(copy);
+        return r;
+    }
+    if (need > g->cap_front) {
+        graph_node **f = realloc(g->front, need * sizeof *f);
+        if (f) g->front = f;
+        cudaGraphEdgeData *e = f ? realloc(g->front_edges, need * sizeof *e) : NULL;
+        if (!e) return -1;
+        g->front_edges = e, g->cap_front = need;
+    }
+    if (!add) g->nfront = 0;
+    for (size_t i = 0; i < n; ++i) g->front[g->nfront++] = nodes[i];
+    memset(g->front_edges, 0, g->cap_front * sizeof *g->front_edges);
+    return 0;
+}
+
+/* A new node of g after deps (or, when capturing, after the capture's dependency set). */
 static graph_node *add_node(graph *g, node_kind kind, graph_node *const *deps, size_t ndeps, int capture)
 {
+    if (capture && set_front(g, NULL, 0, 1)) return NULL; /* (room for the node itself, made first) */
     graph_node *n = calloc(1, sizeof *n);
-    graph_node *const *d = capture ? (g->last ? &g->last : NULL) : deps;
-    size_t nd = capture ? (g->last != NULL) : ndeps;
+    graph_node *const *d = capture ? g->front : deps;
+    size_t nd = capture ? g->nfront : ndeps;
     if (!n || (nd && !(n->deps = malloc(nd * sizeof *n->deps)))) return free(n), NULL;
     for (size_t i = 0; i < nd; ++i) {
         if (!d[i] || d[i]->owner != g) return free(n->deps), free(n), NULL;
         n->deps[i] = d[i];
     }
-    n->ndeps = nd, n->kind = kind, n->owner = g;
+    n->ndeps = nd, n->kind = kind, n->owner = g, n->tidx = UINT32_MAX;
     if (grow(&g->nodes, &g->cap, g->nnodes, sizeof *g->nodes)) return free(n->deps), free(n), NULL;
     n->index = g->nnodes;
     g->nodes[g->nnodes++] = n;
-    if (capture) g->last = n;
+    if (capture) g->front[0] = n, g->nfront = 1;
     return n;
 }
 
@@ -2332,6 +2397,169 @@ static cudaError_t kernel_node(graph_node *n, kernel *k, dim3 grid, dim3 block, 
     return cudaSuccess;
 }
 
+/* ---- graph twins (see "graphs" above, and proto.h) ---- */
+static void free_graph(graph *g);
+static int server_node(const graph_node *n);
+static int cmp_u32(const void *a, const void *b);
+
+/* The wire form of node n's own fields (its dependencies aside), resolving a kernel on
+ * the current device. */
+static cudaError_t wire_node(const graph_node *n, vcuda_graph_node *x)
+{
+    cudaError_t e = cudaSuccess;
+    switch (n->kind) {
+    case NODE_KERNEL: {
+        uint64_t fn;
+        if ((e = resolve(n->k, &fn))) break;
+        x->kind = VCUDA_GNODE_KERNEL, x->function = fn;
+        uint32_t dims[6] = {n->grid.x, n->grid.y, n->grid.z, n->block.x, n->block.y, n->block.z};
+        memcpy(x->dim, dims, sizeof dims);
+        x->shmem = (uint32_t)n->shmem, x->params = n->args, x->params_len = 0;
+        for (uint32_t p = 0; p < n->k->nparams; ++p) x->params_len += n->k->sizes[p];
+        break;
+    }
+    case NODE_COPY: x->kind = VCUDA_GNODE_COPY, x->dst = (uintptr_t)n->dst, x->src = (uintptr_t)n->src, x->size = n->n; break;
+    case NODE_SET:
+        x->kind = VCUDA_GNODE_SET, x->dst = (uintptr_t)n->dst, x->pitch = n->pitch, x->value = (uint32_t)n->value & 0xff;
+        x->width = n->width, x->height = n->height;
+        break;
+    case NODE_COND:
+        x->kind = VCUDA_GNODE_COND, x->cond = n->cond, x->cond_type = (uint32_t)n->cond_type, x->cond_size = n->nbodies;
+        break;
+    case NODE_ALLOC: x->kind = VCUDA_GNODE_ALLOC, x->size = n->n; break;
+    case NODE_FREE: x->kind = VCUDA_GNODE_FREE, x->dst = (uintptr_t)n->dst; break;
+    default: x->kind = VCUDA_GNODE_EMPTY; break;
+    }
+    return e;
+}
+
+/* A request about g's twin, to the device that holds it; the server's reason on stderr. */
+static cudaError_t twin_call(const graph *g, vcuda_msg *m, vcuda_msg *r, const char *api)
+{
+    char why[VCUDA_WHY_LEN];
+    cudaError_t e = ready();
+    if (e) return record(e);
+    int saved = current_device;
+    current_device = g->twin_device;
+    vcuda_client_status st = vcuda_client_call(current_device, m, r, 0, why);
+    if (st == VCUDA_CLIENT_REMOTE_ERROR) fprintf(stderr, "vcuda: %s: %.*s\n", api, (int)r->str_len, (const char *)r->str);
+    e = result(st, r, api, why);
+    current_device = saved;
+    return e;
+}
+
+/* Node n (its dependencies there already) goes to g's twin: an allocation gets its
+ * address, a conditional node its body graphs (twins of their own).  graph_mu held. */
+static cudaError_t twin_push(graph *g, graph_node *n, const char *api)
+{
+    char why[VCUDA_WHY_LEN];
+    vcuda_graph_node x;
+    vcuda_msg m, r;
+    size_t len = 0;
+    int saved = current_device;
+    current_device = g->twin_device; /* (server_node and wire_node ask it) */
+    int ok = n->kind == NODE_COND || n->kind == NODE_ALLOC || n->kind == NODE_FREE || server_node(n);
+    current_device = saved;
+    if (!ok)
+        return unsupported(api, "host nodes, copies from or to host memory and 3-D copies in a graph with conditional "
+                                "or memory nodes");
+    memset(&x, 0, sizeof x);
+    uint32_t *d = malloc((n->ndeps ? n->ndeps : 1) * sizeof *d);
+    uint8_t *blob = NULL;
+    if (!d) return record(cudaErrorMemoryAllocation);
+    for (size_t k = 0; k < n->ndeps; ++k) d[x.ndeps++] = n->deps[k]->tidx;
+    qsort(d, x.ndeps, sizeof *d, cmp_u32);
+    uint32_t nd = x.ndeps;
+    x.ndeps = 0, x.deps = d;
+    for (uint32_t k = 0; k < nd; ++k)
+        if (!x.ndeps || d[k] != d[x.ndeps - 1]) d[x.ndeps++] = d[k];
+    current_device = g->twin_device;
+    cudaError_t e = nd && d[nd - 1] == UINT32_MAX ? cudaErrorInvalidValue : wire_node(n, &x);
+    current_device = saved;
+    if (!e && (vcuda_graph_encode_from(&x, g->tn, 1, NULL, 0, &len, why) || !(blob = malloc(len)) ||
+               vcuda_graph_encode_from(&x, g->tn, 1, blob, len, &len, why)))
+        e = blob ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;
+    if (!e) {
+        memset(&m, 0, sizeof m);
+        m.hdr.opcode = VCUDA_OP_GRAPH_TWIN_ADD_NODE;
+        m.v[0] = g->twin, m.v[1] = g->tn, m.nv = 2;
+        m.blob = blob, m.blob_len = (uint32_t)len;
+        e = twin_call(g, &m, &r, api);
+    }
+    free(d), free(blob);
+    if (e) return record(e);
+    if (n->kind == NODE_ALLOC) { /* device memory from the node's creation on, as with the driver */
+        n->dst = (void *)(uintptr_t)r.v[0];
+        if (table_add(g->twin_device, r.v[0], n->n)) return record(cudaErrorMemoryAllocation);
+    }
+    if (n->kind == NODE_COND) {
+        if (r.blob_len != 8u * n->nbodies) return record(cudaErrorUnknown);
+        for (unsigned k = 0; k < n->nbodies; ++k) {
+            graph *b = calloc(1, sizeof *b);
+            if (!b) return record(cudaErrorMemoryAllocation);
+            b->magic = GRAPH_MAGIC, b->body = 1, b->twin_device = g->twin_device;
+            for (int i = 0; i < 8; ++i) b->twin |= (uint64_t)r.blob[8 * k + i] << (8 * i);
+            n->bodies[k] = b;
+        }
+    }
+    n->tidx = g->tn++;
+    return cudaSuccess;
+}
+
+/* g gets a twin on the current device, holding the nodes it has (each after those it
+ * depends on); none if anything fails.  graph_mu held. */
+static cudaError_t twin_graph(graph *g, const char *api)
+{
+    vcuda_msg r;
+    g->twin_device = current_device;
+    cudaError_t e = call(VCUDA_OP_GRAPH_TWIN_CREATE, NULL, 0, &r, api);
+    uint8_t *done = calloc(g->nnodes ? g->nnodes : 1, 1);
+    if (!e && !done) e = record(cudaErrorMemoryAllocation);
+    if (e) return free(done), e;
+    g->twin = r.v[0], g->tn = 0;
+    for (size_t pushed = 0; !e && pushed < g->nnodes;) {
+        size_t before = pushed;
+        for (size_t i = 0; i < g->nnodes && !e; ++i) {
+            int ready_ = !done[i];
+            for (size_t k = 0; ready_ && k < g->nodes[i]->ndeps; ++k) ready_ = done[g->nodes[i]->deps[k]->index];
+            if (ready_) e = twin_push(g, g->nodes[i], api), done[i] = 1, ++pushed;
+        }
+        if (!e && pushed == before) e = record(cudaErrorInvalidValue); /* a cycle */
+    }
+    free(done);
+    if (e) {
+        call(VCUDA_OP_GRAPH_TWIN_DESTROY, &g->twin, 1, &r, api);
+        g->twin = 0;
+        for (size_t i = 0; i < g->nnodes; ++i) g->nodes[i]->tidx = UINT32_MAX;
+    }
+    return e;
+}
+
+/* After node n was added to g: to the twin, if g has one or n needs it.  graph_mu held. */
+static cudaError_t node_added(graph *g, graph_node *n, const char *api)
+{
+    if (g->twin) return twin_push(g, n, api);
+    if (n->kind == NODE_COND || n->kind == NODE_ALLOC || n->kind == NODE_FREE) return twin_graph(g, api);
+    return cudaSuccess;
+}
+
+/* The last node added to g goes again (it could not be added); a capture's dependency
+ * set is what it was before.  graph_mu held. */
+static void drop_node(graph *g, graph_node *n, int capture)
+{
+    if (capture) set_front(g, n->deps, n->ndeps, 0);
+    --g->nnodes;
+    free(n->deps), free(n->args), free(n->bodies), free(n);
+}
+
+/* A node made by a capture: kept unless the twin refused it (then the error). */
+static cudaError_t captured(graph *g, graph_node *n, cudaError_t e, const char *api)
+{
+    cudaError_t t = node_added(g, n, api);
+    if (t) drop_node(g, n, 1);
+    return t ? t : e;
+}
+
 static int capture_kernel(cudaStream_t s, void *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaError_t *e)
 {
     graph *g = capturing(s);
@@ -2340,6 +2568,7 @@ static int capture_kernel(cudaStream_t s, void *k, dim3 grid, dim3 block, void *
     graph_node *n = add_node(g, NODE_KERNEL, NULL, 0, 1);
     *e = n ? kernel_node(n, k, grid, block, shmem, args) : record(cudaErrorMemoryAllocation);
     if (n && *e) n->kind = NODE_EMPTY; /* keeps the order; the error is the capture's */
+    if (n) *e = captured(g, n, *e, "cudaLaunchKernel");
     pthread_mutex_unlock(&graph_mu);
     return 1;
 }
@@ -2351,7 +2580,7 @@ static int capture_copy(cudaStream_t s, void *dst, const void *src, size_t n, en
     pthread_mutex_lock(&graph_mu);
     graph_node *x = add_node(g, NODE_COPY, NULL, 0, 1);
     if (x) x->dst = dst, x->src = src, x->n = n, x->copy_kind = kind;
-    *e = x ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    *e = x ? captured(g, x, cudaSuccess, "cudaMemcpyAsync") : record(cudaErrorMemoryAllocation);
     pthread_mutex_unlock(&graph_mu);
     return 1;
 }
@@ -2363,7 +2592,7 @@ static int capture_set(cudaStream_t s, void *p, size_t pitch, int value, size_t 
     pthread_mutex_lock(&graph_mu);
     graph_node *x = add_node(g, NODE_SET, NULL, 0, 1);
     if (x) x->dst = p, x->pitch = pitch, x->value = value, x->width = width, x->height = height;
-    *e = x ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    *e = x ? captured(g, x, cudaSuccess, "cudaMemsetAsync") : record(cudaErrorMemoryAllocation);
     pthread_mutex_unlock(&graph_mu);
     return 1;
 }
@@ -2375,7 +2604,7 @@ static int capture_host(cudaStream_t s, cudaHostFn_t fn, void *data, cudaError_t
     pthread_mutex_lock(&graph_mu);
     graph_node *x = add_node(g, NODE_HOST, NULL, 0, 1);
     if (x) x->fn = fn, x->data = data;
-    *e = x ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    *e = x ? captured(g, x, cudaSuccess, "cudaLaunchHostFunc") : record(cudaErrorMemoryAllocation);
     pthread_mutex_unlock(&graph_mu);
     return 1;
 }
@@ -2392,8 +2621,15 @@ EXPORT cudaError_t cudaGraphCreate(cudaGraph_t *out, unsigned flags)
 
 static void free_graph(graph *g)
 {
-    for (size_t i = 0; i < g->nnodes; ++i) free(g->nodes[i]->deps), free(g->nodes[i]->args), free(g->nodes[i]);
-    free(g->nodes);
+    for (size_t i = 0; i < g->nnodes; ++i) {
+        graph_node *n = g->nodes[i];
+        if (g->magic == GRAPH_MAGIC) /* (an exec's copies share the graph's bodies) */
+            for (unsigned k = 0; n->bodies && k < n->nbodies; ++k)
+                if (n->bodies[k]) free_graph(n->bodies[k]);
+        if (g->magic == GRAPH_MAGIC) free(n->bodies);
+        free(n->deps), free(n->args), free(n);
+    }
+    free(g->nodes), free(g->front), free(g->front_edges);
     g->magic = 0;
     free(g);
 }
@@ -2409,10 +2645,25 @@ static cudaError_t destroy_graph(void *p, uint32_t magic)
     return cudaSuccess;
 }
 
-EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t gr) { return destroy_graph(gr, GRAPH_MAGIC); }
+/* A graph with a twin: the twin goes first (the server keeps it while execs of it live). */
+EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t gr)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC);
+    vcuda_msg r;
+    if (!g || g->body) return record(cudaErrorInvalidValue); /* (a body goes with its node) */
+    if (g->twin) {
+        int saved = current_device;
+        current_device = g->twin_device;
+        call(VCUDA_OP_GRAPH_TWIN_DESTROY, &g->twin, 1, &r, "cudaGraphDestroy");
+        current_device = saved;
+    }
+    return destroy_graph(gr, GRAPH_MAGIC);
+}
 
 /* Node creation for the cudaGraphAdd* calls: checks, adds, fills (fill may fail). */
-#define ADD_NODE(kind_, fill)                                                                  \
+#define ADD_NODE(kind_, fill) ADD_NODE_THEN(kind_, fill, (void)0)
+/* ... and once it is made (and in the graph's twin, if it has one): then. */
+#define ADD_NODE_THEN(kind_, fill, then)                                                       \
     do {                                                                                       \
         graph *g = as_graph(gr, GRAPH_MAGIC);                                                  \
         cudaError_t e_ = cudaSuccess;                                                          \
@@ -2422,8 +2673,9 @@ EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t gr) { return destroy_graph(gr, G
         if (!n) e_ = cudaErrorInvalidValue;                                                    \
         else {                                                                                 \
             fill;                                                                              \
-            if (e_) --g->nnodes, free(n->deps), free(n);                                       \
-            else *out = (cudaGraphNode_t)n;                                                    \
+            if (!e_) e_ = node_added(g, n, __func__);                                          \
+            if (e_) drop_node(g, n, 0);                                                        \
+            else *out = (cudaGraphNode_t)n, then;                                              \
         }                                                                                      \
         pthread_mutex_unlock(&graph_mu);                                                       \
         return e_ ? record(e_) : cudaSuccess;                                                  \
@@ -2475,6 +2727,168 @@ EXPORT cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *out, cudaGraph_t gr, co
     ADD_NODE(NODE_HOST, (n->fn = p->fn, n->data = p->userData));
 }
 
+/* ---- conditional and memory nodes (their graph gets a twin: see "graphs") ---- */
+
+EXPORT cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *out, cudaGraph_t gr, unsigned dflt,
+                                                    unsigned flags)
+{
+    graph *g = as_graph(gr, GRAPH_MAGIC);
+    vcuda_msg m, r;
+    if (!out || !g) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    cudaError_t e = g->twin ? cudaSuccess : twin_graph(g, "cudaGraphConditionalHandleCreate");
+    if (!e) {
+        memset(&m, 0, sizeof m);
+        m.hdr.opcode = VCUDA_OP_GRAPH_COND_CREATE;
+        m.v[0] = g->twin, m.v[1] = dflt, m.v[2] = flags, m.nv = 3;
+        if (!(e = twin_call(g, &m, &r, "cudaGraphConditionalHandleCreate"))) *out = r.v[0];
+    }
+    pthread_mutex_unlock(&graph_mu);
+    return e;
+}
+
+/* A conditional node; its body graphs (p->phGraph_out) are the node's, filled by the
+ * program with nodes or a capture. */
+static cudaError_t add_conditional(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps, size_t ndeps,
+                                   struct cudaConditionalNodeParams *p)
+{
+    if (!p || p->size < 1 || p->size > VCUDA_MAX_COND_BODIES) return record(cudaErrorInvalidValue);
+    ADD_NODE(NODE_COND, (n->cond = p->handle, n->cond_type = (int)p->type, n->nbodies = p->size,
+                         e_ = (n->bodies = calloc(p->size, sizeof *n->bodies)) ? cudaSuccess : cudaErrorMemoryAllocation,
+                         p->phGraph_out = (cudaGraph_t *)n->bodies));
+}
+
+/* Allocation properties vcuda takes: pinned memory of the current device, no IPC, no
+ * peer access (the address is the server's device's). */
+static cudaError_t alloc_props(const struct cudaMemPoolProps *pp, size_t naccess, size_t size, const char *api)
+{
+    if (pp->allocType != cudaMemAllocationTypePinned || pp->location.type != cudaMemLocationTypeDevice ||
+        pp->handleTypes != cudaMemHandleTypeNone || !size)
+        return record(cudaErrorInvalidValue);
+    if (pp->location.id != current_device) return unsupported(api, "an allocation node for another device than the current one");
+    if (naccess) return unsupported(api, "peer access descriptors of a graph allocation");
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps,
+                                            size_t ndeps, struct cudaMemAllocNodeParams *p)
+{
+    cudaError_t e = p ? alloc_props(&p->poolProps, p->accessDescCount, p->bytesize, "cudaGraphAddMemAllocNode")
+                      : record(cudaErrorInvalidValue);
+    if (e) return e;
+    ADD_NODE_THEN(NODE_ALLOC, (n->n = p->bytesize), p->dptr = n->dst);
+}
+
+EXPORT cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps,
+                                           size_t ndeps, void *dptr)
+{
+    if (!dptr) return record(cudaErrorInvalidValue);
+    ADD_NODE(NODE_FREE, (n->dst = dptr));
+}
+
+/* cudaGraphAddNode: each type as its own cudaGraphAdd*Node call would make it. */
+EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *out, cudaGraph_t gr, const cudaGraphNode_t *deps,
+                                    const cudaGraphEdgeData *edges, size_t ndeps, struct cudaGraphNodeParams *p)
+{
+    (void)edges; /* edge data (programmatic ports) only tunes overlap, as in cudaGraphAddDependencies */
+    if (!p) return record(cudaErrorInvalidValue);
+    switch (p->type) {
+    case cudaGraphNodeTypeKernel: {
+        struct cudaKernelNodeParams k = {.func = p->kernel.func, .gridDim = p->kernel.gridDim, .blockDim = p->kernel.blockDim,
+                                         .sharedMemBytes = p->kernel.sharedMemBytes, .kernelParams = p->kernel.kernelParams,
+                                         .extra = p->kernel.extra};
+        return cudaGraphAddKernelNode(out, gr, deps, ndeps, &k);
+    }
+    case cudaGraphNodeTypeMemcpy:
+        if (p->memcpy.flags) return record(cudaErrorInvalidValue);
+        return cudaGraphAddMemcpyNode(out, gr, deps, ndeps, &p->memcpy.copyParams);
+    case cudaGraphNodeTypeMemset: {
+        struct cudaMemsetParams m = {.dst = p->memset.dst, .pitch = p->memset.pitch, .value = p->memset.value,
+                                     .elementSize = p->memset.elementSize, .width = p->memset.width, .height = p->memset.height};
+        return cudaGraphAddMemsetNode(out, gr, deps, ndeps, &m);
+    }
+    case cudaGraphNodeTypeHost: {
+        struct cudaHostNodeParams h = {.fn = p->host.fn, .userData = p->host.userData};
+        return cudaGraphAddHostNode(out, gr, deps, ndeps, &h);
+    }
+    case cudaGraphNodeTypeEmpty: return cudaGraphAddEmptyNode(out, gr, deps, ndeps);
+    case cudaGraphNodeTypeMemAlloc: {
+        struct cudaMemAllocNodeParams a = {.poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
+                                           .accessDescCount = p->alloc.accessDescCount, .bytesize = p->alloc.bytesize};
+        cudaError_t e = cudaGraphAddMemAllocNode(out, gr, deps, ndeps, &a);
+        if (!e) p->alloc.dptr = a.dptr;
+        return e;
+    }
+    case cudaGraphNodeTypeMemFree: return cudaGraphAddMemFreeNode(out, gr, deps, ndeps, p->free.dptr);
+    case cudaGraphNodeTypeConditional: return add_conditional(out, gr, deps, ndeps, &p->conditional);
+    default: return unsupported("cudaGraphAddNode", "child graph, event and external semaphore nodes");
+    }
+}
+
+/* cudaMallocAsync and cudaFreeAsync in a capture: an allocation node (the address is
+ * known at once, as with the driver) and a free node. */
+static cudaError_t capture_memory(graph *g, void **p, void *dptr, size_t size, const char *api)
+{
+    pthread_mutex_lock(&graph_mu);
+    graph_node *n = add_node(g, p ? NODE_ALLOC : NODE_FREE, NULL, 0, 1);
+    cudaError_t e = n ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    if (n) n->n = size, n->dst = dptr, e = captured(g, n, cudaSuccess, api);
+    if (!e && p) *p = n->dst;
+    pthread_mutex_unlock(&graph_mu);
+    return e;
+}
+
+/* ---- graph memory (the server's device's: its driver's own accounting) ---- */
+
+/* A request with scalars v about device (valid), on its server. */
+static cudaError_t device_call(int device, unsigned op, const uint64_t *v, unsigned nv, vcuda_msg *r, const char *api)
+{
+    cudaError_t e = valid_device(device);
+    if (e) return e;
+    int saved = current_device;
+    current_device = device;
+    e = call(op, v, nv, r, api);
+    current_device = saved;
+    return e;
+}
+
+EXPORT cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+    vcuda_msg r;
+    uint64_t a = (uint64_t)attr;
+    if (!value || a > cudaGraphMemAttrReservedMemHigh) return record(cudaErrorInvalidValue);
+    cudaError_t e = device_call(device, VCUDA_OP_GRAPH_MEM_ATTR_GET, &a, 1, &r, "cudaDeviceGetGraphMemAttribute");
+    if (!e) *(unsigned long long *)value = r.v[0];
+    return e;
+}
+
+/* Only the high watermarks can be set, and only to 0 (a reset), as with the driver. */
+EXPORT cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+    vcuda_msg r;
+    uint64_t a = (uint64_t)attr;
+    if (!value || (attr != cudaGraphMemAttrUsedMemHigh && attr != cudaGraphMemAttrReservedMemHigh) ||
+        *(const unsigned long long *)value)
+        return record(cudaErrorInvalidValue);
+    return device_call(device, VCUDA_OP_GRAPH_MEM_ATTR_RESET, &a, 1, &r, "cudaDeviceSetGraphMemAttribute");
+}
+
+EXPORT cudaError_t cudaDeviceGraphMemTrim(int device)
+{
+    vcuda_msg r;
+    return device_call(device, VCUDA_OP_GRAPH_MEM_TRIM, NULL, 0, &r, "cudaDeviceGraphMemTrim");
+}
+
+/* The twin's node b waits for its node a too (refused there if that closes a cycle). */
+static cudaError_t twin_edge(graph *g, const graph_node *a, const graph_node *b)
+{
+    vcuda_msg m, r;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_GRAPH_TWIN_ADD_EDGE;
+    m.v[0] = g->twin, m.v[1] = a->tidx, m.v[2] = b->tidx, m.nv = 3;
+    return twin_call(g, &m, &r, "cudaGraphAddDependencies");
+}
+
 EXPORT cudaError_t cudaGraphAddDependencies(cudaGraph_t gr, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
                                             const cudaGraphEdgeData *edge, size_t count)
 {
@@ -2488,6 +2902,7 @@ EXPORT cudaError_t cudaGraphAddDependencies(cudaGraph_t gr, const cudaGraphNode_
         graph_node **q;
         if (!a || !b || a->owner != g || b->owner != g) e = cudaErrorInvalidValue;
         else if (!(q = realloc(b->deps, (b->ndeps + 1) * sizeof *q))) e = cudaErrorMemoryAllocation;
+        else if (g->twin && (e = twin_edge(g, a, b))) b->deps = q;
         else b->deps = q, b->deps[b->ndeps++] = a;
     }
     pthread_mutex_unlock(&graph_mu);
@@ -2526,8 +2941,11 @@ EXPORT cudaError_t cudaGraphGetRootNodes(cudaGraph_t gr, cudaGraphNode_t *nodes,
 
 EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *type)
 {
-    static const enum cudaGraphNodeType types[] = {cudaGraphNodeTypeEmpty, cudaGraphNodeTypeKernel, cudaGraphNodeTypeMemcpy,
-                                                   cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeMemset, cudaGraphNodeTypeHost};
+    static const enum cudaGraphNodeType types[] = {cudaGraphNodeTypeEmpty,    cudaGraphNodeTypeKernel,
+                                                   cudaGraphNodeTypeMemcpy,   cudaGraphNodeTypeMemcpy,
+                                                   cudaGraphNodeTypeMemset,   cudaGraphNodeTypeHost,
+                                                   cudaGraphNodeTypeConditional, cudaGraphNodeTypeMemAlloc,
+                                                   cudaGraphNodeTypeMemFree};
     if (!node || !type) return record(cudaErrorInvalidValue);
     *type = types[((graph_node *)node)->kind];
     return cudaSuccess;
@@ -2596,6 +3014,7 @@ EXPORT cudaError_t cudaGraphClone(cudaGraph_t *out, cudaGraph_t gr)
 {
     graph *g = as_graph(gr, GRAPH_MAGIC), *c = NULL;
     if (!out || !g) return record(cudaErrorInvalidValue);
+    if (g->twin || g->body) return unsupported("cudaGraphClone", "a graph with conditional or memory nodes (or a body of one)");
     cudaError_t e = copy_graph_locked(g, GRAPH_MAGIC, 0, &c);
     if (!e) *out = (cudaGraph_t)c;
     return e;
@@ -2650,26 +3069,7 @@ static cudaError_t server_instantiate(graph *c)
         for (uint32_t k = 0; k < nd; ++k)
             if (!x->ndeps || d[k] != d[x->ndeps - 1]) d[x->ndeps++] = d[k];
         d += x->ndeps;
-        switch (n->kind) {
-        case NODE_KERNEL: {
-            uint64_t fn;
-            if ((e = resolve(n->k, &fn))) break;
-            x->kind = VCUDA_GNODE_KERNEL, x->function = fn;
-            uint32_t dims[6] = {n->grid.x, n->grid.y, n->grid.z, n->block.x, n->block.y, n->block.z};
-            memcpy(x->dim, dims, sizeof dims);
-            x->shmem = (uint32_t)n->shmem, x->params = n->args;
-            for (uint32_t p = 0; p < n->k->nparams; ++p) x->params_len += n->k->sizes[p];
-            break;
-        }
-        case NODE_COPY:
-            x->kind = VCUDA_GNODE_COPY, x->dst = (uintptr_t)n->dst, x->src = (uintptr_t)n->src, x->size = n->n;
-            break;
-        case NODE_SET:
-            x->kind = VCUDA_GNODE_SET, x->dst = (uintptr_t)n->dst, x->pitch = n->pitch, x->value = (uint32_t)n->value & 0xff;
-            x->width = n->width, x->height = n->height;
-            break;
-        default: x->kind = VCUDA_GNODE_EMPTY; break;
-        }
+        e = wire_node(n, x);
     }
     uint32_t count = (uint32_t)c->nnodes;
     /* beyond the codec's limits (argument bytes, sizes): replayed, as it always could be */
@@ -2722,14 +3122,29 @@ static cudaError_t reinstantiate(graph *g)
     return e;
 }
 
+/* The exec c of a graph with a twin is an instance of the twin itself. */
+static cudaError_t twin_instantiate(graph *g, graph *c, unsigned long long flags)
+{
+    vcuda_msg m, r;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_GRAPH_TWIN_INSTANTIATE;
+    m.v[0] = g->twin, m.v[1] = flags, m.nv = 2;
+    cudaError_t e = twin_call(g, &m, &r, "cudaGraphInstantiate");
+    if (!e) c->exec = r.v[0], c->exec_device = g->twin_device, c->twin_exec = 1;
+    return e;
+}
+
 EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t gr, unsigned long long flags)
 {
     graph *g = as_graph(gr, GRAPH_MAGIC), *c = NULL;
     if (!out || !g) return record(cudaErrorInvalidValue);
     if (flags & ~(unsigned long long)(cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority))
         return unsupported("cudaGraphInstantiate", "device launch and upload flags");
+    if (g->body) return record(cudaErrorInvalidValue);
     cudaError_t e = copy_graph_locked(g, EXEC_MAGIC, 1, &c);
-    if (!e && ((e = graph_host_args(c, "cudaGraphInstantiate")) || (e = server_instantiate(c)))) destroy_graph(c, EXEC_MAGIC);
+    if (!e && ((e = graph_host_args(c, "cudaGraphInstantiate")) ||
+               (e = g->twin ? twin_instantiate(g, c, flags) : server_instantiate(c))))
+        destroy_graph(c, EXEC_MAGIC);
     if (!e) *out = (cudaGraphExec_t)c;
     return e;
 }
@@ -2767,7 +3182,7 @@ static cudaError_t server_kernel_set(graph *g, const graph_node *n)
     if (!e) {
         memset(&m, 0, sizeof m);
         m.hdr.opcode = VCUDA_OP_GRAPH_EXEC_KERNEL_SET;
-        uint64_t v[] = {g->exec, n->index, fn, n->grid.x, n->grid.y, n->grid.z, n->block.x, n->block.y, n->block.z, n->shmem};
+        uint64_t v[] = {g->exec, g->twin_exec ? n->tidx : n->index, fn, n->grid.x, n->grid.y, n->grid.z, n->block.x, n->block.y, n->block.z, n->shmem};
         memcpy(m.v, v, sizeof v);
         m.nv = 10;
         m.nsizes = n->k->nparams;
@@ -2800,7 +3215,7 @@ EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t ex, cudaGrap
     cudaError_t e = !x || x->kind != NODE_KERNEL ? cudaErrorInvalidValue
                     : kernel_node(&fresh, find_kernel(p->func), p->gridDim, p->blockDim, p->sharedMemBytes, p->kernelParams);
     if (!e) {
-        fresh.index = x->index;
+        fresh.index = x->index, fresh.tidx = x->tidx;
         e = fresh.shmem > UINT32_MAX ? cudaErrorInvalidValue
                                      : host_arg("cudaGraphExecKernelNodeSetParams", fresh.args, fresh.k->nparams, fresh.k->sizes);
         if (!e && g->exec && !g->stale) e = server_kernel_set(g, &fresh); /* (stale: instantiated anew at launch) */
@@ -2822,6 +3237,8 @@ EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t ex, cudaGraph_t gr, cudaG
     graph *g = as_graph(ex, EXEC_MAGIC), *src = as_graph(gr, GRAPH_MAGIC), *c = NULL;
     if (info) memset(info, 0, sizeof *info);
     if (!g || !src) return record(cudaErrorInvalidValue);
+    if (g->twin_exec || src->twin || src->body)
+        return unsupported("cudaGraphExecUpdate", "graphs with conditional or memory nodes");
     cudaError_t e = copy_graph_locked(src, EXEC_MAGIC, 1, &c);
     if (e) return e;
     enum cudaGraphExecUpdateResult why = cudaGraphExecUpdateSuccess;
@@ -2872,6 +3289,8 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
     void *argv[VCUDA_MAX_PARAMS];
     if (!g) return record(cudaErrorInvalidValue);
     if (capturing(s)) return unsupported("cudaGraphLaunch", "a graph launched into a capturing stream (child graphs)");
+    if (g->twin_exec && g->exec_device != stream_device(s))
+        return unsupported("cudaGraphLaunch", "a graph with conditional or memory nodes on a stream of another device");
     if (g->stale) { /* (once, whichever thread launches it first) */
         pthread_mutex_lock(&graph_mu);
         if (g->stale) e = reinstantiate(g);
@@ -2910,6 +3329,9 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
         case NODE_COPY3D: e = copy_3d(&n->p3, s, "cudaGraphLaunch"); break;
         case NODE_SET: e = set_2d(n->dst, n->pitch, n->value, n->width, n->height, s); break;
         case NODE_HOST: e = cudaLaunchHostFunc(s, n->fn, n->data); break;
+        case NODE_COND:
+        case NODE_ALLOC:
+        case NODE_FREE: e = record(cudaErrorInvalidValue); break; /* (only in a twin's exec: never replayed) */
         }
     }
     return e;
@@ -2927,24 +3349,86 @@ EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCapture
     if (e) return e;
     o->capture = (graph *)gr;
     o->capture->origin = s;
+    o->capture->capture_id = atomic_fetch_add(&capture_ids, 1) + 1;
     return cudaSuccess;
+}
+
+/* Capture into a graph the program made (a conditional node's body, say), after deps. */
+EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t gr, const cudaGraphNode_t *deps,
+                                                 const cudaGraphEdgeData *edges, size_t ndeps, enum cudaStreamCaptureMode mode)
+{
+    remote_object *o = (remote_object *)s;
+    graph *g = as_graph(gr, GRAPH_MAGIC);
+    (void)mode, (void)edges; /* (see cudaStreamBeginCapture; edge data only tunes overlap) */
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return record(cudaErrorStreamCaptureUnsupported);
+    if (o->magic != STREAM_MAGIC) return record(cudaErrorInvalidResourceHandle);
+    if (!g || (ndeps && !deps)) return record(cudaErrorInvalidValue);
+    if (o->capture || g->origin) return record(cudaErrorIllegalState);
+    pthread_mutex_lock(&graph_mu);
+    cudaError_t e = cudaSuccess;
+    for (size_t i = 0; i < ndeps && !e; ++i)
+        if (!deps[i] || ((graph_node *)deps[i])->owner != g) e = cudaErrorInvalidValue;
+    if (!e && set_front(g, (graph_node *const *)deps, ndeps, 0)) e = cudaErrorMemoryAllocation;
+    if (!e) {
+        g->origin = s, g->captured_to = 1, g->capture_id = atomic_fetch_add(&capture_ids, 1) + 1;
+        o->capture = g;
+    }
+    pthread_mutex_unlock(&graph_mu);
+    return e ? record(e) : cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+                                            cudaGraph_t *graph_out, const cudaGraphNode_t **deps,
+                                            const cudaGraphEdgeData **edges, size_t *ndeps)
+{
+    graph *g = capturing(s);
+    if (!status) return record(cudaErrorInvalidValue);
+    *status = g ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    if (!g) return cudaSuccess;
+    pthread_mutex_lock(&graph_mu);
+    if (id) *id = g->capture_id;
+    if (graph_out) *graph_out = (cudaGraph_t)g;
+    if (deps) *deps = (const cudaGraphNode_t *)g->front;
+    if (edges) *edges = g->front_edges;
+    if (ndeps) *ndeps = g->nfront;
+    pthread_mutex_unlock(&graph_mu);
+    return cudaSuccess;
+}
+
+/* The nodes the capture's next node waits for: these (cudaStreamSetCaptureDependencies)
+ * or these too (cudaStreamAddCaptureDependencies). */
+EXPORT cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t *nodes, const cudaGraphEdgeData *edges,
+                                                       size_t n, unsigned flags)
+{
+    graph *g = capturing(s);
+    cudaError_t e = cudaSuccess;
+    (void)edges;
+    if (!g) return record(cudaErrorIllegalState);
+    if ((n && !nodes) || flags > cudaStreamSetCaptureDependencies) return record(cudaErrorInvalidValue);
+    pthread_mutex_lock(&graph_mu);
+    for (size_t i = 0; i < n && !e; ++i)
+        if (!nodes[i] || ((graph_node *)nodes[i])->owner != g) e = cudaErrorInvalidValue;
+    if (!e && set_front(g, (graph_node *const *)nodes, n, flags == cudaStreamAddCaptureDependencies))
+        e = cudaErrorMemoryAllocation;
+    pthread_mutex_unlock(&graph_mu);
+    return e ? record(e) : cudaSuccess;
 }
 
 EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *out)
 {
     remote_object *o = (remote_object *)s;
     graph *g = capturing(s);
-    if (!out) return record(cudaErrorInvalidValue);
-    if (!g) return record(cudaErrorIllegalState);
+    if (!g) return record(out ? cudaErrorIllegalState : cudaErrorInvalidValue);
+    if (!out && !g->captured_to) return record(cudaErrorInvalidValue);
     if (g->origin != s) return record(cudaErrorStreamCaptureUnmatched);
     o->capture = NULL;
     /* the streams that joined leave with it */
     pthread_mutex_lock(&graph_mu);
     for (size_t i = 0; i < g->njoined; ++i)
         if (g->joined[i]->magic == STREAM_MAGIC && g->joined[i]->capture == g) g->joined[i]->capture = NULL;
-    g->last = NULL, g->origin = NULL, g->njoined = 0;
+    g->nfront = 0, g->origin = NULL, g->njoined = 0, g->captured_to = 0;
     pthread_mutex_unlock(&graph_mu);
-    *out = (cudaGraph_t)g;
+    if (out) *out = (cudaGraph_t)g;
     return cudaSuccess;
 }
 

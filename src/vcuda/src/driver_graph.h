@@ -40,6 +40,44 @@ typedef struct {
     size_t width, height, depth;
 } memcpy3d_params;
 
+/* cuGraphAddNode_v2's CUgraphNodeParams (CUDA 12.3 and later: 256 bytes, the node's
+ * parameters at offset 16) as the server uses it: for conditional nodes, whose
+ * CUDA_CONDITIONAL_NODE_PARAMS gets the driver's own array of body graphs back. */
+#define VCUDA_CU_GRAPH_NODE_TYPE_CONDITIONAL 13
+typedef struct {
+    int type; /* CUgraphNodeType */
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        struct {
+            unsigned long long handle; /* CUgraphConditionalHandle */
+            int type;                  /* CUgraphConditionalNodeType */
+            unsigned size;
+            void **bodies; /* out: CUgraph *phGraph_out, valid while the node is */
+            void *ctx;     /* CUcontext */
+        } conditional;
+    } u;
+    long long reserved2;
+} graph_node_params;
+
+/* cuGraphAddMemAllocNode's CUDA_MEM_ALLOC_NODE_PARAMS (CUmemPoolProps: 88 bytes). */
+#define VCUDA_CU_MEM_ALLOCATION_TYPE_PINNED 1
+#define VCUDA_CU_MEM_LOCATION_TYPE_DEVICE 1
+typedef struct {
+    struct {
+        int alloc_type, handle_types;
+        int location_type, location_id;
+        void *win32_security;
+        size_t max_size;
+        unsigned short usage;
+        unsigned char reserved[54];
+    } pool;
+    const void *access_descs;
+    size_t access_desc_count;
+    size_t bytesize;
+    unsigned long long dptr; /* out */
+} mem_alloc_node_params;
+
 /* cuLaunchKernelEx's CUlaunchConfig and CUlaunchAttribute (CUDA 11.8 and later): an
  * attribute is its id, padding to 8 bytes, and a 64-byte value union. */
 enum {

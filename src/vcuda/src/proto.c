@@ -418,7 +418,8 @@ static vcuda_status graph_field(graph_cursor *c, uint64_t *v, int w, uint32_t no
     return VCUDA_OK;
 }
 
-static vcuda_status graph_node_walk(graph_cursor *c, vcuda_graph_node *x, uint32_t i, uint32_t *param_total, char *why)
+static vcuda_status graph_node_walk(graph_cursor *c, vcuda_graph_node *x, uint32_t i, int twin, uint32_t *param_total,
+                                    char *why)
 {
     vcuda_status s;
     uint64_t v;
@@ -429,7 +430,8 @@ static vcuda_status graph_node_walk(graph_cursor *c, vcuda_graph_node *x, uint32
         (lvalue) = (__typeof__(lvalue))v;                                                  \
         if (bad) return fail(why, VCUDA_E_BAD_VALUE, __VA_ARGS__);                         \
     } while (0)
-    FIELD(x->kind, 4, x->kind >= VCUDA_GNODE_KINDS, "graph node %u: kind %u unknown", i, x->kind);
+    FIELD(x->kind, 4, x->kind >= (twin ? VCUDA_GNODE_KINDS : VCUDA_GNODE_COND),
+          "graph node %u: kind %u unknown%s", i, x->kind, twin || x->kind >= VCUDA_GNODE_KINDS ? "" : " outside a twin");
     FIELD(x->ndeps, 4, x->ndeps > i, "graph node %u: %u dependencies, %u nodes before it", i, x->ndeps, i);
     if (c->r) x->deps = NULL, x->deps_le = c->r + c->at;
     for (uint32_t k = 0, prev = 0; k < x->ndeps; ++k) {
@@ -469,24 +471,40 @@ static vcuda_status graph_node_walk(graph_cursor *c, vcuda_graph_node *x, uint32
         FIELD(x->width, 8, x->width > VCUDA_MAX_SIZE, "graph node %u: width out of range", i);
         FIELD(x->height, 8, x->height > VCUDA_MAX_SIZE, "graph node %u: height out of range", i);
         break;
+    case VCUDA_GNODE_COND:
+        FIELD(x->cond, 8, 0, "graph node %u", i);
+        FIELD(x->cond_type, 4, x->cond_type > VCUDA_COND_SWITCH, "graph node %u: conditional type %u unknown", i,
+              x->cond_type);
+        FIELD(x->cond_size, 4,
+              x->cond_size < 1 || x->cond_size > (x->cond_type == VCUDA_COND_IF ? 2u : x->cond_type == VCUDA_COND_WHILE ? 1u
+                                                                                  : VCUDA_MAX_COND_BODIES),
+              "graph node %u: %u bodies for conditional type %u", i, x->cond_size, x->cond_type);
+        break;
+    case VCUDA_GNODE_ALLOC:
+        FIELD(x->size, 8, x->size < 1 || x->size > VCUDA_MAX_SIZE, "graph node %u: allocation of %llu bytes", i,
+              (unsigned long long)x->size);
+        break;
+    case VCUDA_GNODE_FREE: FIELD(x->dst, 8, 0, "graph node %u", i); break;
     default: break;
     }
 #undef FIELD
     return VCUDA_OK;
 }
 
-static vcuda_status graph_walk(graph_cursor *c, const vcuda_graph_node *in, vcuda_graph_node *out, uint32_t count,
-                               char *why)
+/* first: the index of the first node (0 but in a twin's node, which may be of any kind) */
+static vcuda_status graph_walk(graph_cursor *c, const vcuda_graph_node *in, vcuda_graph_node *out, uint32_t first,
+                               int twin, uint32_t count, char *why)
 {
     uint32_t param_total = 0;
     vcuda_status s;
-    if (count < 1 || count > VCUDA_MAX_GRAPH_NODES)
-        return fail(why, VCUDA_E_BAD_COUNT, "graph of %u nodes outside [1,%u]", count, VCUDA_MAX_GRAPH_NODES);
+    if (count < 1 || count > VCUDA_MAX_GRAPH_NODES || first > VCUDA_MAX_GRAPH_NODES - count)
+        return fail(why, VCUDA_E_BAD_COUNT, "graph of %u nodes from %u outside [1,%u]", count, first,
+                    VCUDA_MAX_GRAPH_NODES);
     for (uint32_t i = 0; i < count; ++i) {
         vcuda_graph_node x;
         if (in) x = in[i];
         else memset(&x, 0, sizeof x);
-        if ((s = graph_node_walk(c, &x, i, &param_total, why))) return s;
+        if ((s = graph_node_walk(c, &x, first + i, twin, &param_total, why))) return s;
         if (out) out[i] = x;
     }
     if (c->r && c->at != c->len)
@@ -494,22 +512,46 @@ static vcuda_status graph_walk(graph_cursor *c, const vcuda_graph_node *in, vcud
     return VCUDA_OK;
 }
 
-vcuda_status vcuda_graph_decode(const uint8_t *p, size_t len, uint32_t count, vcuda_graph_node *out, char *why)
+static vcuda_status graph_decode(const uint8_t *p, size_t len, uint32_t first, int twin, uint32_t count,
+                                 vcuda_graph_node *out, char *why)
 {
     graph_cursor c = {NULL, p, len, 0};
-    return graph_walk(&c, NULL, out, count, why);
+    return graph_walk(&c, NULL, out, first, twin, count, why);
+}
+
+static vcuda_status graph_encode(const vcuda_graph_node *n, uint32_t first, int twin, uint32_t count, uint8_t *buf,
+                                 size_t cap, size_t *len, char *why)
+{
+    graph_cursor c = {NULL, NULL, SIZE_MAX, 0};
+    vcuda_status s = graph_walk(&c, n, NULL, first, twin, count, why);
+    *len = c.at;
+    if (s || !buf) return s;
+    if (cap < c.at) return fail(why, VCUDA_E_NO_SPACE, "graph needs %zu bytes, buffer has %zu", c.at, cap);
+    c = (graph_cursor){buf, NULL, cap, 0};
+    return graph_walk(&c, n, NULL, first, twin, count, why);
+}
+
+vcuda_status vcuda_graph_decode(const uint8_t *p, size_t len, uint32_t count, vcuda_graph_node *out, char *why)
+{
+    return graph_decode(p, len, 0, 0, count, out, why);
 }
 
 vcuda_status vcuda_graph_encode(const vcuda_graph_node *n, uint32_t count, uint8_t *buf, size_t cap, size_t *len,
                                 char *why)
 {
-    graph_cursor c = {NULL, NULL, SIZE_MAX, 0};
-    vcuda_status s = graph_walk(&c, n, NULL, count, why);
-    *len = c.at;
-    if (s || !buf) return s;
-    if (cap < c.at) return fail(why, VCUDA_E_NO_SPACE, "graph needs %zu bytes, buffer has %zu", c.at, cap);
-    c = (graph_cursor){buf, NULL, cap, 0};
-    return graph_walk(&c, n, NULL, count, why);
+    return graph_encode(n, 0, 0, count, buf, cap, len, why);
+}
+
+vcuda_status vcuda_graph_decode_from(const uint8_t *p, size_t len, uint32_t first, uint32_t count,
+                                     vcuda_graph_node *out, char *why)
+{
+    return graph_decode(p, len, first, 1, count, out, why);
+}
+
+vcuda_status vcuda_graph_encode_from(const vcuda_graph_node *n, uint32_t first, uint32_t count, uint8_t *buf,
+                                     size_t cap, size_t *len, char *why)
+{
+    return graph_encode(n, first, 1, count, buf, cap, len, why);
 }
 
 /* ---- authentication -------------------------------------------------------------- */

@@ -107,7 +107,19 @@ typedef void *CUgraph, *CUgraphNode, *CUgraphExec;
     X(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *, CUgraph, unsigned long long))   \
     X(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))                                      \
     X(cuGraphExecDestroy, CUresult, (CUgraphExec))                                           \
-    X(cuGraphExecKernelNodeSetParams_v2, CUresult, (CUgraphExec, CUgraphNode, const kernel_node_params *))
+    X(cuGraphExecKernelNodeSetParams_v2, CUresult, (CUgraphExec, CUgraphNode, const kernel_node_params *))  \
+    X(cuGraphAddNode_v2, CUresult,                                                           \
+      (CUgraphNode *, CUgraph, const CUgraphNode *, const void *, size_t, graph_node_params *)) \
+    X(cuGraphConditionalHandleCreate, CUresult,                                              \
+      (unsigned long long *, CUgraph, CUcontext, unsigned, unsigned))                        \
+    X(cuGraphAddMemAllocNode, CUresult,                                                      \
+      (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, mem_alloc_node_params *))        \
+    X(cuGraphAddMemFreeNode, CUresult, (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr)) \
+    X(cuGraphAddDependencies_v2, CUresult,                                                   \
+      (CUgraph, const CUgraphNode *, const CUgraphNode *, const void *, size_t))             \
+    X(cuDeviceGetGraphMemAttribute, CUresult, (int, int, void *))                            \
+    X(cuDeviceSetGraphMemAttribute, CUresult, (int, int, void *))                            \
+    X(cuDeviceGraphMemTrim, CUresult, (int))
 
 /* CUDA arrays, texture and surface objects (see "arrays" below). */
 #define ARRAY_FUNCTIONS(X)                                                                   \
@@ -144,7 +156,7 @@ static vcuda_gpu_limits limits = VCUDA_GPU_LIMITS_DEFAULT;
 #define PARAM_ALIGN 16
 #define MSG_LEN 320 /* error texts sent back (driver messages are short) */
 
-typedef enum { H_STREAM = 1, H_EVENT, H_MODULE, H_FUNCTION, H_GRAPH_EXEC, H_ARRAY, H_TEXTURE, H_SURFACE } handle_kind;
+typedef enum { H_STREAM = 1, H_EVENT, H_MODULE, H_FUNCTION, H_GRAPH_EXEC, H_ARRAY, H_TEXTURE, H_SURFACE, H_GRAPH } handle_kind;
 #define MAX_CLIENT_GRAPH_NODES (64u * VCUDA_MAX_GRAPH_NODES) /* in all of a client's graph execs */
 
 typedef struct {
@@ -165,6 +177,7 @@ typedef struct {
     CUdeviceptr base;
     uint64_t size;
     CUmodule owner; /* a looked-up __device__ variable: the module it goes with (else NULL) */
+    int graph;      /* made by a graph's allocation node (see "graph twins") */
 } allocation;
 
 /* One stream of a client's device output, and which stream goes where on the client. */
@@ -647,6 +660,7 @@ typedef struct {
 
 /* The graph and its nodes are kept with the exec: GRAPH_EXEC_KERNEL_SET names a node
  * by its index, and the driver by the graph's node. */
+typedef struct twin twin;
 typedef struct {
     CUgraphExec exec;
     CUgraph graph;
@@ -655,13 +669,21 @@ typedef struct {
     uint32_t nodes, nranges, nmodules, cap_modules;
     mem_range *ranges;
     CUmodule *modules;
+    twin *tw; /* instantiated from a twin (which then holds graph and made), else NULL */
 } graph_exec;
+
+static void twin_unref(vcuda_gpu *g, client *cl, twin *t, int alive);
+static void twin_launched(twin *t);
+static int alloc_refused(client *cl, vcuda_msg *r, const char *api, uint64_t bytes);
 
 static void graph_exec_free(vcuda_gpu *g, client *cl, graph_exec *x, int alive)
 {
     if (alive && x->exec) g->cu.cuGraphExecDestroy(x->exec);
-    if (alive && x->graph) g->cu.cuGraphDestroy(x->graph);
-    cl->graph_nodes -= x->nodes;
+    if (x->tw) twin_unref(g, cl, x->tw, alive); /* (its nodes count with the twin) */
+    else {
+        if (alive && x->graph) g->cu.cuGraphDestroy(x->graph);
+        cl->graph_nodes -= x->nodes;
+    }
     free(x->made), free(x->kinds);
     free(x->ranges);
     free(x->modules);
@@ -698,37 +720,37 @@ static void graph_execs_drop(vcuda_gpu *g, client *cl, CUmodule m, int alive)
 }
 
 /* Checks one decoded node against the client's tables; records what launches recheck. */
-static int graph_node_check(client *cl, const vcuda_graph_node *n, uint32_t i, graph_exec *x, vcuda_msg *r)
+static int graph_node_check(client *cl, const vcuda_graph_node *n, uint32_t i, graph_exec *x, vcuda_msg *r, const char *what)
 {
     switch (n->kind) {
     case VCUDA_GNODE_KERNEL: {
         handle *h = find_handle(cl, n->function, H_FUNCTION);
-        if (!h) return reply_invalid(cl, r, 98, "GRAPH_INSTANTIATE: node %u: unknown function handle", i), -1;
+        if (!h) return reply_invalid(cl, r, 98, "%s: node %u: unknown function handle", what, i), -1;
         const function_info *fi = h->obj;
         uint32_t total = 0;
         for (uint32_t k = 0; k < fi->n; ++k) total += fi->sizes[k];
         if (n->params_len != total)
-            return reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: node %u: %u argument bytes, the kernel takes %u", i,
+            return reply_invalid(cl, r, 1, "%s: node %u: %u argument bytes, the kernel takes %u", what, i,
                                  n->params_len, total), -1;
         x->kinds[i] = VCUDA_GNODE_KERNEL;
-        return graph_exec_uses(x, fi->owner) ? reply_invalid(cl, r, 2, "GRAPH_INSTANTIATE: server out of memory"), -1 : 0;
+        return graph_exec_uses(x, fi->owner) ? reply_invalid(cl, r, 2, "%s: server out of memory", what), -1 : 0;
     }
     case VCUDA_GNODE_COPY:
         if (!n->size) return 0;
         if (!find_range(cl, n->dst, n->size) || !find_range(cl, n->src, n->size))
-            return reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: node %u: a copied range is not inside an allocation of "
-                                 "this client", i), -1;
+            return reply_invalid(cl, r, 1, "%s: node %u: a copied range is not inside an allocation of "
+                                 "this client", what, i), -1;
         x->ranges[x->nranges++] = (mem_range){n->dst, n->size};
         x->ranges[x->nranges++] = (mem_range){n->src, n->size};
         return 0;
     case VCUDA_GNODE_SET: {
         if (!n->width || !n->height) return 0;
         if (n->width > n->pitch || n->height - 1 > VCUDA_MAX_SIZE / n->pitch)
-            return reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: node %u: width over pitch", i), -1;
+            return reply_invalid(cl, r, 1, "%s: node %u: width over pitch", what, i), -1;
         uint64_t span = (n->height - 1) * n->pitch + n->width;
         if (!find_range(cl, n->dst, span))
-            return reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: node %u: the set rows are not inside an allocation of "
-                                 "this client", i), -1;
+            return reply_invalid(cl, r, 1, "%s: node %u: the set rows are not inside an allocation of "
+                                 "this client", what, i), -1;
         x->ranges[x->nranges++] = (mem_range){n->dst, span};
         return 0;
     }
@@ -784,7 +806,7 @@ static int graph_instantiate(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda
         refused = reply_invalid(cl, r, 2, "GRAPH_INSTANTIATE: server out of memory") + 1;
     else if (vcuda_graph_decode(q->blob, q->blob_len, count, nodes, bad))
         refused = reply_invalid(cl, r, 1, "GRAPH_INSTANTIATE: %s", bad) + 1;
-    for (uint32_t i = 0; i < count && !refused; ++i) refused = graph_node_check(cl, &nodes[i], i, x, r) != 0;
+    for (uint32_t i = 0; i < count && !refused; ++i) refused = graph_node_check(cl, &nodes[i], i, x, r, "GRAPH_INSTANTIATE") != 0;
     if (!refused && !(rc = g->cu.cuGraphCreate(&graph, 0)))
         for (uint32_t i = 0; i < count && !rc; ++i) {
             for (uint32_t k = 0; k < nodes[i].ndeps; ++k) deps[k] = made[vcuda_graph_dep(&nodes[i], k)];
@@ -843,7 +865,384 @@ static int graph_launch(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg 
         if (!find_range(cl, x->ranges[i].p, x->ranges[i].n))
             return reply_invalid(cl, r, 1, "GRAPH_LAUNCH: memory the graph copies or sets was freed since it was "
                                  "instantiated");
-    return (rc = g->cu.cuGraphLaunch(x->exec, s)) ? reply_cu(g, cl, r, "GRAPH_LAUNCH", rc) : 0;
+    if ((rc = g->cu.cuGraphLaunch(x->exec, s))) return reply_cu(g, cl, r, "GRAPH_LAUNCH", rc);
+    if (x->tw) twin_launched(x->tw);
+    return 0;
+}
+
+/* ---- graph twins (proto.h, "graph twins") ------------------------------------------ *
+ * A twin is a CUgraph of the client's context built node by node as the client adds
+ * them, so that what the driver decides when a node is made -- a conditional handle's
+ * value (kernels take it as an argument), an allocation's address, the body graphs of a
+ * conditional node -- is the driver's own.  A top twin is held by the client's handle
+ * and by each exec made from it (GRAPH_EXEC_KERNEL_SET names the twin's nodes); the
+ * bodies of its conditional nodes are twins too, addressed by handles of their own but
+ * owned by their node: they go with the top twin.  Nodes are checked as in
+ * GRAPH_INSTANTIATE; what launches recheck (ranges) and the modules whose unloading
+ * ends the twin are kept on the top twin (`shape`), and copied into its execs.
+ *
+ * Graph allocations are entries of the client's allocation table (so copies, sets and
+ * FREE take them, and they count against its quota) from the node's creation on.  When
+ * the top twin goes, the addresses its FREE nodes freed (if it was ever launched) and
+ * those its ALLOC nodes never made real (if it never was) leave the table: the driver
+ * may give those addresses to another graph, perhaps another client's.  An allocation
+ * no graph of it freed stays the client's until FREE, as with the driver. */
+#define MAX_TWIN_EDGES (16u * VCUDA_MAX_GRAPH_NODES)
+
+struct twin {
+    CUgraph graph;
+    twin *root; /* the top twin (itself for one) */
+    CUgraphNode *nodes;
+    uint8_t *kinds;
+    uint32_t n, cap_nodes, cap_kinds;
+    uint32_t *edges; /* pairs (from, to): every dependency, for the cycle check */
+    uint32_t nedges, cap_edges;
+    /* top twin only */
+    uint32_t refs;      /* its handle (until GRAPH_TWIN_DESTROY) and each exec */
+    uint32_t nodes_all; /* its nodes and its bodies' (counted in cl->graph_nodes) */
+    int launched, dead; /* dead: a module its kernels are in was unloaded */
+    twin **bodies;      /* every body twin, nested ones too */
+    uint64_t *conds, *allocs, *frees; /* its conditional handles; addresses of ALLOC / FREE nodes */
+    uint32_t nbodies, cap_bodies, nconds, cap_conds, nallocs, cap_allocs, nfrees, cap_frees, cap_ranges;
+    graph_exec shape; /* ranges and modules (see above) */
+};
+
+static void twin_launched(twin *t) { t->root->launched = 1; }
+
+/* Appends v to a growing u64 list (-1: out of room). */
+static int push_u64(uint64_t **a, uint32_t *n, uint32_t *cap, uint64_t v, uint32_t max)
+{
+    if (grow((void **)a, cap, *n + 1, sizeof **a, max)) return -1;
+    (*a)[(*n)++] = v;
+    return 0;
+}
+
+static twin *twin_new(client *cl, CUgraph graph, twin *root, uint64_t *id)
+{
+    twin *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->graph = graph;
+    t->root = root ? root : t;
+    if (root && grow((void **)&root->bodies, &root->cap_bodies, root->nbodies + 1, sizeof *root->bodies, MAX_HANDLES))
+        return free(t), NULL;
+    if (!(*id = add_handle(cl, H_GRAPH, t))) return free(t), NULL;
+    if (root) root->bodies[root->nbodies++] = t;
+    else t->refs = 1;
+    return t;
+}
+
+static void twin_free_one(twin *t)
+{
+    free(t->nodes), free(t->kinds), free(t->edges);
+    free(t->bodies), free(t->conds), free(t->allocs), free(t->frees);
+    free(t->shape.ranges), free(t->shape.modules);
+    free(t);
+}
+
+/* A graph allocation's entry leaves the client's table (no driver call). */
+static void forget_graph_alloc(client *cl, uint64_t p)
+{
+    for (uint32_t i = 0; i < cl->nalloc; ++i)
+        if (cl->allocs[i].graph && cl->allocs[i].base == p) {
+            cl->mem_bytes -= cl->allocs[i].size;
+            cl->allocs[i] = cl->allocs[--cl->nalloc];
+            return;
+        }
+}
+
+/* One reference to top twin t goes; with the last, the twin and its bodies. */
+static void twin_unref(vcuda_gpu *g, client *cl, twin *t, int alive)
+{
+    if (--t->refs) return;
+    for (uint32_t i = 0; i < t->nfrees && t->launched; ++i) forget_graph_alloc(cl, t->frees[i]);
+    for (uint32_t i = 0; i < t->nallocs && !t->launched; ++i) forget_graph_alloc(cl, t->allocs[i]);
+    if (alive) g->cu.cuGraphDestroy(t->graph); /* and the body graphs, its nodes' */
+    cl->graph_nodes -= t->nodes_all;
+    for (uint32_t i = 0; i < t->nbodies; ++i) twin_free_one(t->bodies[i]);
+    twin_free_one(t);
+}
+
+/* GRAPH_TWIN_DESTROY: the client's handles to t and its bodies go, then its reference. */
+static void twin_destroy(vcuda_gpu *g, client *cl, twin *t)
+{
+    for (uint32_t i = cl->nhandle; i-- > 0;) {
+        handle *h = &cl->handles[i];
+        if (h->kind == H_GRAPH && ((twin *)h->obj)->root == t) remove_handle(cl, h);
+    }
+    twin_unref(g, cl, t, 1);
+}
+
+/* The client's twins, when it goes (after its execs). */
+static void twins_drop(vcuda_gpu *g, client *cl, int alive)
+{
+    for (uint32_t i = cl->nhandle; i-- > 0;) {
+        handle *h = &cl->handles[i];
+        if (h->kind == H_GRAPH && ((twin *)h->obj)->root == h->obj) {
+            twin *t = h->obj;
+            for (uint32_t k = cl->nhandle; k-- > 0;) /* (its bodies' handles, then its own) */
+                if (cl->handles[k].kind == H_GRAPH && ((twin *)cl->handles[k].obj)->root == t) cl->handles[k].kind = 0;
+            twin_unref(g, cl, t, alive);
+            i = cl->nhandle; /* restart: entries were marked */
+        }
+    }
+}
+
+/* Whether `to` already waits for `from`, through the twin's dependencies: adding the
+ * edge to -> from (from waits for to) would close a cycle. */
+static int twin_reaches(const twin *t, uint32_t from, uint32_t to, uint8_t *seen, uint32_t *stack)
+{
+    uint32_t top = 0;
+    memset(seen, 0, t->n);
+    stack[top++] = from, seen[from] = 1;
+    while (top) {
+        uint32_t v = stack[--top];
+        if (v == to) return 1;
+        for (uint32_t e = 0; e < t->nedges; ++e)
+            if (t->edges[2 * e + 1] == v && !seen[t->edges[2 * e]]) seen[t->edges[2 * e]] = 1, stack[top++] = t->edges[2 * e];
+    }
+    return 0;
+}
+
+static int twin_edge(twin *t, uint32_t from, uint32_t to)
+{
+    if (grow((void **)&t->edges, &t->cap_edges, 2 * (t->nedges + 1), sizeof *t->edges, 2 * MAX_TWIN_EDGES)) return -1;
+    t->edges[2 * t->nedges] = from, t->edges[2 * t->nedges + 1] = to, ++t->nedges;
+    return 0;
+}
+
+static twin *twin_of(client *cl, uint64_t id)
+{
+    handle *h = find_handle(cl, id, H_GRAPH);
+    return h ? h->obj : NULL;
+}
+
+/* GRAPH_TWIN_ADD_NODE: node `index` of the twin, checked, made by the driver. */
+static int twin_add_node(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
+{
+    static _Thread_local uint8_t bodies[8 * VCUDA_MAX_COND_BODIES];
+    static _Thread_local CUgraphNode deps[VCUDA_MAX_GRAPH_NODES];
+    const char *what = "GRAPH_TWIN_ADD_NODE";
+    twin *t = twin_of(cl, q->v[0]);
+    uint32_t index = (uint32_t)q->v[1];
+    vcuda_graph_node n;
+    char bad[VCUDA_WHY_LEN];
+    CUcontext cx = cl->own ? cl->own : g->ctx;
+    CUgraphNode made = NULL;
+    CUresult rc = 0;
+    if (!t) return reply_invalid(cl, r, 400, "%s: unknown graph", what);
+    twin *root = t->root;
+    if (root->dead) return reply_invalid(cl, r, 400, "%s: a module the graph's kernels are in was unloaded", what);
+    if (q->v[1] != t->n) return reply_invalid(cl, r, 1, "%s: node %llu, the graph has %u", what, (unsigned long long)q->v[1], t->n);
+    if (cl->graph_nodes >= MAX_CLIENT_GRAPH_NODES)
+        return reply_invalid(cl, r, 2, "%s: this client's graphs would exceed %u nodes", what, MAX_CLIENT_GRAPH_NODES);
+    if (vcuda_graph_decode_from(q->blob, q->blob_len, index, 1, &n, bad)) return reply_invalid(cl, r, 1, "%s: %s", what, bad);
+    if (grow((void **)&t->nodes, &t->cap_nodes, t->n + 1, sizeof *t->nodes, VCUDA_MAX_GRAPH_NODES) ||
+        grow((void **)&t->kinds, &t->cap_kinds, t->n + 1, 1, VCUDA_MAX_GRAPH_NODES) ||
+        grow((void **)&root->shape.ranges, &root->cap_ranges, root->shape.nranges + 2, sizeof(mem_range),
+             2 * MAX_CLIENT_GRAPH_NODES) ||
+        t->nedges + n.ndeps > MAX_TWIN_EDGES)
+        return reply_invalid(cl, r, 2, "%s: server out of memory or the graph's edge limit (%u)", what, MAX_TWIN_EDGES);
+    for (uint32_t k = 0; k < n.ndeps; ++k) deps[k] = t->nodes[vcuda_graph_dep(&n, k)];
+    r->v[0] = 0, r->nv = 1, r->blob = bodies, r->blob_len = 0;
+    switch (n.kind) {
+    case VCUDA_GNODE_COND: {
+        uint32_t k = 0;
+        while (k < root->nconds && root->conds[k] != n.cond) ++k;
+        if (k == root->nconds) return reply_invalid(cl, r, 400, "%s: unknown conditional handle", what);
+        if (grow((void **)&cl->handles, &cl->cap_handle, cl->nhandle + n.cond_size, sizeof(handle), MAX_HANDLES))
+            return reply_invalid(cl, r, 2, "%s: handle limit reached", what);
+        graph_node_params p;
+        memset(&p, 0, sizeof p);
+        p.type = VCUDA_CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        p.u.conditional.handle = n.cond, p.u.conditional.type = (int)n.cond_type, p.u.conditional.size = n.cond_size;
+        p.u.conditional.ctx = cx;
+        if ((rc = g->cu.cuGraphAddNode_v2(&made, t->graph, deps, NULL, n.ndeps, &p))) break;
+        for (k = 0; k < n.cond_size; ++k) {
+            uint64_t id = 0;
+            if (!p.u.conditional.bodies || !twin_new(cl, p.u.conditional.bodies[k], root, &id))
+                return reply_invalid(cl, r, 2, "%s: server out of memory", what); /* (the node stays, unusable) */
+            for (int b = 0; b < 8; ++b) bodies[8 * k + b] = (uint8_t)(id >> (8 * b));
+        }
+        r->blob_len = 8 * n.cond_size;
+        break;
+    }
+    case VCUDA_GNODE_ALLOC: {
+        size_t total = 0;
+        if (!g->cu.cuDeviceTotalMem_v2(&total, g->dev) && n.size > total)
+            return reply_invalid(cl, r, 2, "%s: an allocation of %llu bytes on a device of %zu", what,
+                                 (unsigned long long)n.size, total);
+        if (alloc_refused(cl, r, what, n.size)) return 0;
+        if (grow((void **)&root->allocs, &root->cap_allocs, root->nallocs + 1, sizeof(uint64_t), MAX_ALLOCS))
+            return reply_invalid(cl, r, 2, "%s: server out of memory", what);
+        mem_alloc_node_params p;
+        memset(&p, 0, sizeof p);
+        p.pool.alloc_type = VCUDA_CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.pool.location_type = VCUDA_CU_MEM_LOCATION_TYPE_DEVICE, p.pool.location_id = g->dev;
+        p.bytesize = n.size;
+        if ((rc = g->cu.cuGraphAddMemAllocNode(&made, t->graph, deps, n.ndeps, &p))) break;
+        cl->allocs[cl->nalloc++] = (allocation){p.dptr, n.size, NULL, 1};
+        cl->mem_bytes += n.size;
+        root->allocs[root->nallocs++] = p.dptr;
+        r->v[0] = p.dptr;
+        break;
+    }
+    case VCUDA_GNODE_FREE: {
+        allocation *a = in_table(cl->allocs, cl->nalloc, n.dst, 0);
+        if (!a || !a->graph || a->base != n.dst)
+            return reply_invalid(cl, r, 1, "%s: 0x%llx is not a graph allocation of this client", what,
+                                 (unsigned long long)n.dst);
+        if (push_u64(&root->frees, &root->nfrees, &root->cap_frees, n.dst, MAX_ALLOCS))
+            return reply_invalid(cl, r, 2, "%s: server out of memory", what);
+        if ((rc = g->cu.cuGraphAddMemFreeNode(&made, t->graph, deps, n.ndeps, n.dst))) --root->nfrees;
+        break;
+    }
+    default: {
+        uint8_t *saved = root->shape.kinds;
+        root->shape.kinds = t->kinds;
+        int refused = graph_node_check(cl, &n, index, &root->shape, r, what);
+        root->shape.kinds = saved;
+        if (refused) return 0;
+        rc = graph_node_add(g, cl, t->graph, &n, &made, deps);
+    }
+    }
+    if (rc) return reply_cu(g, cl, r, what, rc);
+    for (uint32_t k = 0; k < n.ndeps; ++k) twin_edge(t, vcuda_graph_dep(&n, k), index); /* (room checked) */
+    t->nodes[t->n] = made, t->kinds[t->n++] = (uint8_t)n.kind;
+    ++root->nodes_all, ++cl->graph_nodes;
+    return 0;
+}
+
+/* GRAPH_TWIN_ADD_EDGE: `to` waits for `from` too. */
+static int twin_add_edge(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
+{
+    static _Thread_local uint8_t seen[VCUDA_MAX_GRAPH_NODES];
+    static _Thread_local uint32_t stack[VCUDA_MAX_GRAPH_NODES];
+    twin *t = twin_of(cl, q->v[0]);
+    uint64_t from = q->v[1], to = q->v[2];
+    CUresult rc;
+    if (!t) return reply_invalid(cl, r, 400, "GRAPH_TWIN_ADD_EDGE: unknown graph");
+    if (from >= t->n || to >= t->n || from == to)
+        return reply_invalid(cl, r, 1, "GRAPH_TWIN_ADD_EDGE: nodes %llu -> %llu of a graph of %u", (unsigned long long)from,
+                             (unsigned long long)to, t->n);
+    for (uint32_t e = 0; e < t->nedges; ++e)
+        if (t->edges[2 * e] == from && t->edges[2 * e + 1] == to)
+            return reply_invalid(cl, r, 1, "GRAPH_TWIN_ADD_EDGE: the dependency exists");
+    if (twin_reaches(t, (uint32_t)from, (uint32_t)to, seen, stack))
+        return reply_invalid(cl, r, 1, "GRAPH_TWIN_ADD_EDGE: node %llu already waits for node %llu: a cycle",
+                             (unsigned long long)from, (unsigned long long)to);
+    if (t->nedges >= MAX_TWIN_EDGES || twin_edge(t, (uint32_t)from, (uint32_t)to))
+        return reply_invalid(cl, r, 2, "GRAPH_TWIN_ADD_EDGE: the graph's edge limit (%u)", MAX_TWIN_EDGES);
+    if ((rc = g->cu.cuGraphAddDependencies_v2(t->graph, &t->nodes[from], &t->nodes[to], NULL, 1))) {
+        --t->nedges;
+        return reply_cu(g, cl, r, "GRAPH_TWIN_ADD_EDGE", rc);
+    }
+    return 0;
+}
+
+/* GRAPH_TWIN_INSTANTIATE: an exec of the top twin itself. */
+static int twin_instantiate(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
+{
+    twin *t = twin_of(cl, q->v[0]);
+    const uint64_t known = 1 /* auto free on launch */ | 8 /* use node priority */;
+    if (!t) return reply_invalid(cl, r, 400, "GRAPH_TWIN_INSTANTIATE: unknown graph");
+    if (t->root != t) return reply_invalid(cl, r, 1, "GRAPH_TWIN_INSTANTIATE: a conditional node's body graph");
+    if (t->dead) return reply_invalid(cl, r, 400, "GRAPH_TWIN_INSTANTIATE: a module the graph's kernels are in was unloaded");
+    if (q->v[1] & ~known)
+        return reply_invalid(cl, r, 1, "GRAPH_TWIN_INSTANTIATE: flags 0x%llx", (unsigned long long)q->v[1]);
+    graph_exec *x = calloc(1, sizeof *x);
+    size_t nr = t->shape.nranges, nm = t->shape.nmodules;
+    if (x) {
+        x->made = malloc((t->n ? t->n : 1) * sizeof *x->made), x->kinds = malloc(t->n ? t->n : 1);
+        x->ranges = malloc((nr ? nr : 1) * sizeof *x->ranges), x->modules = malloc((nm ? nm : 1) * sizeof *x->modules);
+    }
+    if (!x || !x->made || !x->kinds || !x->ranges || !x->modules) {
+        if (x) free(x->made), free(x->kinds), free(x->ranges), free(x->modules), free(x);
+        return reply_invalid(cl, r, 2, "GRAPH_TWIN_INSTANTIATE: server out of memory");
+    }
+    if (t->n) memcpy(x->made, t->nodes, t->n * sizeof *x->made), memcpy(x->kinds, t->kinds, t->n);
+    if (nr) memcpy(x->ranges, t->shape.ranges, nr * sizeof *x->ranges);
+    if (nm) memcpy(x->modules, t->shape.modules, nm * sizeof *x->modules);
+    x->nodes = t->n, x->nranges = (uint32_t)nr, x->nmodules = x->cap_modules = (uint32_t)nm;
+    x->tw = t, ++t->refs;
+    CUresult rc = g->cu.cuGraphInstantiateWithFlags(&x->exec, t->graph, q->v[1]);
+    uint64_t id = rc ? 0 : add_handle(cl, H_GRAPH_EXEC, x);
+    if (!id) {
+        if (rc) reply_cu(g, cl, r, "GRAPH_TWIN_INSTANTIATE", rc);
+        else reply_invalid(cl, r, 2, "GRAPH_TWIN_INSTANTIATE: handle limit reached");
+        graph_exec_free(g, cl, x, 1);
+        return 0;
+    }
+    r->v[0] = id, r->nv = 1;
+    return 0;
+}
+
+/* Module m is unloaded: the client's twins with kernels in it cannot be instantiated or
+ * grown any more (their execs went with graph_execs_drop). */
+static void twins_module_gone(client *cl, CUmodule m)
+{
+    for (uint32_t i = 0; i < cl->nhandle; ++i)
+        if (cl->handles[i].kind == H_GRAPH) {
+            twin *t = ((twin *)cl->handles[i].obj)->root;
+            for (uint32_t k = 0; k < t->shape.nmodules; ++k) t->dead |= t->shape.modules[k] == m;
+        }
+}
+
+/* The twin and graph-memory requests (wire codes 80..). */
+static int twin_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
+{
+    const char *op = vcuda_opcode_name(q->hdr.opcode);
+    CUcontext cx = cl->own ? cl->own : g->ctx;
+    CUresult rc = 0;
+    twin *t;
+    switch (q->hdr.opcode) {
+    case VCUDA_OP_GRAPH_TWIN_CREATE: {
+        CUgraph graph;
+        uint64_t id = 0;
+        if (cl->nhandle >= MAX_HANDLES) return reply_invalid(cl, r, 2, "%s: handle limit reached", op);
+        if ((rc = g->cu.cuGraphCreate(&graph, 0))) return reply_cu(g, cl, r, op, rc);
+        if (!twin_new(cl, graph, NULL, &id)) {
+            g->cu.cuGraphDestroy(graph);
+            return reply_invalid(cl, r, 2, "%s: server out of memory", op);
+        }
+        r->v[0] = id, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_GRAPH_TWIN_DESTROY:
+        if (!(t = twin_of(cl, q->v[0]))) return reply_invalid(cl, r, 400, "%s: unknown graph", op);
+        if (t->root != t) return reply_invalid(cl, r, 1, "%s: a conditional node's body graph goes with its node", op);
+        twin_destroy(g, cl, t);
+        return 0;
+    case VCUDA_OP_GRAPH_TWIN_ADD_NODE: return twin_add_node(g, cl, q, r);
+    case VCUDA_OP_GRAPH_TWIN_ADD_EDGE: return twin_add_edge(g, cl, q, r);
+    case VCUDA_OP_GRAPH_TWIN_INSTANTIATE: return twin_instantiate(g, cl, q, r);
+    case VCUDA_OP_GRAPH_COND_CREATE: {
+        unsigned long long v;
+        if (!(t = twin_of(cl, q->v[0]))) return reply_invalid(cl, r, 400, "%s: unknown graph", op);
+        if (q->v[2] > 1) return reply_invalid(cl, r, 1, "%s: flags 0x%llx", op, (unsigned long long)q->v[2]);
+        if (grow((void **)&t->root->conds, &t->root->cap_conds, t->root->nconds + 1, sizeof(uint64_t), MAX_HANDLES))
+            return reply_invalid(cl, r, 2, "%s: conditional handle limit reached", op);
+        if ((rc = g->cu.cuGraphConditionalHandleCreate(&v, t->graph, cx, (unsigned)q->v[1], (unsigned)q->v[2])))
+            return reply_cu(g, cl, r, op, rc);
+        t->root->conds[t->root->nconds++] = v;
+        r->v[0] = v, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_GRAPH_MEM_ATTR_GET: {
+        unsigned long long v = 0;
+        if (q->v[0] > 3) return reply_invalid(cl, r, 1, "%s: attribute %llu", op, (unsigned long long)q->v[0]);
+        if ((rc = g->cu.cuDeviceGetGraphMemAttribute(g->dev, (int)q->v[0], &v))) return reply_cu(g, cl, r, op, rc);
+        r->v[0] = v > VCUDA_MAX_SIZE ? VCUDA_MAX_SIZE : v, r->nv = 1;
+        return 0;
+    }
+    case VCUDA_OP_GRAPH_MEM_ATTR_RESET: {
+        unsigned long long zero = 0;
+        if (q->v[0] != 1 && q->v[0] != 3) /* the high watermarks, USED_MEM_HIGH and RESERVED_MEM_HIGH */
+            return reply_invalid(cl, r, 1, "%s: attribute %llu cannot be set", op, (unsigned long long)q->v[0]);
+        return (rc = g->cu.cuDeviceSetGraphMemAttribute(g->dev, (int)q->v[0], &zero)) ? reply_cu(g, cl, r, op, rc) : 0;
+    }
+    case VCUDA_OP_GRAPH_MEM_TRIM: return (rc = g->cu.cuDeviceGraphMemTrim(g->dev)) ? reply_cu(g, cl, r, op, rc) : 0;
+    default: return reply_invalid(cl, r, 801, "%s is not served by vcuda-server", op);
+    }
 }
 
 /* MODULE_LOOKUP / MODULE_LOAD: the client gets a module of its own, loaded from the
@@ -915,6 +1314,7 @@ static void module_unload(vcuda_gpu *g, client *cl, handle *h)
     for (uint32_t i = cl->nglobal; i-- > 0;)
         if (cl->globals[i].owner == m->mod) cl->globals[i] = cl->globals[--cl->nglobal];
     graph_execs_drop(g, cl, m->mod, 1); /* and the graphs that launch its kernels */
+    twins_module_gone(cl, m->mod);
     g->cu.cuModuleUnload(m->mod);
     free(m);
     --cl->nmodules;
@@ -1041,7 +1441,7 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
         if (q->v[0] == 0) return reply_invalid(cl, r, 1, "MALLOC: size 0");
         if (alloc_refused(cl, r, "MALLOC", q->v[0])) return 0;
         if ((rc = g->cu.cuMemAlloc_v2(&p, q->v[0]))) return reply_cu(g, cl, r, "MALLOC", rc);
-        cl->allocs[cl->nalloc++] = (allocation){p, q->v[0], NULL};
+        cl->allocs[cl->nalloc++] = (allocation){p, q->v[0], NULL, 0};
         cl->mem_bytes += q->v[0];
         r->v[0] = p, r->nv = 1;
         return 0;
@@ -1471,7 +1871,7 @@ static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
         if (!in_table(cl->globals, cl->nglobal, p, size)) {
             if (grow((void **)&cl->globals, &cl->cap_global, cl->nglobal + 1, sizeof(allocation), MAX_HANDLES))
                 return reply_invalid(cl, r, 2, "MODULE_GLOBAL: limit reached");
-            cl->globals[cl->nglobal++] = (allocation){p, size, ((cached_module *)h->obj)->mod};
+            cl->globals[cl->nglobal++] = (allocation){p, size, ((cached_module *)h->obj)->mod, 0};
         }
         r->v[0] = p, r->v[1] = size, r->nv = 2;
         return 0;
@@ -1493,7 +1893,7 @@ static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
             if (!(r->hdr.flags & VCUDA_FLAG_ERROR)) reply_invalid(cl, r, 2, "MALLOC_PITCH: the driver's pitch %zu is unusable", pitch);
             return 0;
         }
-        cl->allocs[cl->nalloc++] = (allocation){p, (uint64_t)pitch * ht, NULL};
+        cl->allocs[cl->nalloc++] = (allocation){p, (uint64_t)pitch * ht, NULL, 0};
         cl->mem_bytes += (uint64_t)pitch * ht;
         r->v[0] = p, r->v[1] = pitch, r->nv = 2;
         return 0;
@@ -1511,6 +1911,15 @@ static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
     case VCUDA_OP_PRINTF_FETCH: return printf_fetch(g, cl, r);
     case VCUDA_OP_GRAPH_INSTANTIATE: return graph_instantiate(g, cl, q, r);
     case VCUDA_OP_GRAPH_EXEC_KERNEL_SET: return graph_exec_kernel_set(g, cl, q, r);
+    case VCUDA_OP_GRAPH_TWIN_CREATE:
+    case VCUDA_OP_GRAPH_TWIN_DESTROY:
+    case VCUDA_OP_GRAPH_TWIN_ADD_NODE:
+    case VCUDA_OP_GRAPH_TWIN_ADD_EDGE:
+    case VCUDA_OP_GRAPH_COND_CREATE:
+    case VCUDA_OP_GRAPH_TWIN_INSTANTIATE:
+    case VCUDA_OP_GRAPH_MEM_ATTR_GET:
+    case VCUDA_OP_GRAPH_MEM_ATTR_RESET:
+    case VCUDA_OP_GRAPH_MEM_TRIM: return twin_requests(g, cl, q, r);
     case VCUDA_OP_ARRAY_CREATE:
     case VCUDA_OP_ARRAY_DESTROY:
     case VCUDA_OP_MEMCPY_3D:
@@ -1771,6 +2180,7 @@ static void release_client(void *ctx, vcuda_conn *c)
     if (alive) sync_client(g, cl); /* work the client queued may still use its memory */
     arrays_release(g, cl, alive);
     graph_execs_drop(g, cl, NULL, alive); /* before the modules their kernels are in */
+    twins_drop(g, cl, alive);             /* (and before the allocations: see "graph twins") */
     for (uint32_t i = 0; i < cl->nalloc && alive; ++i) g->cu.cuMemFree_v2(cl->allocs[i].base);
     for (uint32_t i = 0; i < cl->nhandle; ++i) {
         handle *h = &cl->handles[i];

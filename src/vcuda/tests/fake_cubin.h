@@ -1,6 +1,6 @@
 /* A small, well-formed CUDA ELF (EM_CUDA, section and program headers, string and symbol
  * tables, .nv.info records) with the kernels the CPU stand-in driver models: busy,
- * sticky, counter and pair (its text section last, after .tag).  `tag` goes into a section of its own, so different tags make
+ * sticky, counter, pair and setcond (the last two's text sections after .tag).  `tag` goes into a section of its own, so different tags make
  * different images (hashes).  Returns the image size (out holds at least 2048 bytes). */
 #ifndef VCUDA_FAKE_CUBIN_H
 #define VCUDA_FAKE_CUBIN_H
@@ -16,28 +16,29 @@ static void fc_put(uint8_t *p, uint64_t v, int n)
 static size_t fake_cubin(uint8_t *out, const char *tag)
 {
     static const char shstr[] =
-        "\0.shstrtab\0.strtab\0.symtab\0.text.busy\0.text.sticky\0.text.counter\0.nv.info\0.tag\0.text.pair";
-    static const char str[] = "\0busy\0sticky\0counter\0pair";
-    const unsigned shname[] = {0, 1, 11, 19, 27, 38, 51, 65, 74, 79};
-    const unsigned symname[] = {1, 6, 13, 21}, symsec[] = {4, 5, 6, 9};
+        "\0.shstrtab\0.strtab\0.symtab\0.text.busy\0.text.sticky\0.text.counter\0.nv.info\0.tag\0.text.pair"
+        "\0.text.setcond";
+    static const char str[] = "\0busy\0sticky\0counter\0pair\0setcond";
+    const unsigned shname[] = {0, 1, 11, 19, 27, 38, 51, 65, 74, 79, 90};
+    const unsigned symname[] = {1, 6, 13, 21, 26}, symsec[] = {4, 5, 6, 9, 10};
     uint8_t *p = out;
     size_t at = 64;
-    uint64_t off[10] = {0}, size[10] = {0};
+    uint64_t off[11] = {0}, size[11] = {0};
     memset(out, 0, 2048);
     /* 1 .shstrtab, 2 .strtab */
     off[1] = at, size[1] = sizeof shstr, memcpy(p + at, shstr, sizeof shstr), at += sizeof shstr;
     off[2] = at, size[2] = sizeof str, memcpy(p + at, str, sizeof str), at += sizeof str;
     at = (at + 7) & ~(size_t)7;
-    /* 3 .symtab: null + four functions, each in its text section */
-    off[3] = at, size[3] = 5 * 24;
-    for (int k = 0; k < 4; ++k) {
+    /* 3 .symtab: null + five functions, each in its text section */
+    off[3] = at, size[3] = 6 * 24;
+    for (int k = 0; k < 5; ++k) {
         uint8_t *sym = p + at + 24 * (k + 1);
         fc_put(sym, symname[k], 4);
         sym[4] = 0x12; /* global function */
         fc_put(sym + 6, symsec[k], 2);
         fc_put(sym + 16, 16, 8);
     }
-    at += 5 * 24;
+    at += 6 * 24;
     for (int k = 0; k < 3; ++k) off[4 + k] = at, size[4 + k] = 16, at += 16; /* 4-6 text */
     /* 7 .nv.info: a sized record and a half-word record */
     off[7] = at, size[7] = 12;
@@ -47,12 +48,13 @@ static size_t fake_cubin(uint8_t *out, const char *tag)
     size_t tl = strlen(tag) + 1; /* 8 .tag */
     off[8] = at, size[8] = tl, memcpy(p + at, tag, tl), at += tl;
     at = (at + 7) & ~(size_t)7;
-    off[9] = at, size[9] = 16, at += 16; /* 9 pair's text */
+    off[9] = at, size[9] = 16, at += 16;   /* 9 pair's text */
+    off[10] = at, size[10] = 16, at += 16; /* 10 setcond's text */
     size_t phoff = at; /* one program header over the text */
     fc_put(p + at, 1, 4), fc_put(p + at + 8, off[4], 8), fc_put(p + at + 32, 48, 8), fc_put(p + at + 40, 48, 8);
     at += 56;
     size_t shoff = at;
-    for (int i = 1; i < 10; ++i) {
+    for (int i = 1; i < 11; ++i) {
         uint8_t *sh = p + shoff + 64 * (size_t)i;
         unsigned type = i <= 2 ? 3 : i == 3 ? 2 : i == 7 ? 0x70000000u : 1;
         fc_put(sh, shname[i], 4), fc_put(sh + 4, type, 4);
@@ -61,13 +63,13 @@ static size_t fake_cubin(uint8_t *out, const char *tag)
         if (i == 7) fc_put(sh + 40, 3, 4);
         fc_put(sh + 48, i == 3 ? 8 : 1, 8);
     }
-    at += 10 * 64;
+    at += 11 * 64;
     memcpy(p, "\177ELF", 4);
     p[4] = 2, p[5] = 1, p[6] = 1, p[7] = 0x41;
     fc_put(p + 16, 2, 2), fc_put(p + 18, 190, 2), fc_put(p + 20, 1, 4);
     fc_put(p + 32, phoff, 8), fc_put(p + 40, shoff, 8), fc_put(p + 48, 0x5a, 4);
     fc_put(p + 52, 64, 2), fc_put(p + 54, 56, 2), fc_put(p + 56, 1, 2);
-    fc_put(p + 58, 64, 2), fc_put(p + 60, 10, 2), fc_put(p + 62, 1, 2);
+    fc_put(p + 58, 64, 2), fc_put(p + 60, 11, 2), fc_put(p + 62, 1, 2);
     return at;
 }
 #endif

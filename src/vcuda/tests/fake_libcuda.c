@@ -23,6 +23,9 @@
  *     in dependency order when launched, and say so on stderr, as they do when an exec
  *     is destroyed (with the count left), so tests can tell where a graph ran; an
  *     exec's kernel node takes new arguments (cuGraphExecKernelNodeSetParams);
+ *     conditional nodes (set by the kernel `setcond({handle, int *n})`, which counts *n
+ *     down and sets the condition to it), allocation and free nodes and the graph
+ *     memory attributes are modelled too (see "graphs" below);
  *   - cuLaunchKernelEx runs the kernel as cuLaunchKernel does and says on stderr which
  *     attributes it was given; a cluster dimension that does not divide the grid is
  *     refused (CUDA_ERROR_INVALID_CLUSTER_SIZE), as the driver refuses it;
@@ -159,7 +162,13 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
     *p = (CUdeviceptr)(uintptr_t)q;
     return 0;
 }
-EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)(uintptr_t)p); return 0; }
+static int graph_alloc_free(CUdeviceptr p);
+/* a graph allocation ends (its reservation stays, as with the driver); else freed */
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    if (!graph_alloc_free(p)) free((void *)(uintptr_t)p);
+    return 0;
+}
 EXPORT CUresult cuMemAllocHost_v2(void **p, size_t n) { return (*p = malloc(n)) ? 0 : 2; }
 EXPORT CUresult cuMemFreeHost(void *p) { free(p); return 0; }
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { *f = (size_t)8 << 30, *t = (size_t)16 << 30; return 0; }
@@ -301,14 +310,14 @@ EXPORT CUresult cuModuleGetFunction(void **f, void *mod, const char *name)
             function *fn = calloc(1, sizeof *fn); /* leaked with the module: a test double */
             fn->m = m;
             fn->kind = !strcmp(name, "busy") ? 1 : !strcmp(name, "sticky") ? 2 : !strcmp(name, "counter") ? 3
-                     : !strcmp(name, "pair") ? 4 : 0;
+                     : !strcmp(name, "pair") ? 4 : !strcmp(name, "setcond") ? 5 : 0;
             *f = fn;
             return 0;
         }
     return 500;
 }
 /* The one parameter's size, by kernel. */
-static size_t param_size(const function *fn) { return fn->kind == 4 ? 16 : fn->kind == 3 ? 8 : 4; }
+static size_t param_size(const function *fn) { return fn->kind == 4 || fn->kind == 5 ? 16 : fn->kind == 3 ? 8 : 4; }
 
 EXPORT CUresult cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size)
 {
@@ -317,6 +326,8 @@ EXPORT CUresult cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size)
     *off = 0, *size = param_size(fn);
     return 0;
 }
+static void cond_set(unsigned long long handle, unsigned value);
+
 /* What a kernel does, in stream s's time (mu held; arg: its one parameter, if any). */
 static void run_kernel(const function *fn, void *s, const void *arg)
 {
@@ -331,6 +342,16 @@ static void run_kernel(const function *fn, void *s, const void *arg)
         *(int *)DEV(((const CUdeviceptr *)arg)[fn->kind == 4]) = ++fn->m->counter;
         if (printf_len + 32 < sizeof printf_buf)
             printf_len += (size_t)snprintf(printf_buf + printf_len, 32, "counter %d\n", fn->m->counter);
+    }
+    if (fn->kind == 5) { /* setcond({handle, int *n}): counts *n down to 0 and sets the condition to it */
+        unsigned long long h;
+        CUdeviceptr p;
+        memcpy(&h, arg, 8), memcpy(&p, (const char *)arg + 8, 8);
+        int *n = DEV(p);
+        if (*n > 0) --*n;
+        cond_set(h, (unsigned)*n);
+        if (printf_len + 32 < sizeof printf_buf)
+            printf_len += (size_t)snprintf(printf_buf + printf_len, 32, "setcond %d\n", *n);
     }
 }
 
@@ -350,25 +371,82 @@ EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
  * does); a node's dependencies exist before it (the API takes them as it is added), so
  * the order of adding is an order that respects every dependency, and an exec runs its
  * nodes in that order when launched, after the stream's queued work.  Only what the
- * server builds is modelled: kernels, 1-D device copies, byte sets, empty nodes. */
+ * server builds is modelled: kernels, 1-D device copies, byte sets, empty nodes, and
+ * what graph twins add:
+ *   - conditional handles are numbers (0xc0d0000 + n) whose value the `setcond` kernel
+ *     sets; a conditional node (cuGraphAddNode_v2) owns its body graphs, run when
+ *     launched as IF (1 or 2 bodies), WHILE or SWITCH say, and its launch says on stderr
+ *     how many bodies ran;
+ *   - an allocation node reserves its address when it is made (host memory: the fake
+ *     "VA reservation") and makes it live when it runs, a free node ends it, as
+ *     cuMemFree_v2 does for a graph allocation; the graph memory attributes count live
+ *     graph bytes (used), the most there were (high), and the bytes kept for graphs
+ *     (reserved: what was ever live, until cuDeviceGraphMemTrim gives back all but the
+ *     live ones);
+ *   - cuGraphAddDependencies_v2 takes an edge that keeps the order of adding (an earlier
+ *     node before a later one) and refuses others (CUDA_ERROR_NOT_SUPPORTED). */
+#define MAX_CONDS 64
+#define MAX_GALLOCS 256
+typedef struct graph graph;
 typedef struct {
-    int kind; /* 0 empty, 1 kernel, 2 copy, 3 set */
+    int kind; /* 0 empty, 1 kernel, 2 copy, 3 set, 4 conditional, 5 alloc, 6 free */
     const function *fn;
     unsigned char arg[16];
     CUdeviceptr dst, src;
     size_t n, pitch, width, height;
     unsigned char value;
+    unsigned long long cond; /* conditional */
+    int cond_type;
+    unsigned size;
+    graph **bodies;
 } gnode;
-typedef struct {
+struct graph {
     gnode **nodes; /* a graph's: each its own allocation (the node's handle) */
     size_t n;
-} graph;
+};
 typedef struct {
     gnode *nodes; /* an exec's: copies, in the order they were added */
     gnode **from; /* the graph's nodes they were copied from (valid while the graph is) */
     size_t n;
 } graph_exec;
 static int live_execs; /* said on stderr at each destroy, for the server's tests */
+static struct {
+    unsigned value, dflt, flags;
+} conds[MAX_CONDS];
+static int nconds;
+static struct {
+    CUdeviceptr p;
+    size_t n;
+    int live;
+} gallocs[MAX_GALLOCS];
+static int ngallocs;
+static size_t gmem_used, gmem_high, gmem_reserved, gmem_reserved_high;
+
+static void cond_set(unsigned long long handle, unsigned value)
+{
+    if (handle >= 0xc0d0000ull && handle < 0xc0d0000ull + (unsigned)nconds) conds[handle - 0xc0d0000ull].value = value;
+}
+
+static int galloc_find(CUdeviceptr p)
+{
+    for (int i = 0; i < ngallocs; ++i)
+        if (gallocs[i].p == p) return i;
+    return -1;
+}
+
+/* A graph allocation becomes live or ends (mu held). */
+static void galloc_live(int i, int live)
+{
+    if (i < 0 || gallocs[i].live == live) return;
+    gallocs[i].live = live;
+    if (live) {
+        gmem_used += gallocs[i].n;
+        if (gmem_used > gmem_high) gmem_high = gmem_used;
+        if (gmem_used > gmem_reserved) gmem_reserved = gmem_used;
+        if (gmem_reserved > gmem_reserved_high) gmem_reserved_high = gmem_reserved;
+    } else
+        gmem_used -= gallocs[i].n;
+}
 
 static CUresult add_gnode(void **out, void *g, void *const *deps, size_t ndeps, gnode x)
 {
@@ -389,7 +467,11 @@ EXPORT CUresult cuGraphCreate(void **g, unsigned f) { (void)f; return (*g = call
 EXPORT CUresult cuGraphDestroy(void *g)
 {
     graph *gr = g;
-    for (size_t i = 0; i < gr->n; ++i) free(gr->nodes[i]);
+    for (size_t i = 0; i < gr->n; ++i) {
+        for (unsigned k = 0; gr->nodes[i]->kind == 4 && k < gr->nodes[i]->size; ++k) cuGraphDestroy(gr->nodes[i]->bodies[k]);
+        if (gr->nodes[i]->kind == 4) free(gr->nodes[i]->bodies);
+        free(gr->nodes[i]);
+    }
     free(gr->nodes);
     free(gr);
     return 0;
@@ -401,7 +483,7 @@ EXPORT CUresult cuGraphAddEmptyNode(void **out, void *g, void *const *deps, size
 EXPORT CUresult cuGraphAddKernelNode_v2(void **out, void *g, void *const *deps, size_t nd, const kernel_node_params *p)
 {
     const function *fn = p->func;
-    gnode x = {1, fn, {0}, 0, 0, 0, 0, 0, 0, 0};
+    gnode x = {1, fn, {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL};
     if (!fn || p->extra) return 1;
     if (fn->kind) memcpy(x.arg, p->params[0], param_size(fn)); /* cuFuncGetParamInfo's sizes */
     return add_gnode(out, g, deps, nd, x);
@@ -412,22 +494,122 @@ EXPORT CUresult cuGraphAddMemcpyNode(void **out, void *g, void *const *deps, siz
     if (p->src_type != VCUDA_CU_MEMORYTYPE_DEVICE || p->dst_type != VCUDA_CU_MEMORYTYPE_DEVICE || p->height != 1 ||
         p->depth != 1)
         return 801;
-    gnode x = {2, NULL, {0}, p->dst_device, p->src_device, p->width, 0, 0, 0, 0};
+    gnode x = {2, NULL, {0}, p->dst_device, p->src_device, p->width, 0, 0, 0, 0, 0, 0, 0, NULL};
     return add_gnode(out, g, deps, nd, x);
 }
 EXPORT CUresult cuGraphAddMemsetNode(void **out, void *g, void *const *deps, size_t nd, const memset_node_params *p, void *ctx)
 {
     (void)ctx;
     if (p->element_size != 1 || (p->height > 1 && p->pitch < p->width)) return 1;
-    gnode x = {3, NULL, {0}, p->dst, 0, 0, p->pitch, p->width, p->height, (unsigned char)p->value};
+    gnode x = {3, NULL, {0}, p->dst, 0, 0, p->pitch, p->width, p->height, (unsigned char)p->value, 0, 0, 0, NULL};
     return add_gnode(out, g, deps, nd, x);
+}
+EXPORT CUresult cuGraphConditionalHandleCreate(unsigned long long *h, void *g, void *ctx, unsigned dflt, unsigned flags)
+{
+    (void)g, (void)ctx;
+    if (flags > 1) return 1;
+    pthread_mutex_lock(&mu);
+    int i = nconds < MAX_CONDS ? nconds++ : -1;
+    if (i >= 0) conds[i].value = conds[i].dflt = dflt, conds[i].flags = flags;
+    pthread_mutex_unlock(&mu);
+    if (i < 0) return 2;
+    *h = 0xc0d0000ull + (unsigned)i;
+    return alive();
+}
+EXPORT CUresult cuGraphAddNode_v2(void **out, void *g, void *const *deps, const void *edges, size_t nd,
+                                  graph_node_params *p)
+{
+    if (p->type != VCUDA_CU_GRAPH_NODE_TYPE_CONDITIONAL || edges) return 801;
+    unsigned size = p->u.conditional.size;
+    int type = p->u.conditional.type;
+    if (p->u.conditional.handle - 0xc0d0000ull >= (unsigned)nconds || type < 0 || type > 2 || !size ||
+        (type == 0 && size > 2) || (type == 1 && size > 1))
+        return 1;
+    gnode x = {4, NULL, {0}, 0, 0, 0, 0, 0, 0, 0, p->u.conditional.handle, type, size, calloc(size, sizeof(graph *))};
+    for (unsigned k = 0; x.bodies && k < size; ++k) cuGraphCreate((void **)&x.bodies[k], 0);
+    CUresult r = x.bodies ? add_gnode(out, g, deps, nd, x) : 2;
+    if (r) {
+        for (unsigned k = 0; x.bodies && k < size; ++k) cuGraphDestroy(x.bodies[k]);
+        free(x.bodies);
+        return r;
+    }
+    p->u.conditional.bodies = (void **)x.bodies; /* the driver's array, valid while the node is */
+    return 0;
+}
+EXPORT CUresult cuGraphAddMemAllocNode(void **out, void *g, void *const *deps, size_t nd, mem_alloc_node_params *p)
+{
+    if (p->pool.alloc_type != VCUDA_CU_MEM_ALLOCATION_TYPE_PINNED || p->pool.location_type != VCUDA_CU_MEM_LOCATION_TYPE_DEVICE ||
+        p->pool.location_id != 0 || !p->bytesize)
+        return 1;
+    void *q = calloc(1, p->bytesize); /* the reservation (kept: a test double) */
+    if (!q) return 2;
+    pthread_mutex_lock(&mu);
+    int i = ngallocs < MAX_GALLOCS ? ngallocs++ : -1;
+    if (i >= 0) gallocs[i].p = (CUdeviceptr)(uintptr_t)q, gallocs[i].n = p->bytesize, gallocs[i].live = 0;
+    pthread_mutex_unlock(&mu);
+    if (i < 0) return free(q), 2;
+    gnode x = {5, NULL, {0}, (CUdeviceptr)(uintptr_t)q, 0, p->bytesize, 0, 0, 0, 0, 0, 0, 0, NULL};
+    CUresult r = add_gnode(out, g, deps, nd, x);
+    if (!r) p->dptr = (CUdeviceptr)(uintptr_t)q;
+    return r;
+}
+EXPORT CUresult cuGraphAddMemFreeNode(void **out, void *g, void *const *deps, size_t nd, CUdeviceptr dptr)
+{
+    pthread_mutex_lock(&mu);
+    int i = galloc_find(dptr);
+    pthread_mutex_unlock(&mu);
+    if (i < 0) return 1;
+    gnode x = {6, NULL, {0}, dptr, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL};
+    return add_gnode(out, g, deps, nd, x);
+}
+EXPORT CUresult cuGraphAddDependencies_v2(void *g, void *const *from, void *const *to, const void *edges, size_t n)
+{
+    graph *gr = g;
+    for (size_t e = 0; e < n; ++e) {
+        size_t a = gr->n, b = gr->n;
+        for (size_t k = 0; k < gr->n; ++k) {
+            if (gr->nodes[k] == from[e]) a = k;
+            if (gr->nodes[k] == to[e]) b = k;
+        }
+        if (a == gr->n || b == gr->n || edges) return 1;
+        if (a > b) return 801;
+    }
+    return alive();
+}
+EXPORT CUresult cuDeviceGetGraphMemAttribute(int dev, int attr, void *v)
+{
+    (void)dev;
+    pthread_mutex_lock(&mu);
+    size_t x = attr == 0 ? gmem_used : attr == 1 ? gmem_high : attr == 2 ? gmem_reserved : gmem_reserved_high;
+    pthread_mutex_unlock(&mu);
+    if (attr < 0 || attr > 3) return 1;
+    *(unsigned long long *)v = x;
+    return alive();
+}
+EXPORT CUresult cuDeviceSetGraphMemAttribute(int dev, int attr, void *v)
+{
+    (void)dev;
+    if ((attr != 1 && attr != 3) || *(unsigned long long *)v) return 1;
+    pthread_mutex_lock(&mu);
+    if (attr == 1) gmem_high = gmem_used;
+    else gmem_reserved_high = gmem_reserved;
+    pthread_mutex_unlock(&mu);
+    return alive();
+}
+EXPORT CUresult cuDeviceGraphMemTrim(int dev)
+{
+    (void)dev;
+    pthread_mutex_lock(&mu);
+    gmem_reserved = gmem_used;
+    pthread_mutex_unlock(&mu);
+    return alive();
 }
 EXPORT CUresult cuGraphInstantiateWithFlags(void **e, void *g, unsigned long long f)
 {
     const graph *gr = g;
     graph_exec *x = calloc(1, sizeof *x);
     if (x && gr->n) x->nodes = malloc(gr->n * sizeof *x->nodes), x->from = malloc(gr->n * sizeof *x->from);
-    if (f || !x || (gr->n && (!x->nodes || !x->from))) {
+    if ((f & ~1ull) || !x || (gr->n && (!x->nodes || !x->from))) { /* (1: auto free on launch) */
         if (x) free(x->nodes), free(x->from);
         return free(x), 1;
     }
@@ -450,21 +632,52 @@ EXPORT CUresult cuGraphExecDestroy(void *e)
     free(e);
     return 0;
 }
+
+static void run_graph(const graph *gr, void *s, unsigned *bodies_run);
+
+static int graph_alloc_free(CUdeviceptr p)
+{
+    pthread_mutex_lock(&mu);
+    int i = galloc_find(p);
+    galloc_live(i, 0);
+    pthread_mutex_unlock(&mu);
+    return i >= 0;
+}
+
+/* One node, in stream s's time (mu held); bodies_run counts conditional bodies run. */
+static void run_gnode(const gnode *n, void *s, unsigned *bodies_run)
+{
+    if (n->kind == 1) run_kernel(n->fn, s, n->arg);
+    else if (n->kind == 2) memmove(DEV(n->dst), DEV(n->src), n->n);
+    else if (n->kind == 3)
+        for (size_t y = 0; y < n->height; ++y) memset((char *)DEV(n->dst) + y * n->pitch, n->value, n->width);
+    else if (n->kind == 4) {
+        unsigned *v = &conds[n->cond - 0xc0d0000ull].value;
+        if (n->cond_type == 0 && (*v || n->size == 2)) ++*bodies_run, run_graph(n->bodies[*v ? 0 : 1], s, bodies_run);
+        for (unsigned k = 0; n->cond_type == 1 && *v && k < 1000000; ++k) ++*bodies_run, run_graph(n->bodies[0], s, bodies_run);
+        if (n->cond_type == 2 && *v < n->size) ++*bodies_run, run_graph(n->bodies[*v], s, bodies_run);
+    } else if (n->kind == 5) galloc_live(galloc_find(n->dst), 1);
+    else if (n->kind == 6) galloc_live(galloc_find(n->dst), 0);
+}
+
+static void run_graph(const graph *gr, void *s, unsigned *bodies_run)
+{
+    for (size_t i = 0; i < gr->n; ++i) run_gnode(gr->nodes[i], s, bodies_run);
+}
+
 EXPORT CUresult cuGraphLaunch(void *e, void *s)
 {
     const graph_exec *x = e;
+    unsigned bodies_run = 0;
     CUresult r = drain(s);
     if (r) return r;
     fprintf(stderr, "fake libcuda: graph launched (%zu nodes)\n", x->n);
     pthread_mutex_lock(&mu);
-    for (size_t i = 0; i < x->n; ++i) {
-        const gnode *n = &x->nodes[i];
-        if (n->kind == 1) run_kernel(n->fn, s, n->arg);
-        else if (n->kind == 2) memmove(DEV(n->dst), DEV(n->src), n->n);
-        else if (n->kind == 3)
-            for (size_t y = 0; y < n->height; ++y) memset((char *)DEV(n->dst) + y * n->pitch, n->value, n->width);
-    }
+    for (int i = 0; i < nconds; ++i)
+        if (conds[i].flags & 1) conds[i].value = conds[i].dflt; /* CU_GRAPH_COND_ASSIGN_DEFAULT */
+    for (size_t i = 0; i < x->n; ++i) run_gnode(&x->nodes[i], s, &bodies_run);
     pthread_mutex_unlock(&mu);
+    if (bodies_run) fprintf(stderr, "fake libcuda: %u conditional bodies ran\n", bodies_run);
     return 0;
 }
 EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(void *e, void *node, const kernel_node_params *p)

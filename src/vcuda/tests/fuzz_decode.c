@@ -1,30 +1,42 @@
 /* libFuzzer target for the frame decoder the server runs on every client frame.
  * Beyond "no crash, no leak, no UB" (the sanitizers), it checks that anything the
  * decoder accepts re-encodes to the identical bytes: the wire format is canonical,
- * so decoder and encoder cannot silently disagree about a field.  A GRAPH_INSTANTIATE
- * the frame decoder accepts goes on through the graph decoder, and a MEMCPY_3D or
+ * so decoder and encoder cannot silently disagree about a field.  A GRAPH_INSTANTIATE or
+ * GRAPH_TWIN_ADD_NODE the frame decoder accepts goes on through the graph decoder, and a MEMCPY_3D or
  * TEX_CREATE through the descriptor decoder, the same way. */
 #include "vcuda/proto.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static void graph(const vcuda_msg *m)
+/* A GRAPH_INSTANTIATE's nodes (first 0, count from the frame) or a GRAPH_TWIN_ADD_NODE's
+ * one node (first: its index). */
+static void graph(const vcuda_msg *m, int twin)
 {
     static vcuda_graph_node nodes[VCUDA_MAX_GRAPH_NODES];
     char why[VCUDA_WHY_LEN];
-    uint32_t count = (uint32_t)m->v[0];
+    uint32_t first = twin ? (uint32_t)m->v[1] : 0, count = twin ? 1 : (uint32_t)m->v[0];
     if (count < 1 || count > VCUDA_MAX_GRAPH_NODES) return; /* (the server refuses it so) */
-    if (vcuda_graph_decode(m->blob, m->blob_len, count, nodes, why) != VCUDA_OK) return;
+    if ((twin ? vcuda_graph_decode_from(m->blob, m->blob_len, first, count, nodes, why)
+              : vcuda_graph_decode(m->blob, m->blob_len, count, nodes, why)) != VCUDA_OK)
+        return;
     size_t n;
     uint8_t *out = malloc(m->blob_len ? m->blob_len : 1);
-    if (!out || vcuda_graph_encode(nodes, count, out, m->blob_len, &n, why) != VCUDA_OK || n != m->blob_len ||
-        memcmp(out, m->blob, n) != 0)
+    if (!out ||
+        (twin ? vcuda_graph_encode_from(nodes, first, count, out, m->blob_len, &n, why)
+              : vcuda_graph_encode(nodes, count, out, m->blob_len, &n, why)) != VCUDA_OK ||
+        n != m->blob_len || memcmp(out, m->blob, n) != 0)
         abort();
-    for (uint32_t i = 0; i < count; ++i) /* what the server relies on */
+    for (uint32_t i = 0; i < count; ++i) { /* what the server relies on */
         for (uint32_t k = 0; k < nodes[i].ndeps; ++k)
-            if (vcuda_graph_dep(&nodes[i], k) >= i || (k && vcuda_graph_dep(&nodes[i], k) <= vcuda_graph_dep(&nodes[i], k - 1)))
+            if (vcuda_graph_dep(&nodes[i], k) >= first + i ||
+                (k && vcuda_graph_dep(&nodes[i], k) <= vcuda_graph_dep(&nodes[i], k - 1)))
                 abort();
+        if (nodes[i].kind >= (twin ? VCUDA_GNODE_KINDS : VCUDA_GNODE_COND)) abort();
+        if (nodes[i].kind == VCUDA_GNODE_COND && (nodes[i].cond_size < 1 || nodes[i].cond_size > VCUDA_MAX_COND_BODIES))
+            abort();
+        if (nodes[i].kind == VCUDA_GNODE_ALLOC && (nodes[i].size < 1 || nodes[i].size > VCUDA_MAX_SIZE)) abort();
+    }
     free(out);
 }
 
@@ -63,7 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcmp(out, data, size) != 0)
             abort();
         free(out);
-        if (m.hdr.opcode == VCUDA_OP_GRAPH_INSTANTIATE && !(m.hdr.flags & VCUDA_FLAG_REPLY)) graph(&m);
+        if (m.hdr.opcode == VCUDA_OP_GRAPH_INSTANTIATE && !(m.hdr.flags & VCUDA_FLAG_REPLY)) graph(&m, 0);
+        if (m.hdr.opcode == VCUDA_OP_GRAPH_TWIN_ADD_NODE && !(m.hdr.flags & VCUDA_FLAG_REPLY)) graph(&m, 1);
         if (m.hdr.opcode == VCUDA_OP_MEMCPY_3D && !(m.hdr.flags & VCUDA_FLAG_REPLY)) descriptor(&m, VCUDA_DESC_COPY);
         if (m.hdr.opcode == VCUDA_OP_TEX_CREATE && !(m.hdr.flags & VCUDA_FLAG_REPLY)) descriptor(&m, VCUDA_DESC_TEX);
     }

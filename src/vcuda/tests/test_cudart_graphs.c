@@ -30,12 +30,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fake_cubin.h"
+#include "fake_fatbin.h"
 #include "vcuda_test.h"
-
-void **__cudaRegisterFatBinary(void *fat_cubin);
-void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun, const char *device_name,
-                            int thread_limit, uint3 *tid, uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize);
 
 static const char TOKEN[] = "graphs-test-token";
 static char counter_stub, pair_stub; /* the kernels' host-side names: any unique addresses */
@@ -56,12 +52,6 @@ static void on_host(void *data) { ++*(int *)data; }
         fclose(tmp_);                                                                          \
     } while (0)
 
-static int count(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)); ++p) ++n;
-    return n;
-}
 
 int main(int argc, char **argv)
 {
@@ -73,16 +63,9 @@ int main(int argc, char **argv)
     setenv("VCUDA_GRAPHS", argv[1], 1);
 
     /* what nvcc's start-up code does: the fatbinary (header, one ELF entry, the cubin) */
-    static uint8_t img[2048], fat[4096];
-    size_t n = fake_cubin(img, "graphs");
-    fc_put(fat, 0xba55ed50u, 4), fc_put(fat + 4, 1, 2), fc_put(fat + 6, 16, 2), fc_put(fat + 8, 64 + n, 8);
-    fc_put(fat + 16, 2, 2), fc_put(fat + 18, 0x101, 2), fc_put(fat + 20, 64, 4), fc_put(fat + 24, n, 8);
-    fc_put(fat + 16 + 0x28, 0x11, 8);
-    memcpy(fat + 80, img, n);
-    static struct { int magic, version; const void *data; void *unused; } wrapper = {0x466243b1, 1, fat, NULL};
-    void **h = __cudaRegisterFatBinary(&wrapper);
-    __cudaRegisterFunction(h, &counter_stub, (char *)"counter", "counter", -1, NULL, NULL, NULL, NULL, NULL);
-    __cudaRegisterFunction(h, &pair_stub, (char *)"pair", "pair", -1, NULL, NULL, NULL, NULL, NULL);
+    void **h = register_fake_fatbin("graphs");
+    register_kernel(h, &counter_stub, "counter");
+    register_kernel(h, &pair_stub, "pair");
 
     char *buf;
     cudaStream_t st;

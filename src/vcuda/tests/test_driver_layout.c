@@ -41,5 +41,23 @@ SAME(memcpy3d_params, CUDA_MEMCPY3D, depth, Depth);
 SIZE(memset_node_params, CUDA_MEMSET_NODE_PARAMS);
 SAME(memset_node_params, CUDA_MEMSET_NODE_PARAMS, element_size, elementSize);
 SAME(memset_node_params, CUDA_MEMSET_NODE_PARAMS, height, height);
+SIZE(graph_node_params, CUgraphNodeParams);
+SAME(graph_node_params, CUgraphNodeParams, u.conditional.handle, conditional.handle);
+SAME(graph_node_params, CUgraphNodeParams, u.conditional.type, conditional.type);
+SAME(graph_node_params, CUgraphNodeParams, u.conditional.size, conditional.size);
+SAME(graph_node_params, CUgraphNodeParams, u.conditional.bodies, conditional.phGraph_out);
+SAME(graph_node_params, CUgraphNodeParams, u.conditional.ctx, conditional.ctx);
+SAME(graph_node_params, CUgraphNodeParams, reserved2, reserved2);
+_Static_assert(VCUDA_CU_GRAPH_NODE_TYPE_CONDITIONAL == CU_GRAPH_NODE_TYPE_CONDITIONAL, "conditional node type");
+SIZE(mem_alloc_node_params, CUDA_MEM_ALLOC_NODE_PARAMS);
+SAME(mem_alloc_node_params, CUDA_MEM_ALLOC_NODE_PARAMS, pool.location_type, poolProps.location.type);
+SAME(mem_alloc_node_params, CUDA_MEM_ALLOC_NODE_PARAMS, pool.location_id, poolProps.location.id);
+SAME(mem_alloc_node_params, CUDA_MEM_ALLOC_NODE_PARAMS, pool.max_size, poolProps.maxSize);
+SAME(mem_alloc_node_params, CUDA_MEM_ALLOC_NODE_PARAMS, pool.usage, poolProps.usage);
+SAME(mem_alloc_node_params, CUDA_MEM_ALLOC_NODE_PARAMS, access_descs, accessDescs);
+SAME(mem_alloc_node_params, CUDA_MEM_ALLOC_NODE_PARAMS, bytesize, bytesize);
+SAME(mem_alloc_node_params, CUDA_MEM_ALLOC_NODE_PARAMS, dptr, dptr);
+_Static_assert(VCUDA_CU_MEM_ALLOCATION_TYPE_PINNED == CU_MEM_ALLOCATION_TYPE_PINNED, "pinned");
+_Static_assert(VCUDA_CU_MEM_LOCATION_TYPE_DEVICE == CU_MEM_LOCATION_TYPE_DEVICE, "device location");
 
 int main(void) { return 0; }

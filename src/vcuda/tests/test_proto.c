@@ -402,6 +402,55 @@ static void graph_sample(vcuda_graph_node n[4])
 
 static uint8_t g_blob[8 << 20];
 
+/* A twin's nodes (GRAPH_TWIN_ADD_NODE): one node numbered `first`, of any kind; the kinds
+ * only a twin takes are refused in a GRAPH_INSTANTIATE, and their fields are checked. */
+static uint32_t twin_deps[] = {2, 6};
+static void twin_sample(vcuda_graph_node x[3])
+{
+    memset(x, 0, 3 * sizeof *x);
+    x[0].kind = VCUDA_GNODE_COND, x[0].cond = 0x123456789ull, x[0].cond_type = VCUDA_COND_SWITCH, x[0].cond_size = 4;
+    x[0].ndeps = 2, x[0].deps = twin_deps;
+    x[1].kind = VCUDA_GNODE_ALLOC, x[1].size = 64ull << 20;
+    x[2].kind = VCUDA_GNODE_FREE, x[2].dst = 0x7f0000000000ull, x[2].ndeps = 1, x[2].deps = twin_deps;
+}
+
+static void twin_nodes(void)
+{
+    vcuda_graph_node x[3], d;
+    size_t len;
+    twin_sample(x);
+    for (int i = 0; i < 3; ++i) {
+        CHECK(vcuda_graph_encode_from(&x[i], 7, 1, g_blob, sizeof g_blob, &len, why) == VCUDA_OK);
+        CHECK(vcuda_graph_decode_from(g_blob, len, 7, 1, &d, why) == VCUDA_OK);
+        CHECK(d.kind == x[i].kind && d.ndeps == x[i].ndeps && d.cond == x[i].cond && d.cond_type == x[i].cond_type &&
+              d.cond_size == x[i].cond_size && d.size == x[i].size && d.dst == x[i].dst);
+        for (uint32_t k = 0; k < x[i].ndeps; ++k) CHECK(vcuda_graph_dep(&d, k) == x[i].deps[k]);
+        /* numbered too low for its dependencies (node 6 cannot wait for node 6) */
+        if (i == 0) CHECK(vcuda_graph_decode_from(g_blob, len, 6, 1, &d, why) == VCUDA_E_BAD_VALUE);
+        /* not in a GRAPH_INSTANTIATE */
+        CHECK(vcuda_graph_encode(&x[i], 1, NULL, 0, &len, why) == VCUDA_E_BAD_VALUE);
+    }
+    CHECK(vcuda_graph_encode_from(&x[1], VCUDA_MAX_GRAPH_NODES, 1, NULL, 0, &len, why) == VCUDA_E_BAD_COUNT);
+    static const char *const cases[] = {"IF with 3 bodies", "WHILE with 2", "SWITCH with none", "SWITCH over the limit",
+                                        "type 3", "allocation of 0", "allocation over 2^48"};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        twin_sample(x);
+        switch (c) {
+        case 0: x[0].cond_type = VCUDA_COND_IF, x[0].cond_size = 3; break;
+        case 1: x[0].cond_type = VCUDA_COND_WHILE, x[0].cond_size = 2; break;
+        case 2: x[0].cond_size = 0; break;
+        case 3: x[0].cond_size = VCUDA_MAX_COND_BODIES + 1; break;
+        case 4: x[0].cond_type = 3; break;
+        case 5: x[1].size = 0; break;
+        case 6: x[1].size = VCUDA_MAX_SIZE + 1; break;
+        }
+        int k = c < 5 ? 0 : 1;
+        vcuda_status s = vcuda_graph_encode_from(&x[k], 7, 1, g_blob, sizeof g_blob, &len, why);
+        if (s) printf("twin node refused as expected: %s: %s\n", cases[c], why);
+        CHECK(s == VCUDA_E_BAD_VALUE);
+    }
+}
+
 static void graph_codec(void)
 {
     vcuda_graph_node n[4], d[4];
@@ -466,6 +515,7 @@ static void graph_codec(void)
     }
     CHECK(vcuda_graph_encode(big, fit, NULL, 0, &len, why) == VCUDA_OK);
     CHECK(vcuda_graph_encode(big, fit + 1, NULL, 0, &len, why) == VCUDA_E_BAD_VALUE);
+    twin_nodes();
 }
 
 /* ---- array copy and texture descriptors (proto.h, "arrays") ----------------------- */
@@ -546,6 +596,18 @@ static int write_corpus(const char *dir)
     CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_OK);
     snprintf(path, sizeof path, "%s/GRAPH_INSTANTIATE-graph", dir);
     FILE *f = fopen(path, "wb");
+    if (!f || fwrite(frame, 1, n, f) != n || fclose(f) != 0) return perror(path), 1;
+    /* a GRAPH_TWIN_ADD_NODE carrying a conditional node, likewise */
+    vcuda_graph_node t[3];
+    twin_sample(t);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_GRAPH_TWIN_ADD_NODE;
+    m.v[0] = 1, m.v[1] = 7, m.nv = 2;
+    CHECK(vcuda_graph_encode_from(t, 7, 1, g_blob, sizeof g_blob, &len, why) == VCUDA_OK);
+    m.blob = g_blob, m.blob_len = (uint32_t)len;
+    CHECK(vcuda_encode(&m, frame, sizeof frame, &n, why) == VCUDA_OK);
+    snprintf(path, sizeof path, "%s/GRAPH_TWIN_ADD_NODE-node", dir);
+    f = fopen(path, "wb");
     if (!f || fwrite(frame, 1, n, f) != n || fclose(f) != 0) return perror(path), 1;
     /* a MEMCPY_3D and a TEX_CREATE with valid descriptors, for the descriptor decoder */
     uint64_t copy[VCUDA_COPY_WORDS], tex[VCUDA_TEX_WORDS];

@@ -1191,6 +1191,224 @@ static void graphs(const char *opts)
     CHECK(!strstr(log, "Segmentation") && !strstr(log, "AddressSanitizer"));
 }
 
+/* ---- graph twins: conditional and memory nodes ---------------------------------------- */
+
+/* GRAPH_TWIN_ADD_NODE of node n as node `index` of twin `graph`; 0 ok, 1 error reply. */
+static int rc_twin_node(rc_t *c, uint64_t graph, uint32_t index, const vcuda_graph_node *n)
+{
+    static uint8_t blob[1024];
+    size_t len = 0;
+    char why[VCUDA_WHY_LEN];
+    if (vcuda_graph_encode_from(n, index, 1, blob, sizeof blob, &len, why)) return fprintf(stderr, "encode: %s\n", why), -1;
+    vcuda_msg m = msg(VCUDA_OP_GRAPH_TWIN_ADD_NODE);
+    m.v[0] = graph, m.v[1] = index, m.nv = 2;
+    m.blob = blob, m.blob_len = (uint32_t)len;
+    return rc_call(c, &m, 0, 2000);
+}
+
+static vcuda_graph_node kernel_node(uint64_t fn, const void *arg, uint32_t size, uint32_t ndeps, const uint32_t *deps)
+{
+    vcuda_graph_node n;
+    memset(&n, 0, sizeof n);
+    n.kind = VCUDA_GNODE_KERNEL, n.function = fn, n.ndeps = ndeps, n.deps = deps;
+    for (int i = 0; i < 6; ++i) n.dim[i] = 1;
+    n.params = arg, n.params_len = size;
+    return n;
+}
+
+static vcuda_graph_node twin_node(uint32_t kind, uint64_t a, uint32_t type, uint32_t size, uint32_t ndeps,
+                                  const uint32_t *deps)
+{
+    vcuda_graph_node n;
+    memset(&n, 0, sizeof n);
+    n.kind = kind, n.ndeps = ndeps, n.deps = deps;
+    if (kind == VCUDA_GNODE_COND) n.cond = a, n.cond_type = type, n.cond_size = size;
+    else if (kind == VCUDA_GNODE_ALLOC) n.size = a;
+    else n.dst = a;
+    return n;
+}
+
+static int rc_put_int(rc_t *c, uint64_t dst, int v)
+{
+    vcuda_msg m = msg(VCUDA_OP_MEMCPY_H2D);
+    m.v[0] = dst, m.v[1] = 0, m.nv = 2;
+    m.blob = (const uint8_t *)&v, m.blob_len = sizeof v;
+    return rc_call(c, &m, 0, 2000);
+}
+
+static int rc_get_int(rc_t *c, uint64_t src)
+{
+    return rc_simple(c, VCUDA_OP_MEMCPY_D2H, src, 4, 0, 2000) == 0 && c->r.blob_len == 4 ? *(const int *)c->r.blob : -1;
+}
+
+/* A twin with an IF node (its body: the counter kernel) after a setcond kernel, then a
+ * WHILE node whose body counts down; a second with an allocation node, a kernel on the
+ * allocation and a free node; a third allocating without freeing.  Each instantiated
+ * and launched on the stand-in driver, which runs the bodies as the condition says;
+ * every bad frame refused by name; a client going with live twins and execs. */
+static void twins(const char *opts)
+{
+    server s;
+    start(&s, opts);
+    rc_t a, b;
+    CHECK(rc_open(&a, s.port, 2000) == 0);
+    uint64_t mod = rc_module(&a, "tw", 0), counter = rc_function(&a, mod, "counter"), setcond = rc_function(&a, mod, "setcond");
+    CHECK(mod && counter && setcond && rc_simple(&a, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    uint64_t buf = a.r.v[0], n1 = buf + 8, n2 = buf + 16;
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_CREATE, 0, 0, 0, 2000) == 0);
+    uint64_t g = a.r.v[0];
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_COND_CREATE, g, 0, 0, 2000) == 0);
+    uint64_t h1 = a.r.v[0];
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_COND_CREATE, g, 1, 1, 2000) == 0); /* default 1, assigned at each launch */
+    uint64_t h2 = a.r.v[0];
+    struct { uint64_t h, p; } arg1 = {h1, n1}, arg2 = {h2, n2};
+    static const uint32_t d0[] = {0}, d1[] = {1};
+    vcuda_graph_node n = kernel_node(setcond, &arg1, 16, 0, NULL);
+    CHECK(rc_twin_node(&a, g, 0, &n) == 0);
+    n = twin_node(VCUDA_GNODE_COND, h1, VCUDA_COND_IF, 1, 1, d0);
+    CHECK(rc_twin_node(&a, g, 1, &n) == 0 && a.r.blob_len == 8);
+    uint64_t body1 = 0, body2 = 0;
+    memcpy(&body1, a.r.blob, 8);
+    n = kernel_node(counter, &buf, 8, 0, NULL);
+    CHECK(rc_twin_node(&a, body1, 0, &n) == 0);
+    n = twin_node(VCUDA_GNODE_COND, h2, VCUDA_COND_WHILE, 1, 1, d1);
+    CHECK(rc_twin_node(&a, g, 2, &n) == 0 && a.r.blob_len == 8);
+    memcpy(&body2, a.r.blob, 8);
+    n = kernel_node(counter, &buf, 8, 0, NULL);
+    CHECK(rc_twin_node(&a, body2, 0, &n) == 0);
+    n = kernel_node(setcond, &arg2, 16, 1, d0);
+    CHECK(rc_twin_node(&a, body2, 1, &n) == 0);
+
+    /* bad frames: refused with the reason, the connection goes on */
+    n = kernel_node(counter, &buf, 8, 0, NULL);
+    CHECK(rc_twin_node(&a, g, 5, &n) == 1 && a.r.v[0] == 1);       /* not the next index */
+    CHECK(rc_twin_node(&a, g + 1000, 0, &n) == 1 && a.r.v[0] == 400); /* unknown graph */
+    n = twin_node(VCUDA_GNODE_COND, h1 + 77, VCUDA_COND_IF, 1, 0, NULL);
+    CHECK(rc_twin_node(&a, g, 3, &n) == 1 && a.r.v[0] == 400); /* a handle not made here */
+    n = twin_node(VCUDA_GNODE_FREE, buf, 0, 0, 0, NULL);
+    CHECK(rc_twin_node(&a, g, 3, &n) == 1 && a.r.v[0] == 1); /* not a graph allocation */
+    n = twin_node(VCUDA_GNODE_ALLOC, 1ull << 40, 0, 0, 0, NULL);
+    CHECK(rc_twin_node(&a, g, 3, &n) == 1 && a.r.v[0] == 2); /* more than the device has */
+    n = kernel_node(counter, &buf, 4, 0, NULL);
+    CHECK(rc_twin_node(&a, g, 3, &n) == 1 && a.r.v[0] == 1); /* argument bytes */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_ADD_EDGE, body2, 1, 0, 2000) == 1 && a.r.v[0] == 1); /* a cycle */
+    CHECK(strstr((const char *)a.r.str, "cycle"));
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_ADD_EDGE, body2, 0, 1, 2000) == 1 && a.r.v[0] == 1); /* exists */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_ADD_EDGE, g, 0, 9, 2000) == 1 && a.r.v[0] == 1);   /* no node 9 */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_ADD_EDGE, g, 0, 2, 2000) == 0); /* (node 2 also waits for node 0) */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_COND_CREATE, g, 0, 2, 2000) == 1 && a.r.v[0] == 1);     /* flags */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_INSTANTIATE, body1, 0, 0, 2000) == 1 && a.r.v[0] == 1);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_INSTANTIATE, g, 4, 0, 2000) == 1 && a.r.v[0] == 1); /* device launch */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_DESTROY, body1, 0, 0, 2000) == 1 && a.r.v[0] == 1);
+    {   /* a conditional node in a one-frame graph */
+        vcuda_graph_node e;
+        memset(&e, 0, sizeof e);
+        static uint8_t blob[64];
+        size_t len = 0;
+        char why[VCUDA_WHY_LEN];
+        CHECK(vcuda_graph_encode(&e, 1, blob, sizeof blob, &len, why) == 0);
+        blob[0] = VCUDA_GNODE_COND;
+        vcuda_msg m = msg(VCUDA_OP_GRAPH_INSTANTIATE);
+        m.v[0] = 1, m.nv = 1, m.blob = blob, m.blob_len = (uint32_t)len;
+        CHECK(rc_call(&a, &m, 0, 2000) == 1 && a.r.v[0] == 1 && strstr((const char *)a.r.str, "outside a twin"));
+    }
+
+    /* instantiated and launched: IF runs its body once (2 -> 1), WHILE three times */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_INSTANTIATE, g, 0, 0, 2000) == 0);
+    uint64_t exec = a.r.v[0];
+    CHECK(rc_put_int(&a, n1, 2) == 0 && rc_put_int(&a, n2, 3) == 0);
+    CHECK(rc_graph_launch(&a, exec, 0) == 0 && rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0);
+    CHECK(rc_get_int(&a, buf) == 4);
+    /* the condition false (0 stays 0): no IF body; WHILE once (default 1, then 1 -> 0) */
+    CHECK(rc_put_int(&a, n1, 0) == 0 && rc_put_int(&a, n2, 1) == 0);
+    CHECK(rc_graph_launch(&a, exec, 0) == 0 && rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0);
+    CHECK(rc_get_int(&a, buf) == 5);
+    /* the graph destroyed, its exec still runs; the exec's end frees the twin */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_DESTROY, g, 0, 0, 2000) == 0);
+    CHECK(rc_twin_node(&a, body1, 1, &n) == 1 && a.r.v[0] == 400); /* its bodies went with it */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_DESTROY, g, 0, 0, 2000) == 1 && a.r.v[0] == 400);
+    CHECK(rc_put_int(&a, n1, 1) == 0 && rc_put_int(&a, n2, 1) == 0);
+    CHECK(rc_graph_launch(&a, exec, 0) == 0 && rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0);
+    CHECK(rc_get_int(&a, buf) == 6); /* (1 -> 0: no IF body; WHILE once) */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_EXEC_DESTROY, exec, 0, 0, 2000) == 0);
+
+    /* memory nodes: alloc -> counter(p) -> free; the address is known when the node is made */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_CREATE, 0, 0, 0, 2000) == 0);
+    uint64_t g2 = a.r.v[0];
+    n = twin_node(VCUDA_GNODE_ALLOC, 4096, 0, 0, 0, NULL);
+    CHECK(rc_twin_node(&a, g2, 0, &n) == 0 && a.r.v[0] != 0);
+    uint64_t p = a.r.v[0];
+    n = kernel_node(counter, &p, 8, 1, d0);
+    CHECK(rc_twin_node(&a, g2, 1, &n) == 0);
+    n = twin_node(VCUDA_GNODE_FREE, p, 0, 0, 1, d1);
+    CHECK(rc_twin_node(&a, g2, 2, &n) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_INSTANTIATE, g2, 1, 0, 2000) == 0); /* auto free on launch */
+    exec = a.r.v[0];
+    CHECK(rc_graph_launch(&a, exec, 0) == 0 && rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0);
+    uint64_t used = 1, high = 0, reserved = 0;
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_ATTR_GET, 0, 0, 0, 2000) == 0 && (used = a.r.v[0]) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_ATTR_GET, 1, 0, 0, 2000) == 0 && (high = a.r.v[0]) >= 4096);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_ATTR_GET, 2, 0, 0, 2000) == 0 && (reserved = a.r.v[0]) >= 4096);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_TRIM, 0, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_ATTR_GET, 2, 0, 0, 2000) == 0 && a.r.v[0] == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_ATTR_GET, 4, 0, 0, 2000) == 1 && a.r.v[0] == 1);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_ATTR_RESET, 0, 0, 0, 2000) == 1 && a.r.v[0] == 1);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_ATTR_RESET, 1, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_ATTR_GET, 1, 0, 0, 2000) == 0 && a.r.v[0] == 0);
+    printf("  graph memory after alloc/free: used %llu, high %llu, reserved %llu\n", (unsigned long long)used,
+           (unsigned long long)high, (unsigned long long)reserved);
+    /* gone with its graph and exec: the freed address leaves the client's table */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_EXEC_DESTROY, exec, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_DESTROY, g2, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_MEMCPY_D2H, p, 4, 0, 2000) == 1 && a.r.v[0] == 1);
+    /* an allocation no graph frees: the client's until FREE */
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_CREATE, 0, 0, 0, 2000) == 0);
+    uint64_t g3 = a.r.v[0];
+    n = twin_node(VCUDA_GNODE_ALLOC, 256, 0, 0, 0, NULL);
+    CHECK(rc_twin_node(&a, g3, 0, &n) == 0);
+    uint64_t p3 = a.r.v[0];
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_INSTANTIATE, g3, 0, 0, 2000) == 0);
+    exec = a.r.v[0];
+    CHECK(rc_graph_launch(&a, exec, 0) == 0 && rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_TWIN_DESTROY, g3, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_EXEC_DESTROY, exec, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_ATTR_GET, 0, 0, 0, 2000) == 0 && a.r.v[0] == 256);
+    CHECK(rc_put_int(&a, p3, 7) == 0 && rc_get_int(&a, p3) == 7);
+    CHECK(rc_simple(&a, VCUDA_OP_FREE, p3, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_GRAPH_MEM_ATTR_GET, 0, 0, 0, 2000) == 0 && a.r.v[0] == 0);
+    rc_close(&a);
+
+    /* a client that goes with live twins (a conditional node, an allocation) and execs */
+    CHECK(rc_open(&b, s.port, 2000) == 0);
+    mod = rc_module(&b, "tw", 1), counter = rc_function(&b, mod, "counter");
+    CHECK(counter && rc_simple(&b, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    buf = b.r.v[0];
+    CHECK(rc_simple(&b, VCUDA_OP_GRAPH_TWIN_CREATE, 0, 0, 0, 2000) == 0);
+    g = b.r.v[0];
+    CHECK(rc_simple(&b, VCUDA_OP_GRAPH_COND_CREATE, g, 1, 0, 2000) == 0);
+    n = twin_node(VCUDA_GNODE_COND, b.r.v[0], VCUDA_COND_SWITCH, 3, 0, NULL);
+    CHECK(rc_twin_node(&b, g, 0, &n) == 0 && b.r.blob_len == 24);
+    memcpy(&body1, b.r.blob + 8, 8);
+    n = kernel_node(counter, &buf, 8, 0, NULL);
+    CHECK(rc_twin_node(&b, body1, 0, &n) == 0);
+    n = twin_node(VCUDA_GNODE_ALLOC, 1024, 0, 0, 0, NULL);
+    CHECK(rc_twin_node(&b, g, 1, &n) == 0);
+    CHECK(rc_simple(&b, VCUDA_OP_GRAPH_TWIN_INSTANTIATE, g, 0, 0, 2000) == 0);
+    CHECK(rc_graph_launch(&b, b.r.v[0], 0) == 0 && rc_simple(&b, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 0);
+    CHECK(rc_get_int(&b, buf) == 1); /* SWITCH on 1: body 1 */
+    CHECK(rc_simple(&b, VCUDA_OP_GRAPH_TWIN_INSTANTIATE, g, 0, 0, 2000) == 0);
+    rc_close(&b);
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_simple(&a, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000) == 0);
+    rc_close(&a);
+    CHECK(wait_log(&s, "graph exec destroyed, 0 left", 1, 3000));
+    char *log = finish(&s);
+    CHECK(strstr(log, "fake libcuda: 4 conditional bodies ran") && strstr(log, "fake libcuda: 1 conditional bodies ran"));
+    const char *last = NULL;
+    for (const char *q = log; (q = strstr(q, "graph exec destroyed, ")); ++q) last = q;
+    CHECK(last && !strncmp(last, "graph exec destroyed, 0 left", 28));
+    CHECK(!strstr(log, "Segmentation") && !strstr(log, "AddressSanitizer"));
+}
+
 /* Every FILE (a cubin or fatbin nvcc wrote) must pass the validator: images real
  * programs send are accepted, whatever the fuzzer and the patched variants refuse. */
 static int check_images(int n, char **files)
@@ -1366,6 +1584,8 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "shrink")) shrink();
     else if (!strcmp(c, "runtime_calls")) runtime_calls();
     else if (!strcmp(c, "graphs")) graphs(NULL);
+    else if (!strcmp(c, "twins")) twins(NULL);
+    else if (!strcmp(c, "twins_isolation")) twins("--isolation context");
     else if (!strcmp(c, "arrays")) arrays();
     else if (!strcmp(c, "graphs_isolation")) graphs("--isolation context");
     else if (!strcmp(c, "real_cubin") && argc > 4) real_cubin(argv[4]);

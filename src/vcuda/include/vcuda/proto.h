@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define VCUDA_MAGIC 0x44554356u /* "VCUD" as little-endian bytes */
-#define VCUDA_PROTO_VERSION 4u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET, arrays, textures */
+#define VCUDA_PROTO_VERSION 5u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET, arrays, textures; 5: graph twins (conditional and memory nodes, GRAPH_TWIN_*) */
 #define VCUDA_HEADER_SIZE 24u
 
 /* Limits; compile-time configurable.  The payload bound is what a server is willing to
@@ -176,6 +176,16 @@ enum {
     X(SURF_CREATE, 65, "h(array)", "h(surf_object)")                                        \
     X(SURF_DESTROY, 66, "h(surf_object)", "")                                               \
     X(DEVICE_UUID, 67, "", "b(uuid)") /* cuDeviceGetUuid: 16 bytes */                         \
+    /* 80..89: graphs with a server twin (see "graph twins" below) */                      \
+    X(GRAPH_TWIN_CREATE, 80, "", "h(graph)")                                                \
+    X(GRAPH_TWIN_DESTROY, 81, "h(graph)", "")                                               \
+    X(GRAPH_TWIN_ADD_NODE, 82, "h(graph) u(index) b(node)", "h(dptr) b(bodies)")            \
+    X(GRAPH_TWIN_ADD_EDGE, 83, "h(graph) u(from) u(to)", "")                                \
+    X(GRAPH_COND_CREATE, 84, "h(graph) u(default_value) u(flags)", "h(cond_handle)")        \
+    X(GRAPH_TWIN_INSTANTIATE, 85, "h(graph) u(flags)", "h(graph_exec)")                     \
+    X(GRAPH_MEM_ATTR_GET, 86, "u(attribute)", "z(value)")                                   \
+    X(GRAPH_MEM_ATTR_RESET, 87, "u(attribute)", "") /* the high watermarks: set to 0 */     \
+    X(GRAPH_MEM_TRIM, 88, "", "")                                                           \
     /* 100..127: connection control (see "authentication" and "liveness" below) */         \
     X(AUTH, 100, "t(client_proof) u(heartbeat_ms)", "t(server_proof) d(server_device)")     \
     X(PROGRESS, 101, "", "u(elapsed_ms)") /* server -> client only: still working */
@@ -286,13 +296,35 @@ uint64_t vcuda_chunk_count(uint64_t size);
  *           (packed as LAUNCH's, the server unpacks them by the kernel's own sizes)
  *   COPY:   u64 dst, u64 src, u64 size (device to device)
  *   SET:    u64 dst, u64 pitch, u32 value (a byte), u64 width, u64 height
- *   EMPTY:  nothing more.
+ *   EMPTY:  nothing more;
+ * and, only in a GRAPH_TWIN_ADD_NODE (GRAPH_INSTANTIATE refuses them),
+ *   COND:   u64 conditional handle (a GRAPH_COND_CREATE's), u32 type (VCUDA_COND_*),
+ *           u32 body count (IF 1 or 2, WHILE 1, SWITCH 1..VCUDA_MAX_COND_BODIES)
+ *   ALLOC:  u64 size in [1, VCUDA_MAX_SIZE] (a graph allocation on the server's device)
+ *   FREE:   u64 the address a graph allocation of the client's starts at.
  * node_count in [1, VCUDA_MAX_GRAPH_NODES], every byte consumed, the kernels' argument
  * bytes together <= VCUDA_MAX_GRAPH_PARAM_BYTES, sizes <= VCUDA_MAX_SIZE.  Handles and
- * ranges are the server's to check (against the client's own tables). */
+ * ranges are the server's to check (against the client's own tables).
+ *
+ * Graph twins.  A graph that needs its identity on the server before it is
+ * instantiated -- a conditional handle (kernels take its value as an argument), a
+ * conditional node (its body graphs), a memory allocation node (the address is fixed
+ * when the node is made) -- gets a twin there: GRAPH_TWIN_CREATE makes a CUgraph held
+ * as the client's handle, and from then on every node of the graph is sent as it is
+ * added, one GRAPH_TWIN_ADD_NODE each: `index` is the twin's node count (the node's own
+ * index, so its dependencies, encoded as above, are the twin's earlier nodes), and the
+ * reply carries an allocation's address (ALLOC) or the body graphs' twin handles, u64
+ * each (COND; the bodies belong to their node and go with the graph that holds it).
+ * GRAPH_TWIN_ADD_EDGE adds a dependency (from, to: node indices; refused if it would
+ * close a cycle); GRAPH_TWIN_INSTANTIATE instantiates the twin itself. */
 #define VCUDA_MAX_GRAPH_NODES 4096u
 #define VCUDA_MAX_GRAPH_PARAM_BYTES (4u << 20)
-enum { VCUDA_GNODE_EMPTY = 0, VCUDA_GNODE_KERNEL, VCUDA_GNODE_COPY, VCUDA_GNODE_SET, VCUDA_GNODE_KINDS };
+#define VCUDA_MAX_COND_BODIES 64u
+enum {
+    VCUDA_GNODE_EMPTY = 0, VCUDA_GNODE_KERNEL, VCUDA_GNODE_COPY, VCUDA_GNODE_SET,
+    VCUDA_GNODE_COND, VCUDA_GNODE_ALLOC, VCUDA_GNODE_FREE, VCUDA_GNODE_KINDS
+};
+enum { VCUDA_COND_IF = 0, VCUDA_COND_WHILE = 1, VCUDA_COND_SWITCH = 2 }; /* CUgraphConditionalNodeType */
 
 typedef struct {
     uint32_t kind, ndeps;
@@ -300,6 +332,8 @@ typedef struct {
     const uint8_t *deps_le; /* decoding: where they lie in the frame (see vcuda_graph_dep) */
     uint64_t function, dst, src, size, pitch, width, height;
     uint32_t dim[6], shmem, value;
+    uint64_t cond;                 /* COND: the conditional handle */
+    uint32_t cond_type, cond_size; /* COND: VCUDA_COND_*, body count */
     const uint8_t *params; /* kernel argument bytes (decoding: into the frame) */
     uint32_t params_len;
 } vcuda_graph_node;
@@ -313,6 +347,12 @@ vcuda_status vcuda_graph_decode(const uint8_t *p, size_t len, uint32_t count, vc
  * the bytes needed either way. */
 vcuda_status vcuda_graph_encode(const vcuda_graph_node *n, uint32_t count, uint8_t *buf, size_t cap, size_t *len,
                                 char *why);
+/* The same for nodes numbered from `first` on (a GRAPH_TWIN_ADD_NODE: first is its
+ * index, count 1), which may take the kinds only a twin takes. */
+vcuda_status vcuda_graph_decode_from(const uint8_t *p, size_t len, uint32_t first, uint32_t count,
+                                     vcuda_graph_node *out, char *why);
+vcuda_status vcuda_graph_encode_from(const vcuda_graph_node *n, uint32_t first, uint32_t count, uint8_t *buf,
+                                     size_t cap, size_t *len, char *why);
 
 /* ---- arrays ------------------------------------------------------------------------ *
  * MEMCPY_3D and TEX_CREATE carry a descriptor in their bytes field: exactly
