@@ -1087,8 +1087,12 @@ static int twin_add_node(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
         break;
     }
     case VCUDA_GNODE_FREE: {
-        allocation *a = in_table(cl->allocs, cl->nalloc, n.dst, 0);
-        if (!a || !a->graph || a->base != n.dst)
+        /* By base, among graph allocations only: a range lookup would also match the end
+         * of an ordinary allocation that the driver placed right before this one. */
+        allocation *a = NULL;
+        for (uint32_t k = 0; k < cl->nalloc && !a; ++k)
+            if (cl->allocs[k].graph && cl->allocs[k].base == n.dst) a = &cl->allocs[k];
+        if (!a)
             return reply_invalid(cl, r, 1, "%s: 0x%llx is not a graph allocation of this client", what,
                                  (unsigned long long)n.dst);
         if (push_u64(&root->frees, &root->nfrees, &root->cap_frees, n.dst, MAX_ALLOCS))
