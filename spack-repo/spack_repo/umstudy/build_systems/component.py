@@ -23,7 +23,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "859f608731c75e7f9df4053e1d90588fd3e9165da11ffcdee8be6c9404f13d27")
+RELEASE = ("0.1.0", "f3181cad97e49e1e214341fc5c807a046d889a109594c356f156fb9793f9ec92")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
