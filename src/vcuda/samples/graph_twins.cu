@@ -13,21 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-static int failures = 0;
-#define CHECK(call)                                                                           \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            printf("FAIL %s: %s\n", #call, cudaGetErrorName(e_));                             \
-            ++failures;                                                                       \
-        }                                                                                     \
-    } while (0)
-#define EXPECT(cond, what)                                                                    \
-    do {                                                                                      \
-        bool ok_ = (cond);                                                                    \
-        printf("%s %s\n", ok_ ? "ok" : "FAIL", what);                                         \
-        failures += !ok_;                                                                     \
-    } while (0)
+#include "sample_checks.h"
 
 // The condition: *n, counted down first when count is set.
 __global__ void set_cond(int *n, int count, cudaGraphConditionalHandle h)
@@ -234,8 +220,10 @@ int main()
     EXPECT(last == N - 1 && mid == N / 2, "the graph allocation's contents copied out");
     CHECK(cudaDeviceGetGraphMemAttribute(dev, cudaGraphMemAttrUsedMemCurrent, &used));
     CHECK(cudaDeviceGetGraphMemAttribute(dev, cudaGraphMemAttrUsedMemHigh, &high));
-    snprintf(what, sizeof what, "graph memory after the launches: used %llu, high at least %zu", used, ap.bytesize);
-    EXPECT(used == 0 && high >= ap.bytesize, what);
+    // Freed allocations' memory stays with the graphs (for their next launch) until trimmed.
+    snprintf(what, sizeof what, "graph memory after the launches: used %llu, high %s %zu", used,
+             high >= ap.bytesize ? ">=" : "<", ap.bytesize);
+    EXPECT(used >= ap.bytesize && high >= ap.bytesize, what);
     CHECK(cudaGraphExecDestroy(x));
 
     // cudaMallocAsync / cudaFreeAsync in a capture

@@ -12,21 +12,7 @@
 #include <cstring>
 #include <vector>
 
-static int failures = 0;
-#define CHECK(call)                                                                           \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            printf("FAIL %s: %s (%s)\n", #call, cudaGetErrorName(e_), cudaGetErrorString(e_)); \
-            ++failures;                                                                       \
-        }                                                                                     \
-    } while (0)
-#define EXPECT(cond, what)                                                                    \
-    do {                                                                                      \
-        bool ok_ = (cond);                                                                    \
-        printf("%s %s\n", ok_ ? "ok" : "FAIL", what);                                         \
-        failures += !ok_;                                                                     \
-    } while (0)
+#include "sample_checks.h"
 
 __constant__ float coeff[16];
 __device__ int counter;
