@@ -500,9 +500,30 @@ def judge(p, loc, vc, rerun):
     if names:
         diff += "; refused: " + ", ".join(names)
     r2 = rerun()
-    if r2 and same_rc and (normalise(r2["out"], tl) != l_out or normalise(r2["err"], tl) != l_err):
-        return dict(res, verdict="varies-locally", reason="two runs on the real runtime differ too; " + diff)
+    if r2 and same_rc:
+        r_out, r_err = normalise(r2["out"], tl), normalise(r2["err"], tl)
+        if r_out != l_out or r_err != l_err:
+            hows = [within_local_variation(l_out, r_out, v_out), within_local_variation(l_err, r_err, v_err)]
+            how = all(hows) and "; ".join(h for h in hows if h != "the same")
+            if how:
+                return dict(res, verdict="varies-locally", reason=f"two runs on the real runtime differ too ({how}); {diff}")
+            diff += "; beyond what varies between two runs on the real runtime"
     return dict(res, verdict="differs", reason=diff)
+
+
+def within_local_variation(first, second, vc):
+    """How vcuda's lines differ from the first real-runtime run only where that run and a
+    second one differ too ('' if they differ elsewhere): line by line where all three have
+    as many lines; where the two real runs do not, only that can be said."""
+    if first == vc:
+        return "the same"
+    if len(first) == len(second) == len(vc):
+        if all(a == v or a != b for a, b, v in zip(first, second, vc)):
+            return "only on lines that vary between them"
+        return ""
+    if len(first) != len(second):
+        return "their line counts vary; not compared line by line"
+    return ""
 
 
 def main():

@@ -204,6 +204,16 @@ class Verdicts(unittest.TestCase):
     def test_varies_locally(self):
         j = self.judge(run_result("sum 1\n"), run_result("sum 2\n"), rerun=run_result("sum 3\n"))
         self.assertEqual(j["verdict"], "varies-locally")
+        # vcuda may differ only on the lines the two real runs differ on
+        j = self.judge(run_result("t 1\nsum 5\n"), run_result("t 2\nsum 5\n"), rerun=run_result("t 3\nsum 5\n"))
+        self.assertEqual(j["verdict"], "varies-locally")
+        self.assertIn("only on lines that vary", j["reason"])
+        j = self.judge(run_result("t 1\nsum 5\n"), run_result("t 1\nsum 6\n"), rerun=run_result("t 3\nsum 5\n"))
+        self.assertEqual(j["verdict"], "differs")
+        self.assertIn("beyond what varies", j["reason"])
+        j = self.judge(run_result("a\nb\n"), run_result("a\nc\nd\n"), rerun=run_result("a\n"))
+        self.assertEqual(j["verdict"], "varies-locally")
+        self.assertIn("line counts vary", j["reason"])
 
     def test_clock_seeded(self):
         seeded = {"name": "s", "clock_seeded": True}
