@@ -39,6 +39,11 @@ Verdicts (one per program):
                    ("vcuda: NAME is not supported remotely", or a kernel given pinned
                    host memory: "vcuda: CALL: kernel argument I points into host memory
                    ..."), and the run then differed
+  adapts-to-capability
+                   the program printed that the device lacks mapped host or managed memory
+                   (what vcuda reports: such memory cannot be remoted) and went on without
+                   it; where the outputs align, no other line differs beyond what varies
+                   between two real-runtime runs
   waived-needs-managed, waived-needs-zero-copy
                    through vcuda the program waived itself (its own message, exit status
                    2 or 0, where the real runtime ran it) after testing the device
@@ -106,6 +111,11 @@ WAIVED = [
      re.compile(r"does not support mapping CPU host memory|(?:mapped|zero.copy) (?:host )?memory (?:is )?not supported",
                 re.I)),
 ]
+# a line in which a program states a device attribute that vcuda reports absent (mapped
+# host memory, managed memory), where the program then goes on without it
+CAPABILITY = re.compile(r"canMapHostMemory:\s*No|host page-locked memory mapping:\s*No|"
+                        r"does not support mapping of generic host memory|Managed Memory:\s*No|"
+                        r"managedMemory:\s*No", re.I)
 
 
 def normalise(text, timing_lines=None):
@@ -508,7 +518,26 @@ def judge(p, loc, vc, rerun):
             if how:
                 return dict(res, verdict="varies-locally", reason=f"two runs on the real runtime differ too ({how}); {diff}")
             diff += "; beyond what varies between two runs on the real runtime"
+    adapted = adapts(loc, vc, l_out, v_out, normalise(r2["out"], tl) if r2 else l_out)
+    if adapted:
+        return dict(res, verdict="adapts-to-capability", reason=adapted)
     return dict(res, verdict="differs", reason=diff)
+
+
+def adapts(loc, vc, first, vc_out, second):
+    """Why the run through vcuda differs only because the program read an attribute vcuda
+    reports absent and went on without it ('' if not): it printed so (CAPABILITY) where
+    the real runtime's run did not, both ended well, and, where the outputs align line by
+    line, every other differing line also differs between two real-runtime runs."""
+    said = [x for x in vc_out if CAPABILITY.search(x) and x not in first]
+    if not said or loc["rc"] != 0 or vc["rc"] != 0:
+        return ""
+    if len(first) == len(vc_out) == len(second):
+        if not all(a == v or a != b or CAPABILITY.search(v) for a, b, v in zip(first, second, vc_out)):
+            return ""
+        return f"prints what vcuda reports, '{said[0].strip()[:100]}'; every other line as on the real runtime"
+    return (f"reads what vcuda reports, '{said[0].strip()[:100]}', and takes its path for it "
+            f"(such memory cannot be remoted); the outputs differ from there")
 
 
 def within_local_variation(first, second, vc):

@@ -215,6 +215,26 @@ class Verdicts(unittest.TestCase):
         self.assertEqual(j["verdict"], "varies-locally")
         self.assertIn("line counts vary", j["reason"])
 
+    def test_adapts_to_capability(self):
+        real = "Device X\n  Support host page-locked memory mapping:       Yes\n  Managed Memory: Yes\nResult = PASS\n"
+        vc = "Device X\n  Support host page-locked memory mapping:       No\n  Managed Memory: No\nResult = PASS\n"
+        j = self.judge(run_result(real), run_result(vc), rerun=run_result(real))
+        self.assertEqual(j["verdict"], "adapts-to-capability")
+        self.assertIn("every other line as on the real runtime", j["reason"])
+        # a result line differing too is a difference
+        j = self.judge(run_result(real), run_result(vc.replace("PASS", "FAIL")), rerun=run_result(real))
+        self.assertEqual(j["verdict"], "differs")
+        # another path for it: line counts differ
+        j = self.judge(run_result("canMapHostMemory: Yes\nmmap() 64 MB\nregister\nok\n"),
+                       run_result("canMapHostMemory: No\ncudaMallocHost() 64 MB\nok\n"),
+                       rerun=run_result("canMapHostMemory: Yes\nmmap() 64 MB\nregister\nok\n"))
+        self.assertEqual(j["verdict"], "adapts-to-capability")
+        self.assertIn("takes its path", j["reason"])
+        # failing through vcuda is not adapting
+        j = self.judge(run_result("canMapHostMemory: Yes\nok\n"), run_result("canMapHostMemory: No\n", rc=1),
+                       rerun=run_result("canMapHostMemory: Yes\nok\n"))
+        self.assertEqual(j["verdict"], "differs")
+
     def test_clock_seeded(self):
         seeded = {"name": "s", "clock_seeded": True}
         j = self.judge(run_result("Result : 1.5\nPASSED\n"), run_result("Result : 2.25\nPASSED\n"), prog=seeded)
