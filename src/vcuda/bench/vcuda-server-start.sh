@@ -9,6 +9,9 @@
 vcuda_start_server() {
   local log=$1 tries=$2
   shift 2
+  # the log exists before the first look at it (the server's own redirection happens
+  # in the background job, possibly after that look)
+  : >"$log" || return 1
   "$@" 2>"$log" &
   pids+=($!)
   server_port=""

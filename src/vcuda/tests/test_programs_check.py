@@ -225,11 +225,20 @@ class Verdicts(unittest.TestCase):
         j = self.judge(run_result(real), run_result(vc.replace("PASS", "FAIL")), rerun=run_result(real))
         self.assertEqual(j["verdict"], "differs")
         # another path for it: line counts differ
-        j = self.judge(run_result("canMapHostMemory: Yes\nmmap() 64 MB\nregister\nok\n"),
-                       run_result("canMapHostMemory: No\ncudaMallocHost() 64 MB\nok\n"),
-                       rerun=run_result("canMapHostMemory: Yes\nmmap() 64 MB\nregister\nok\n"))
-        self.assertEqual(j["verdict"], "adapts-to-capability")
-        self.assertIn("takes its path", j["reason"])
+        for vc_path in ("canMapHostMemory: No\ncudaMallocHost() 64 MB\nok\n",
+                        "canMapHostMemory: No\nUsing cudaMallocHost\ncudaMallocHost() 64 MB\nok\n"):
+            j = self.judge(run_result("start\ncanMapHostMemory: Yes\nmmap() 64 MB\nregister\nok\n"),
+                           run_result("start\n" + vc_path),
+                           rerun=run_result("start\ncanMapHostMemory: Yes\nmmap() 64 MB\nregister\nok\n"))
+            self.assertEqual(j["verdict"], "adapts-to-capability")
+            self.assertIn("takes its path", j["reason"])
+        # another path ending otherwise, or lines before it differing: a difference
+        j = self.judge(run_result("start\ncanMapHostMemory: Yes\nok\n"), run_result("start\ncanMapHostMemory: No\nbad\n"),
+                       rerun=run_result("start\ncanMapHostMemory: Yes\nok\n"))
+        self.assertEqual(j["verdict"], "differs")
+        j = self.judge(run_result("start\ncanMapHostMemory: Yes\nx\nok\n"), run_result("other\ncanMapHostMemory: No\nok\n"),
+                       rerun=run_result("start\ncanMapHostMemory: Yes\nx\nok\n"))
+        self.assertEqual(j["verdict"], "differs")
         # failing through vcuda is not adapting
         j = self.judge(run_result("canMapHostMemory: Yes\nok\n"), run_result("canMapHostMemory: No\n", rc=1),
                        rerun=run_result("canMapHostMemory: Yes\nok\n"))
