@@ -23,7 +23,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "d416797c8066caacf3908e72a0907dd81b4b1d43aeeb2c820e52997d2156addf")
+RELEASE = ("0.1.0", "7acfe16f59fa6b0b96c55859577cc18fc31d21c8159dd505b0ac1ae82a0002e2")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
