@@ -407,11 +407,13 @@ struct GpuBackend : RemdBackend {
                                       cudaMemcpyDeviceToHost));
         }
         double t = 0.0;
+        device_seconds.assign(ndev, 0.0);
         for (int d = 0; d < ndev; ++d) {
             UMS_CUDA_CHECK(cudaSetDevice(d));
             UMS_CUDA_CHECK(cudaEventSynchronize(dev[d].e1));
             float ms = 0.0f;
             UMS_CUDA_CHECK(cudaEventElapsedTime(&ms, dev[d].e0, dev[d].e1));
+            device_seconds[d] = ms * 1e-3;
             t = std::max(t, ms * 1e-3);
         }
         return t;

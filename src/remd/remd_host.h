@@ -72,6 +72,10 @@ struct RemdBackend {
     virtual void upload(const float *temp, const int *flag) = 0;
     virtual void launch() = 0;
     virtual double download(float *U) = 0;
+    // Each device's own kernel time of the last interval (its events, s), filled by
+    // download(); empty where there is no such split (the CPU backend).  The maximum is
+    // what download() returns; their spread shows devices waiting for the slowest.
+    std::vector<double> device_seconds;
     // One replica's state (verification).
     virtual void fetch(int r, float *x, float *v, float *f) = 0;
 };

@@ -185,6 +185,15 @@ int main(int argc, char **argv)
         ums_rec_begin(&rec, "interval_time", T[it], "s");
         ums_rec_int(&rec, "rep", it);
         ums_rec_num(&rec, "t_gpu", tgpu[it]);
+        const std::vector<double> &per = be->device_seconds;
+        if (per.size() > 1) { // the fastest device, and each device where they are few
+            ums_rec_num(&rec, "t_gpu_min", *std::min_element(per.begin(), per.end()));
+            for (size_t d = 0; d < per.size() && per.size() <= 16; ++d) {
+                char key[32];
+                snprintf(key, sizeof key, "t_gpu_dev%zu", d);
+                ums_rec_num(&rec, key, per[d]);
+            }
+        }
         ums_rec_num(&rec, "t_com", T[it] - tgpu[it] - tclt[it]);
         ums_rec_num(&rec, "t_clt", tclt[it]);
         ums_rec_num(&rec, "pair_evals_per_s", (double)nrep * s.natom * (s.natom - 1.0) * mexch / T[it]);
