@@ -78,12 +78,17 @@ def load_reference(paths=None):
     paths = paths if paths is not None else sorted(glob.glob(os.path.join(REFERENCE_DIR, '*.json*')))
     if not paths:
         return {}, []
-    cases = V.load_cases(paths)
-    rows = V.verdicts(cases)
+    # Each report judged on its own (its machine's repeats are never pooled with another
+    # machine's); a claim takes the first report, in name order, that judged it (a claim
+    # one machine cannot run, e.g. on several GPUs, comes from the one that could).
+    def judged(r):
+        return r['verdict'] not in (V.NOT_RUN, V.NOT_APPLICABLE)
     by_id = {}
-    for r in rows:
-        if r['verdict'] != V.NOT_RUN or r['id'] not in by_id:
-            by_id[r['id']] = r
+    for path in paths:
+        for r in V.verdicts(V.load_cases([path])):
+            old = by_id.get(r['id'])
+            if old is None or (not judged(old) and (judged(r) or old['verdict'] == V.NOT_RUN)):
+                by_id[r['id']] = r
     return by_id, paths
 
 
@@ -132,8 +137,16 @@ def cells(r, ref=None):
          r['verdict'], r['reason']]
     if ref is not None:
         got = ref.get(r['id'])
-        c.append('-' if not got else f"{fmt_measured(got)}: {got['verdict']}" if got.get('parts') else got['verdict'])
+        cell = '-' if not got else f"{fmt_measured(got)}: {got['verdict']}" if got.get('parts') else got['verdict']
+        if got and len(ref_machines(ref)) > 1 and got.get('machine'):
+            cell += f" ({got['machine']})"
+        c.append(cell)
     return c
+
+
+def ref_machines(ref_rows):
+    """The reference machines the rows were judged on, in first-seen order."""
+    return list(dict.fromkeys(r['machine'] for r in ref_rows.values() if r.get('machine')))
 
 
 def write(rows, cases, out_dir, sources, reference=None):
@@ -161,7 +174,7 @@ def write(rows, cases, out_dir, sources, reference=None):
     paper, targets = table_rows('paper'), table_rows('target')
     consistency = [r for r in rows if r['verdict'] == V.CONSISTENCY]
     na_groups = group_not_judged(rows)
-    ref_machine = next((r['machine'] for r in ref_rows.values() if r.get('machine')), None)
+    ref_machine = '; '.join(ref_machines(ref_rows))
     headers = HEADERS + ([f"reference machine ({ref_machine})" if ref_machine else 'reference machine']
                          if ref_rows else [])
     ref = ref_rows if ref_rows else None

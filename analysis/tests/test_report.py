@@ -75,3 +75,21 @@ def test_failures_are_verdicts_only_for_missed_references(tmp_path):
     assert report.failures_are_verdicts(run_report(['compile'])) == 1
     # a cancelled session (Ctrl-C, a killed job) is never a clean run
     assert report.failures_are_verdicts(run_report([], [{'name': 'X', 'result': 'abort'}])) == 1
+
+
+def test_reference_reports_are_judged_each_on_its_own(tmp_path):
+    """Two reference machines: a claim measured on both takes the first report's verdict
+    (never the two machines' repeats pooled), one the first cannot judge comes from the
+    second, and the column names both machines."""
+    first = write_report(tmp_path / 'a.json', repeated('UmbBaseline', {'h2d': 410, 'd2h': 300, 'gpu_copy': 3200,
+                                                                          'cpu_copy': 330}, system='miyabi'))
+    second = write_report(tmp_path / 'b.json', repeated('UmbBaseline', {'h2d': 10, 'd2h': 10, 'gpu_copy': 10,
+                                                                           'cpu_copy': 10}, system='miyabi') +
+                          repeated('HimenoCudaPerf %alloc=explicit',
+                                   {'gflops': 1500, 'gflops_loop': 1700, 'pct_roofline': 80}, system='miyabi'))
+    rows, paths = report.load_reference([first, second])
+    assert paths == [first, second]
+    alone = {r['id']: r for r in V.verdicts(V.load_cases([first]))}
+    assert rows['P001-C1']['verdict'] == alone['P001-C1']['verdict'] == V.REPRODUCED
+    assert rows['P001-C1']['measured'] == alone['P001-C1']['measured']   # not pooled with b's 10s
+    assert rows['HIM-T1']['verdict'] != V.NOT_RUN                       # only b measured it

@@ -67,10 +67,13 @@ run speed-2048-shared 90 --kernel shared --cells 8 --replicas 14336 --iterations
 run speed-256-fast 60 --kernel fast --cells 4 --replicas 14336 --iterations 5 --gpus 1
 run speed-256-faithful 60 --kernel faithful --cells 4 --replicas 14336 --iterations 5 --gpus 1
 run speed-2048-faithful 150 --kernel faithful --cells 8 --replicas 14336 --iterations 1 --gpus 1
-# 4. local multi-GPU scaling (one host thread over n GPUs), P003's sizes, fast kernel
+# 4. local multi-GPU scaling (one host thread over n GPUs), P003's sizes, fast kernel.
+# Every n runs the same intervals as the n = 1 speed run above (one at 2,048 atoms, five at
+# 256): later intervals cost more as the lattice melts (2x H200, 2,048 atoms: the second
+# interval 3.5% longer than the first at n = 1), so R(n) compares like with like.
 n=2
 while [ "$n" -le "$NGPU" ]; do
-  run local-2048-n$n 120 --kernel fast --cells 8 --replicas 14336 --iterations 2 --gpus $n
+  run local-2048-n$n 120 --kernel fast --cells 8 --replicas 14336 --iterations 1 --gpus $n
   run local-256-n$n 60 --kernel fast --cells 4 --replicas 14336 --iterations 5 --gpus $n
   n=$((n * 2))
 done
@@ -91,7 +94,7 @@ if [ -x "$VB/vcuda-run" ] && [ -x "$VB/vcuda-bench" ]; then
   n=1
   while [ "$n" -le "$NGPU" ]; do
     WRAP="env VCUDA_KEEPALIVE_MS=2 $VB/vcuda-run --gpus $n --log-dir $OUT/vcuda-logs-n$n --" \
-      run vcuda-2048-n$n 150 --kernel fast --cells 8 --replicas 14336 --iterations 2 --gpus $n
+      run vcuda-2048-n$n 150 --kernel fast --cells 8 --replicas 14336 --iterations 1 --gpus $n
     WRAP="env VCUDA_KEEPALIVE_MS=2 $VB/vcuda-run --gpus $n --log-dir $OUT/vcuda-logs-n$n --" \
       run vcuda-256-n$n 90 --kernel fast --cells 4 --replicas 14336 --iterations 5 --gpus $n
     n=$((n * 2))

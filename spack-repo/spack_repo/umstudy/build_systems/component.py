@@ -23,7 +23,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "7acfe16f59fa6b0b96c55859577cc18fc31d21c8159dd505b0ac1ae82a0002e2")
+RELEASE = ("0.1.0", "a9e17ce27997f6a3dd74190fc33d3c9e2312bc8f4c4f1a9d74f249577446ffe5")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
