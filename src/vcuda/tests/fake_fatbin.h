@@ -4,9 +4,12 @@
 #ifndef VCUDA_FAKE_FATBIN_H
 #define VCUDA_FAKE_FATBIN_H
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fake_cubin.h"
+#include "vcuda_test.h"
 
 void **__cudaRegisterFatBinary(void *fat_cubin);
 void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun, const char *device_name,
@@ -29,6 +32,20 @@ static void **register_fake_fatbin(const char *tag)
 static void register_kernel(void **h, const void *stub, const char *name)
 {
     __cudaRegisterFunction(h, stub, (char *)name, name, -1, NULL, NULL, NULL, NULL, NULL);
+}
+
+/* A graph test's start: its arguments ("server|client SERVER FAKE_LIB_DIR": graphs kept
+ * on the server or replayed by the client) checked, a server started for this process,
+ * the fake fatbinary `tag` registered.  NULL, with the usage on stderr, on bad arguments. */
+static void **graph_test_start(int argc, char **argv, vcuda_test_server *s, const char *token, const char *tag)
+{
+    if (argc != 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
+        fprintf(stderr, "usage: %s server|client SERVER FAKE_LIB_DIR\n", argv[0]);
+        return NULL;
+    }
+    start_server_for_me(s, argv[2], argv[3], token);
+    setenv("VCUDA_GRAPHS", argv[1], 1);
+    return register_fake_fatbin(tag);
 }
 
 /* How often `what` occurs in text (a server log). */

@@ -55,15 +55,10 @@ static void on_host(void *data) { ++*(int *)data; }
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")))
-        return fprintf(stderr, "usage: %s server|client SERVER FAKE_LIB_DIR\n", argv[0]), 2;
-    int on_server = !strcmp(argv[1], "server");
     vcuda_test_server s;
-    start_server_for_me(&s, argv[2], argv[3], TOKEN);
-    setenv("VCUDA_GRAPHS", argv[1], 1);
-
-    /* what nvcc's start-up code does: the fatbinary (header, one ELF entry, the cubin) */
-    void **h = register_fake_fatbin("graphs");
+    void **h = graph_test_start(argc, argv, &s, TOKEN, "graphs");
+    if (!h) return 2;
+    int on_server = !strcmp(argv[1], "server");
     register_kernel(h, &counter_stub, "counter");
     register_kernel(h, &pair_stub, "pair");
 

@@ -72,13 +72,9 @@ static void launch_sync(cudaGraphExec_t ex, cudaStream_t st)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")))
-        return fprintf(stderr, "usage: %s server|client SERVER FAKE_LIB_DIR\n", argv[0]), 2;
     vcuda_test_server s;
-    start_server_for_me(&s, argv[2], argv[3], TOKEN);
-    setenv("VCUDA_GRAPHS", argv[1], 1);
-
-    void **h = register_fake_fatbin("twins");
+    void **h = graph_test_start(argc, argv, &s, TOKEN, "twins");
+    if (!h) return 2;
     register_kernel(h, &counter_stub, "counter");
     register_kernel(h, &setcond_stub, "setcond");
 
