@@ -17,7 +17,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
-from umstudy.checks import UmstudyMetricTest, mpirun_on_local, one_node, size  # noqa: E402
+from umstudy.checks import UmstudyMetricTest, cmake_cache, mpirun_on_local, one_node, size  # noqa: E402
 
 MODE = size()
 SIZES = {
@@ -86,12 +86,7 @@ class CabBase(UmstudyMetricTest):
 
     def gasnet_conduit(self):
         """The conduit the build fixture linked (from its CMake cache), if any."""
-        cache = os.path.join(self.build.builddir, 'CMakeCache.txt')
-        if os.path.exists(cache):
-            for line in open(cache):
-                if line.startswith('XMPC_GASNET_CONDUIT:'):
-                    return line.strip().split('=', 1)[1]
-        return None
+        return cmake_cache(self.build.builddir).get('XMPC_GASNET_CONDUIT')
 
 
 @rfm.simple_test

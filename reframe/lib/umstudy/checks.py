@@ -34,7 +34,8 @@ def size():
     return value
 
 
-def _cmake_cache(builddir):
+def cmake_cache(builddir):
+    """{variable: value} of a build tree's CMakeCache.txt ({} where there is none)."""
     cache = {}
     path = os.path.join(builddir, 'CMakeCache.txt')
     if os.path.exists(path):
@@ -125,7 +126,7 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
         default = os.path.join(data.REPO, 'build', 'default')
         part = self.current_partition
         why_not = 'built on the partition\'s own nodes' if not self.build_locally else \
-            self.not_reusable(_cmake_cache(default), opts)
+            self.not_reusable(cmake_cache(default), opts)
         if not why_not:
             self.builddir = default
             configure = []
