@@ -26,7 +26,7 @@
 
 enum { PRE_HELLO, PRE_AUTH, AUTHED };
 
-typedef struct server server;
+typedef struct vcuda_server server;
 
 typedef struct conn {
     vcuda_conn pub; /* first: handlers' vcuda_conn* converts back to conn* */
@@ -54,11 +54,12 @@ typedef struct conn {
     struct conn *next;
 } conn;
 
-struct server {
+struct vcuda_server {
     const vcuda_server_config *cfg;
     pthread_mutex_t mu; /* the authenticated list */
     conn *authed;
     int nauthed;
+    int held; /* connections handed to other processes and still open (cfg->handoff) */
     uint64_t nonces[NONCE_MEMORY];
     unsigned nonce_at;
 };
@@ -400,7 +401,7 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
     }
     int max = cfg->max_conns > 0 ? cfg->max_conns : 256;
     pthread_mutex_lock(&s->mu);
-    int full = s->nauthed >= max;
+    int full = s->nauthed + s->held >= max;
     pthread_mutex_unlock(&s->mu);
     if (full) {
         char ignore[VCUDA_WHY_LEN];
@@ -408,14 +409,36 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
         send_small(c, m, &r, ignore);
         return snprintf(why, VCUDA_WHY_LEN, "client limit %d reached", max), -1;
     }
+    snprintf(c->pub.tenant, sizeof c->pub.tenant, "%s", VCUDA_DEFAULT_TENANT);
+    uint64_t hb = m->v[0];
+    c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
+    if (cfg->handoff) { /* to the tenant's serving process, before the reply (see server_loop.h) */
+        char refusal[VCUDA_WHY_LEN], ignore[VCUDA_WHY_LEN];
+        if (cfg->handoff->hand(cfg->handoff->ctx, &c->pub, c->heartbeat_ms, refusal)) {
+            vcuda_reply_error(&r, 2 /* cudaErrorMemoryAllocation */, refusal);
+            send_small(c, m, &r, ignore);
+            return snprintf(why, VCUDA_WHY_LEN, "refused: %.*s", VCUDA_WHY_LEN - 10, refusal), -1;
+        }
+        pthread_mutex_lock(&s->mu);
+        ++s->held;
+        pthread_mutex_unlock(&s->mu);
+    }
     vcuda_auth_proof(cfg->token, cfg->token_len, 1, c->nc, c->ns, mine);
     r.blob = mine, r.blob_len = sizeof mine;
     r.v[0] = (uint64_t)cfg->device, r.nv = 1;
-    if (send_small(c, m, &r, why)) return -1;
-    uint64_t hb = m->v[0];
-    c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
-    fprintf(stderr, "%s: peer %s: authenticated (connection %llu)\n", cfg->log_prefix, c->pub.peer,
-            (unsigned long long)c->pub.id);
+    if (send_small(c, m, &r, why)) {
+        if (!cfg->handoff) return -1;
+        /* its serving process finds the connection broken and ends the session */
+        vcuda_log_limited(cfg->log_prefix, "peer %s: AUTH reply failed: %s", c->pub.peer, why);
+        free_conn(c);
+        return 1;
+    }
+    fprintf(stderr, "%s: peer %s: authenticated (connection %llu, tenant %s)\n", cfg->log_prefix, c->pub.peer,
+            (unsigned long long)c->pub.id, c->pub.tenant);
+    if (cfg->handoff) { /* the loop's copy of the socket goes; the serving process has its own */
+        free_conn(c);
+        return 1;
+    }
     return start_worker(s, c, why) ? -1 : 1;
 }
 
@@ -554,10 +577,56 @@ static int heartbeats(server *s, int cap)
     return wait < 1 ? 1 : wait;
 }
 
+vcuda_server *vcuda_server_new(const vcuda_server_config *cfg)
+{
+    server *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->cfg = cfg;
+    pthread_mutex_init(&s->mu, NULL);
+    return s;
+}
+
+int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *from, int heartbeat_ms, char *why)
+{
+    conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        vcuda_close(from->fd);
+        return snprintf(why, VCUDA_WHY_LEN, "no memory for a connection"), -1;
+    }
+    c->pub.fd = from->fd;
+    c->pub.id = from->id;
+    memcpy(c->pub.peer, from->peer, sizeof c->pub.peer);
+    memcpy(c->pub.tenant, from->tenant, sizeof c->pub.tenant);
+    c->pub.peer[sizeof c->pub.peer - 1] = c->pub.tenant[sizeof c->pub.tenant - 1] = 0;
+    c->cfg = s->cfg, c->srv = s;
+    c->ucx = vcuda_ucx_is(from->fd);
+    c->heartbeat_ms = heartbeat_ms;
+    if (start_worker(s, c, why)) {
+        free_conn(c);
+        return -1;
+    }
+    return 0;
+}
+
+int vcuda_server_turn(vcuda_server *s, int cap_ms)
+{
+    reap(s, 0);
+    log_tick();
+    return heartbeats(s, cap_ms);
+}
+
+void vcuda_server_end(vcuda_server *s)
+{
+    reap(s, 1);
+    log_tick();
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
 int vcuda_server_run(const vcuda_server_config *cfg)
 {
     int maxpre = cfg->max_preauth > 0 ? cfg->max_preauth : 128, npre = 0;
-    server *s = calloc(1, sizeof *s);
+    server *s = vcuda_server_new(cfg);
     conn **pre = calloc((size_t)maxpre, sizeof *pre);
     struct pollfd *pf = calloc((size_t)maxpre + 1, sizeof *pf);
     char *pending = calloc((size_t)maxpre + 1, 1); /* UCX: ready without poll() saying so */
@@ -565,17 +634,22 @@ int vcuda_server_run(const vcuda_server_config *cfg)
     char why[VCUDA_WHY_LEN];
     if (!s || !pre || !pf || !pending) {
         fprintf(stderr, "%s: out of memory\n", cfg->log_prefix);
-        free(s), free(pre), free(pf), free(pending);
+        if (s) vcuda_server_end(s);
+        free(pre), free(pf), free(pending);
         return -1;
     }
-    s->cfg = cfg;
-    pthread_mutex_init(&s->mu, NULL);
     int listen_ucx = vcuda_ucx_is(cfg->listen_fd);
     /* several accepts per turn: the last one must find the queue empty, not wait */
     if (!listen_ucx) fcntl(cfg->listen_fd, F_SETFL, fcntl(cfg->listen_fd, F_GETFL) | O_NONBLOCK);
     while (!*cfg->stop) {
+        if (cfg->handoff) {
+            int held = cfg->handoff->turn(cfg->handoff->ctx);
+            pthread_mutex_lock(&s->mu);
+            s->held = held;
+            pthread_mutex_unlock(&s->mu);
+        }
         int64_t now = vcuda_now_ms();
-        int wait = heartbeats(s, 200); /* re-check *stop at least 5x a second */
+        int wait = vcuda_server_turn(s, 200); /* re-check *stop at least 5x a second */
         pf[0] = (struct pollfd){.fd = cfg->listen_fd, .events = POLLIN};
         pending[0] = (char)vcuda_fd_pending(cfg->listen_fd);
         for (int i = 0; i < npre; ++i) {
@@ -612,8 +686,6 @@ int vcuda_server_run(const vcuda_server_config *cfg)
             else if (rc == 0) pre[kept++] = c;
         }
         npre = kept;
-        reap(s, 0);
-        log_tick();
         /* A process that is stopping (a sticky error: a fresh one takes over the socket)
          * leaves new connections queued for its successor instead of dropping them. */
         if (r > 0 && (pf[0].revents & POLLIN) && !*cfg->stop) {
@@ -649,9 +721,7 @@ int vcuda_server_run(const vcuda_server_config *cfg)
         }
     }
     for (int i = 0; i < npre; ++i) drop_pre(s, pre[i], "server shutting down");
-    reap(s, 1);
-    log_tick();
-    pthread_mutex_destroy(&s->mu);
-    free(s), free(pre), free(pf), free(pending);
+    vcuda_server_end(s);
+    free(pre), free(pf), free(pending);
     return 0;
 }

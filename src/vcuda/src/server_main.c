@@ -1,10 +1,13 @@
 /* vcuda-server --device N --listen ADDR:PORT: serves one GPU to vcuda clients.
  * Exit codes: 2 usage (no token, bad address), 77 nothing to serve (no driver, no such
  * GPU, a driver without cuFuncGetParamInfo), 1 the loop failed.  Over TCP a supervising
- * process holds the socket and replaces the serving process after a sticky error. */
+ * process holds the socket and replaces the serving process after a sticky error; with
+ * --isolation process that process is the network loop, and each tenant has a serving
+ * process of its own (server_isolate.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "umstudy/support.h"
 #include "vcuda/server_gpu.h"
+#include "vcuda/server_isolate.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,42 +27,117 @@ static void on_signal(int sig)
     if (child > 0) kill(child, sig);
 }
 
-/* A serving process's exit status when a sticky error made the GPU unusable to it. */
-#define EXIT_CONTEXT_LOST 3
-
 /* One serving process: opens the GPU, serves until stopped or until the context is
- * lost.  UMS_EXIT_UNSUPPORTED: no GPU to serve. */
-static int serve(int device, size_t chunk, int ucx, const char *addr, uint16_t port, vcuda_server_config *cfg)
+ * lost: the connections it accepts itself, or (sock >= 0, --isolation process) those
+ * the network-loop process hands it on sock.  UMS_EXIT_UNSUPPORTED: no GPU to serve. */
+static int serve(int device, size_t chunk, int ucx, const char *addr, uint16_t port, vcuda_server_config *cfg,
+                 int sock)
 {
     char why[VCUDA_WHY_LEN];
     child = 0;
     vcuda_gpu *gpu = vcuda_gpu_open(device, chunk, &stop_flag, why);
     if (!gpu) {
-        fprintf(stderr, "vcuda-server: %s: nothing to serve\n", why);
+        fprintf(stderr, "%s: %s: nothing to serve\n", cfg->log_prefix, why);
         return UMS_EXIT_UNSUPPORTED;
     }
-    if (cfg->listen_fd < 0 && (cfg->listen_fd = vcuda_listen_ep(ucx, addr, port, &port, why)) < 0) {
-        fprintf(stderr, "vcuda-server: %s\n", why);
-        vcuda_gpu_close(gpu);
-        return UMS_EXIT_FAILED;
+    if (sock < 0) {
+        if (cfg->listen_fd < 0 && (cfg->listen_fd = vcuda_listen_ep(ucx, addr, port, &port, why)) < 0) {
+            fprintf(stderr, "vcuda-server: %s\n", why);
+            vcuda_gpu_close(gpu);
+            return UMS_EXIT_FAILED;
+        }
+        /* the line scripts wait for before starting clients (again after a restart) */
+        fprintf(stderr, "vcuda-server: device %d listening on %s%s:%u\n", device, ucx ? "ucx://" : "",
+                *addr ? addr : "127.0.0.1", (unsigned)port);
     }
-    /* the line scripts wait for before starting clients (again after a restart) */
-    fprintf(stderr, "vcuda-server: device %d listening on %s%s:%u\n", device, ucx ? "ucx://" : "",
-            *addr ? addr : "127.0.0.1", (unsigned)port);
     struct vcuda_handler h = vcuda_gpu_handler(gpu);
     cfg->handler = &h;
-    int rc = vcuda_server_run(cfg);
+    int rc = sock < 0 ? vcuda_server_run(cfg) : vcuda_isolate_serve(cfg, sock);
     int lost = vcuda_gpu_context_lost(gpu);
     if (!lost) vcuda_gpu_close(gpu); /* a lost context is left to the process's end */
     else vcuda_gpu_end_output(gpu); /* (its last log lines are still in the pipes) */
-    return lost ? EXIT_CONTEXT_LOST : rc ? UMS_EXIT_FAILED : 0;
+    return lost ? VCUDA_EXIT_CONTEXT_LOST : rc ? UMS_EXIT_FAILED : 0;
+}
+
+/* --isolation process: what a tenant's serving process needs of main's settings. */
+typedef struct {
+    int device;
+    size_t chunk;
+    vcuda_server_config *cfg;
+    uint8_t *token; /* wiped in serving processes: only the loop process checks proofs */
+} tenant_args;
+
+static int serve_tenant(void *arg, int sock, const char *tenant)
+{
+    tenant_args *a = arg;
+    char prefix[128];
+    memset(a->token, 0, VCUDA_MAX_TOKEN);
+    a->cfg->token_len = 0;
+    snprintf(prefix, sizeof prefix, "vcuda-server: tenant %s (pid %d)", tenant, (int)getpid());
+    a->cfg->log_prefix = prefix;
+    a->cfg->listen_fd = -1;
+    a->cfg->handoff = NULL;
+    return serve(a->device, a->chunk, 0, "", 0, a->cfg, sock);
+}
+
+/* --isolation process: the GPU is checked, once, by a child (this process must never
+ * load the driver: it forks the serving processes).  0, or its exit status. */
+static int probe_gpu(int device, size_t chunk)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "vcuda-server: fork: %s\n", strerror(errno));
+        return UMS_EXIT_FAILED;
+    }
+    if (pid == 0) {
+        char why[VCUDA_WHY_LEN];
+        if (!vcuda_gpu_open(device, chunk, &stop_flag, why)) {
+            fprintf(stderr, "vcuda-server: %s: nothing to serve\n", why);
+            _exit(UMS_EXIT_UNSUPPORTED);
+        }
+        _exit(0); /* (the driver's state goes with the process) */
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(st) ? WEXITSTATUS(st) : UMS_EXIT_FAILED;
+}
+
+/* --isolation process: this process accepts and authenticates, and hands each client
+ * to its tenant's serving process. */
+static int serve_isolated(int device, size_t chunk, const char *addr, uint16_t port, vcuda_server_config *cfg,
+                          uint8_t *token, int max_procs, int linger_s)
+{
+    char why[VCUDA_WHY_LEN];
+    int rc = probe_gpu(device, chunk);
+    if (rc) return rc;
+    if ((cfg->listen_fd = vcuda_listen_ep(0, addr, port, &port, why)) < 0) {
+        fprintf(stderr, "vcuda-server: %s\n", why);
+        return UMS_EXIT_FAILED;
+    }
+    tenant_args ta = {device, chunk, cfg, token};
+    vcuda_isolate_config ic = {.max_procs = max_procs, .linger_ms = linger_s * 1000,
+                               .stop_wait_ms = cfg->frame_timeout_ms + 5000, .log_prefix = cfg->log_prefix,
+                               .serve = serve_tenant, .arg = &ta};
+    vcuda_isolate *iso = vcuda_isolate_new(&ic);
+    if (!iso) {
+        fprintf(stderr, "vcuda-server: out of memory\n");
+        return UMS_EXIT_FAILED;
+    }
+    struct vcuda_handoff ho = vcuda_isolate_handoff(iso);
+    cfg->handoff = &ho;
+    fprintf(stderr, "vcuda-server: device %d, a serving process per tenant, listening on %s:%u\n", device,
+            *addr ? addr : "127.0.0.1", (unsigned)port);
+    rc = vcuda_server_run(cfg);
+    vcuda_isolate_end(iso);
+    return rc ? UMS_EXIT_FAILED : 0;
 }
 
 int main(int argc, char **argv)
 {
     long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200, max_clients = 256, max_preauth = 128,
               max_frame_kib = VCUDA_MAX_PAYLOAD / 1024 + 1, client_mem_mib = 0, max_handles = 16384, max_modules = 256,
-              cache_mib = 256;
+              cache_mib = 256, max_tenant_procs = 64, tenant_linger_s = 30;
     const char *listen_at = "127.0.0.1:7470", *isolation = "shared";
     const ums_arg args[] = {
         {"device", UMS_ARG_INT, &device, "GPU ordinal this server exports", 0, VCUDA_MAX_DEVICES - 1, NULL},
@@ -73,7 +151,24 @@ int main(int argc, char **argv)
         {"client-mem-mib", UMS_ARG_INT, &client_mem_mib, "device memory one client may hold (0: no quota)", 0, 1 << 30, NULL},
         {"max-handles", UMS_ARG_INT, &max_handles, "streams+events+modules+functions of one client", 16, 1 << 20, NULL},
         {"max-modules", UMS_ARG_INT, &max_modules, "modules one client may have loaded", 1, 65536, NULL},
-        {"isolation", UMS_ARG_STRING, &isolation, "shared (one context, per-client modules and streams) or context (one per client)", 0, 0, NULL},
+        {"isolation", UMS_ARG_CHOICE, &isolation,
+         "what separates clients (default shared):\n"
+         "      shared:  one CUDA context for all clients; each has its own modules (__device__ state),\n"
+         "               streams and handle table, but a kernel can read and write any memory of the\n"
+         "               context, other clients' included, and a sticky error ends every session\n"
+         "      context: a context per client in one process: separate modules, handles and context\n"
+         "               settings, but NOT separate memory (one address space: a kernel given another\n"
+         "               client's device pointer reads it), and a sticky error ends every session\n"
+         "      process: a serving process (address space and context) per tenant, forked after\n"
+         "               authentication: a kernel of one tenant cannot reach another tenant's memory\n"
+         "               (such a pointer faults, or names the tenant's own memory) and a sticky error\n"
+         "               ends only that tenant's sessions.  Still shared: the GPU's\n"
+         "               compute and memory bandwidth and its total memory (no MIG/MPS partition);\n"
+         "               clients of the same tenant share one process, as in shared.  TCP only\n"
+         "     ",
+         0, 0, "shared|context|process"},
+        {"max-tenant-procs", UMS_ARG_INT, &max_tenant_procs, "--isolation process: serving processes at once (more tenants are refused at authentication)", 1, 4096, NULL},
+        {"tenant-linger-s", UMS_ARG_INT, &tenant_linger_s, "--isolation process: a serving process without sessions this long exits (its GPU memory goes back)", 0, 86400, NULL},
         {"cache-mib", UMS_ARG_INT, &cache_mib, "validated module images kept for later clients", 0, 1 << 20, NULL},
     };
     ums_args_parse(argc, argv, "vcuda-server: serves one GPU to vcuda clients (token: VCUDA_TOKEN or VCUDA_TOKEN_FILE)",
@@ -85,6 +180,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "vcuda-server: error: --listen %s: expected [tcp://|ucx://]ADDR:PORT or PORT\n", listen_at);
         return UMS_EXIT_USAGE;
     }
+    int process = !strcmp(isolation, "process");
+    if (ucx && process) { /* a UCX connection cannot be handed to another process */
+        fprintf(stderr, "vcuda-server: error: --isolation process serves TCP only, not --listen %s\n", listen_at);
+        return UMS_EXIT_USAGE;
+    }
     if (ucx && !vcuda_have_ucx()) {
         fprintf(stderr, "vcuda-server: error: --listen %s: this vcuda-server was built without UCX\n", listen_at);
         return UMS_EXIT_USAGE;
@@ -94,10 +194,6 @@ int main(int argc, char **argv)
     size_t token_len = 0;
     if (vcuda_token_load(token, &token_len, why) != VCUDA_OK) {
         fprintf(stderr, "vcuda-server: error: no usable token: %s; refusing to serve without one\n", why);
-        return UMS_EXIT_USAGE;
-    }
-    if (strcmp(isolation, "shared") && strcmp(isolation, "context")) {
-        fprintf(stderr, "vcuda-server: error: --isolation %s: expected shared or context\n", isolation);
         return UMS_EXIT_USAGE;
     }
     vcuda_gpu_limits lim = {(uint64_t)client_mem_mib << 20, (uint32_t)max_handles, (uint32_t)max_modules,
@@ -115,8 +211,11 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     if (ucx) { /* a UCX listener does not survive fork(): served in this process */
         cfg.listen_fd = -1;
-        return serve((int)device, (size_t)chunk_kib * 1024, ucx, addr, port, &cfg);
+        return serve((int)device, (size_t)chunk_kib * 1024, ucx, addr, port, &cfg, -1);
     }
+    if (process)
+        return serve_isolated((int)device, (size_t)chunk_kib * 1024, addr, port, &cfg, token, (int)max_tenant_procs,
+                              (int)tenant_linger_s);
     /* TCP: this process only holds the socket and supervises; each serving process uses
      * the GPU until a sticky error leaves it unusable (the driver keeps such an error for
      * the life of the process), then a fresh one takes over the same socket: clients
@@ -142,14 +241,14 @@ int main(int argc, char **argv)
         if (pid == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL); /* the supervisor killed: so is its server */
             if (getppid() != supervisor) _exit(0); /* it died before that took effect */
-            _exit(serve((int)device, (size_t)chunk_kib * 1024, 0, addr, port, &cfg));
+            _exit(serve((int)device, (size_t)chunk_kib * 1024, 0, addr, port, &cfg, -1));
         }
         child = pid;
         int st = 0;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
         child = 0;
         int code = WIFEXITED(st) ? WEXITSTATUS(st) : UMS_EXIT_FAILED;
-        if (code != EXIT_CONTEXT_LOST || stop_flag) return code;
+        if (code != VCUDA_EXIT_CONTEXT_LOST || stop_flag) return code;
         fprintf(stderr, "vcuda-server: device %lld: starting a fresh serving process after a sticky error\n", device);
     }
 }

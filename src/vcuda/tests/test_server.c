@@ -10,6 +10,7 @@
 #include "vcuda/net.h"
 #include "vcuda/sha256.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -193,10 +194,10 @@ static int cmp64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void no_head_of_line(void)
+static void no_head_of_line(const char *opts)
 {
     server s;
-    start(&s, NULL);
+    start(&s, opts);
     sync_job j = {.port = s.port};
     pthread_t t;
     pthread_create(&t, NULL, long_sync, &j);
@@ -724,6 +725,236 @@ static void isolation(const char *opts)
     CHECK(loaded == 16); /* --max-modules 16 */
     CHECK(rc_open(&next, s.port, 2000) == 0 && rc_module(&next, "fresh", 1) != 0);
     rc_close(&hog), rc_close(&next);
+    finish(&s);
+}
+
+/* ---- --isolation process --------------------------------------------------------------- */
+
+/* The children of pid (its serving processes, once reaped ones are gone): how many, the
+ * first n in out. */
+static int children_of(pid_t pid, pid_t *out, int n)
+{
+    char path[96];
+    int k = 0;
+    long c;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fscanf(f, "%ld", &c) == 1) {
+        if (k < n) out[k] = (pid_t)c;
+        ++k;
+    }
+    if (f) fclose(f);
+    return k;
+}
+
+/* Sockets pid holds open. */
+static int sockets_of(pid_t pid)
+{
+    char dir[64], path[384], target[64];
+    int n = 0;
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t k = readlink(path, target, sizeof target - 1);
+        if (k > 0) target[k] = 0, n += !strncmp(target, "socket:", 7);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* Waits up to ms until pid has `want` children; 1 if it came to that. */
+static int wait_children(pid_t pid, int want, int ms)
+{
+    pid_t kids[16];
+    for (int64_t end = now_ms() + ms;; usleep(20000)) {
+        if (children_of(pid, kids, 16) == want) return 1;
+        if (now_ms() > end) return 0;
+    }
+}
+
+/* Whether pid has a libcuda mapped (the stand-in is libcuda.so.1 like the driver). */
+static int maps_libcuda(pid_t pid)
+{
+    char path[64], line[1024];
+    int found = 0;
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) found |= strstr(line, "libcuda") != NULL;
+    fclose(f);
+    return found;
+}
+
+static int count_in(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) ++n;
+    return n;
+}
+
+/* A client of a fresh session that writes, reads back and runs a kernel: 0 if all did. */
+static int works(uint16_t port, int tmo)
+{
+    rc_t c;
+    if (rc_open(&c, port, tmo)) return -1;
+    int ok = rc_simple(&c, VCUDA_OP_MALLOC, 64, 0, 0, tmo) == 0 ? 0 : -1;
+    if (!ok) {
+        uint64_t p = c.r.v[0];
+        vcuda_msg m = msg(VCUDA_OP_MEMCPY_H2D);
+        m.v[0] = p, m.v[1] = 0, m.nv = 2, m.blob = (const uint8_t *)"hello", m.blob_len = 6;
+        uint64_t f = 0;
+        ok = rc_call(&c, &m, 0, tmo) == 0 && rc_simple(&c, VCUDA_OP_MEMCPY_D2H, p, 6, 0, tmo) == 0 &&
+                     !memcmp(c.r.blob, "hello", 6) && (f = rc_function(&c, rc_module(&c, "sticky", 1), "counter")) &&
+                     rc_launch(&c, f, &p, 8, 0, tmo) == 0
+                 ? 0
+                 : -1;
+    }
+    rc_close(&c);
+    return ok;
+}
+
+/* The network loop never loads the driver; the tenant's serving process starts after
+ * authentication and holds its sessions; killing it ends only those, and the next
+ * connection gets a fresh one; one without sessions exits after --tenant-linger-s; a
+ * sticky error ends the serving process, not the loop; connections queued for a
+ * serving process that stops go to the next one. */
+static void isolation_process(void)
+{
+    server s;
+    pid_t kids[16];
+    start(&s, "--isolation process --tenant-linger-s 2");
+    CHECK(maps_libcuda(s.pid) == 0);
+    CHECK(children_of(s.pid, kids, 16) == 0); /* (the start-up check of the GPU has been reaped) */
+    rc_t a, b;
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_simple(&a, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    CHECK(children_of(s.pid, kids, 16) == 1);
+    pid_t t1 = kids[0];
+    CHECK(maps_libcuda(t1) == 1);
+    CHECK(rc_open(&b, s.port, 2000) == 0 && rc_simple(&b, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    CHECK(children_of(s.pid, kids, 16) == 1 && kids[0] == t1); /* one tenant, one process */
+    CHECK(maps_libcuda(s.pid) == 0);
+    /* no proxy: the loop process holds its listening socket and the socketpair to the
+     * serving process, not the clients' sockets; the serving process holds those */
+    CHECK(sockets_of(s.pid) == 2);
+    CHECK(sockets_of(t1) == 3);
+    printf("{\"test\":\"isolation_process\",\"loop_pid\":%d,\"serving_pid\":%d,\"loop_maps_libcuda\":%d,"
+           "\"serving_maps_libcuda\":%d}\n", (int)s.pid, (int)t1, maps_libcuda(s.pid), maps_libcuda(t1));
+
+    /* SIGKILL: that process's sessions end; the server listens on; a fresh process */
+    kill(t1, SIGKILL);
+    CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0);
+    CHECK(rc_simple(&b, VCUDA_OP_PING, 0, 0, 0, 2000) < 0);
+    rc_close(&a), rc_close(&b);
+    CHECK(wait_log(&s, "was killed by signal 9", 1, 3000));
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_simple(&a, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    CHECK(children_of(s.pid, kids, 16) == 1 && kids[0] != t1);
+    pid_t t2 = kids[0];
+
+    /* linger: the last session gone, it exits after 2 s (not before) */
+    rc_close(&a);
+    int64_t t0 = now_ms();
+    CHECK(wait_children(s.pid, 0, 8000));
+    int64_t lingered = now_ms() - t0;
+    printf("{\"test\":\"isolation_process\",\"linger_s\":2,\"exited_after_ms\":%lld}\n", (long long)lingered);
+    CHECK(lingered >= 1500);
+    CHECK(wait_log(&s, "exited (no sessions for 2 s)", 1, 2000));
+
+    /* a sticky error: its serving process ends (with every session of that tenant), the
+     * loop process does not; the next client works, in a fresh process */
+    rc_t other;
+    CHECK(rc_open(&other, s.port, 2000) == 0 && rc_simple(&other, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    CHECK(children_of(s.pid, kids, 16) == 1 && kids[0] != t2);
+    pid_t t3 = kids[0];
+    CHECK(rc_open(&a, s.port, 2000) == 0);
+    uint64_t fn = rc_function(&a, rc_module(&a, "sticky", 0), "sticky");
+    uint32_t code = 710;
+    CHECK(fn && rc_launch(&a, fn, &code, 4, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0);
+    int o = rc_simple(&other, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000); /* the same tenant: the same process */
+    CHECK((o == 1 && other.r.v[0] == 710) || o < 0);
+    rc_close(&a), rc_close(&other);
+    CHECK(wait_log(&s, "ended after a sticky error", 1, 5000));
+    CHECK(works(s.port, 2000) == 0);
+    CHECK(wait_children(s.pid, 1, 3000) && children_of(s.pid, kids, 16) == 1 && kids[0] != t3);
+    pid_t t4 = kids[0];
+
+    /* a connection queued for a serving process that stops is served by the next one:
+     * t4 stopped (SIGSTOP) takes no connection off its socket; then SIGTERM ends it */
+    rc_t q;
+    kill(t4, SIGSTOP);
+    wait_stopped(t4);
+    CHECK(rc_open(&q, s.port, 2000) == 0); /* authenticated by the loop, queued for t4 */
+    kill(t4, SIGTERM);
+    kill(t4, SIGCONT);
+    CHECK(rc_simple(&q, VCUDA_OP_MALLOC, 64, 0, 0, 5000) == 0);
+    CHECK(wait_children(s.pid, 1, 3000) && children_of(s.pid, kids, 16) == 1 && kids[0] != t4);
+    rc_close(&q);
+    CHECK(wait_log(&s, "1 queued connection(s) returned", 1, 2000));
+
+    char *log = finish(&s);
+    CHECK(count_in(log, "listening on") == 1); /* one loop process all along */
+    CHECK(!strstr(log, "starting a fresh serving process after a sticky error"));
+    CHECK(strstr(log, "tenant default: serving process"));
+
+    /* TCP only: a UCX listener is refused by name, whether or not UCX was built in */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "env LD_LIBRARY_PATH='%s' VCUDA_TOKEN='%s' '%s' --isolation process --listen "
+             "ucx://127.0.0.1:0 2>&1 | grep -q 'isolation process serves TCP only'; st=$?; exit $st",
+             fake_dir, TOKEN, server_exe);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "env LD_LIBRARY_PATH='%s' VCUDA_TOKEN='%s' '%s' --isolation process --listen "
+             "ucx://127.0.0.1:0 2>/dev/null", fake_dir, TOKEN, server_exe);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+}
+
+/* The limits of --isolation process: --max-clients counts the sessions of every serving
+ * process (each reports its sessions' ends), and --max-tenant-procs refuses a tenant by
+ * name while the processes at the cap still run (here one that is stopping but waits
+ * for a session's 3 s synchronize). */
+static void isolation_process_limits(void)
+{
+    server s;
+    pid_t kids[16];
+    start(&s, "--isolation process --max-clients 2 --max-tenant-procs 1");
+    rc_t a, b, c;
+    char why[VCUDA_WHY_LEN];
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_open(&b, s.port, 2000) == 0);
+    c.fd = vcuda_connect("127.0.0.1", s.port, 2000, why);
+    vcuda_buf buf = {0};
+    int rc = vcuda_handshake(c.fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, why);
+    CHECK(rc == -2 && strstr(why, "client limit reached"));
+    close(c.fd);
+    rc_close(&b); /* its end reported, a place is free again */
+    int ok = -1;
+    for (int i = 0; i < 20 && ok; ++i)
+        if ((ok = rc_open(&b, s.port, 2000))) usleep(100000);
+    CHECK(ok == 0);
+    rc_close(&b);
+
+    /* a's serving process stopping, still running: a fresh one would exceed the cap */
+    CHECK(children_of(s.pid, kids, 16) == 1);
+    pid_t t = kids[0];
+    uint64_t fn = rc_function(&a, rc_module(&a, "hol", 0), "busy");
+    uint32_t ms = 3000;
+    CHECK(fn && rc_launch(&a, fn, &ms, 4, VCUDA_FLAG_NOREPLY, 2000) == 0);
+    vcuda_msg m = msg(VCUDA_OP_DEVICE_SYNCHRONIZE);
+    m.hdr.request_id = ++a.id;
+    CHECK(vcuda_send_frame(a.fd, &m, &a.b, 2000, why) == 0); /* (its reply never comes: stopped) */
+    usleep(300000);
+    kill(t, SIGTERM);
+    usleep(300000);
+    c.fd = vcuda_connect("127.0.0.1", s.port, 2000, why);
+    rc = vcuda_handshake(c.fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, why);
+    printf("{\"test\":\"isolation_process_limits\",\"refusal\":\"%s\"}\n", why);
+    CHECK(rc == -2 && strstr(why, "--max-tenant-procs"));
+    close(c.fd);
+    vcuda_buf_free(&buf);
+    rc_close(&a);
+    CHECK(wait_children(s.pid, 0, 6000)); /* once it is gone, the tenant is served again */
+    CHECK(works(s.port, 2000) == 0);
     finish(&s);
 }
 
@@ -1568,7 +1799,11 @@ int main(int argc, char **argv)
         }
         return failures ? 1 : 0;
     }
-    if (!strcmp(c, "no_head_of_line")) no_head_of_line();
+    if (!strcmp(c, "no_head_of_line")) no_head_of_line(NULL);
+    else if (!strcmp(c, "no_head_of_line_process")) no_head_of_line("--isolation process");
+    else if (!strcmp(c, "isolation_process")) isolation_process();
+    else if (!strcmp(c, "isolation_process_limits")) isolation_process_limits();
+    else if (!strcmp(c, "isolation_process_modules")) isolation("--max-modules 16 --isolation process");
     else if (!strcmp(c, "bad_clients")) bad_clients();
     else if (!strcmp(c, "preauth")) preauth();
     else if (!strcmp(c, "auth")) auth();

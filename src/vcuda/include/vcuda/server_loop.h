@@ -18,7 +18,10 @@
  * frames (its liveness), never waiting for the socket.  Any failed check closes that
  * connection with one stderr line naming the peer and the reason; the others keep
  * being served.  PING (keep-alive) and SINK (transport benchmark) are answered without
- * the handler.  Requests flagged VCUDA_FLAG_MORE (chunked copies only) get no reply. */
+ * the handler.  Requests flagged VCUDA_FLAG_MORE (chunked copies only) get no reply.
+ * With a handoff (--isolation process, server_isolate.h) this process only accepts and
+ * authenticates: each authenticated connection goes to its tenant's serving process,
+ * whose workers (vcuda_server_adopt) read the client's socket themselves. */
 #ifndef VCUDA_SERVER_LOOP_H
 #define VCUDA_SERVER_LOOP_H
 
@@ -30,11 +33,18 @@
 extern "C" {
 #endif
 
+/* The identity a connection's AUTH proved.  The server holds one token, so every
+ * authenticated client is this tenant; process isolation (server_isolate.h) keeps one
+ * serving process per identity. */
+#define VCUDA_TENANT_LEN 65
+#define VCUDA_DEFAULT_TENANT "default"
+
 /* What a handler sees of a connection; `user` is the handler's per-client state. */
 typedef struct vcuda_conn {
     int fd;
     char peer[64]; /* "addr:port", for log lines */
     uint64_t id;   /* unique per server run */
+    char tenant[VCUDA_TENANT_LEN]; /* the authenticated identity (NUL-terminated) */
     void *user;
     int end_session; /* a handler sets it to close the connection after this reply */
 } vcuda_conn;
@@ -56,6 +66,22 @@ struct vcuda_handler {
     int (*attach)(void *ctx, vcuda_conn *c, char *why);
 };
 
+/* Authenticated connections served by another process (process isolation): set in
+ * vcuda_server_config, the network loop hands each one over instead of starting a
+ * worker for it. */
+struct vcuda_handoff {
+    void *ctx;
+    /* After the AUTH proof checked out, before the reply: 0 when c (its fd duplicated,
+     * with everything the worker needs) now belongs to a serving process, which reads
+     * the client's first request only after the loop has sent the reply (the loop then
+     * closes its own copy); -1 refuses the client with the reason in why, which the
+     * client is sent. */
+    int (*hand)(void *ctx, const vcuda_conn *c, int heartbeat_ms, char *why);
+    /* Once per loop turn (at least 5x a second): housekeeping; returns how many handed
+     * connections are still open, counted against max_conns. */
+    int (*turn)(void *ctx);
+};
+
 typedef struct {
     int listen_fd;
     const uint8_t *token;
@@ -70,10 +96,26 @@ typedef struct {
     const char *log_prefix;      /* e.g. "vcuda-server" */
     volatile uint64_t *pings;    /* optional (may be NULL): incremented per PING or TOUCH (keep-alive) */
     int spin_us;                 /* after a request, wait this long for the next without poll() */
+    const struct vcuda_handoff *handoff; /* optional: see above (the loop then starts no worker) */
 } vcuda_server_config;
 
 /* Runs until *stop; 0, or -1 if the loop itself failed (message on stderr). */
 int vcuda_server_run(const vcuda_server_config *cfg);
+
+/* The workers without the network loop, for a process fed connections that another
+ * process accepted and authenticated (server_isolate.c): the same worker threads,
+ * PROGRESS heartbeats and reaping as vcuda_server_run.  listen_fd, token, max_conns
+ * and max_preauth of cfg are not used. */
+typedef struct vcuda_server vcuda_server;
+vcuda_server *vcuda_server_new(const vcuda_server_config *cfg); /* NULL: out of memory */
+/* A worker for the authenticated connection `c` (fd, peer, id, tenant are copied; the
+ * fd belongs to the server from here, closed by it on failure too).  0, or -1 (why). */
+int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *c, int heartbeat_ms, char *why);
+/* PROGRESS frames for busy workers, finished workers joined; returns the ms until the
+ * next heartbeat is due (at most cap_ms).  Call it at least that often. */
+int vcuda_server_turn(vcuda_server *s, int cap_ms);
+/* Ends every session (their workers told to stop and joined), frees s. */
+void vcuda_server_end(vcuda_server *s);
 
 /* For a handler answering with several frames (the chunks of a D2H copy): sends r now
  * with VCUDA_FLAG_MORE; the handler's own reply is the last frame.  0 or -1 (why set;
