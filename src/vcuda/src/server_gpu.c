@@ -1564,7 +1564,8 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
  * when the others have gone takes it at the start of its next request (a synchronize it
  * had under way may have written a departed client's bytes, which go to the log).
  * --isolation context does not change this: the contexts are separate, the stream the
- * driver writes them to is not.  Device assertion messages ("... Assertion `EXPR`
+ * driver writes them to is not; with --isolation process each tenant's serving process
+ * has a stdout of its own, so the rule holds per tenant.  Device assertion messages ("... Assertion `EXPR`
  * failed.") follow the same rule: the driver writes them to stderr while it reports the
  * sticky error (710), so stderr is a pipe too, whose lines all go on to the server's log
  * and whose assertion lines also to the owner; the reply carrying the 710 says output
