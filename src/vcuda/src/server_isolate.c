@@ -207,7 +207,9 @@ static proc *start_proc(vcuda_isolate *iso, const char *tenant, char *why)
         sigemptyset(&stops);
         sigaddset(&stops, SIGTERM), sigaddset(&stops, SIGINT);
         sigprocmask(SIG_BLOCK, &stops, NULL);
-        _exit(iso->cfg.serve(iso->cfg.arg, sv[1], tenant));
+        int rc = iso->cfg.serve(iso->cfg.arg, sv[1], tenant);
+        fflush(NULL);
+        _exit(rc);
     }
     close(sv[1]);
     memset(slot, 0, sizeof *slot);
@@ -319,10 +321,10 @@ static int turn(void *ctx)
         if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
             read_reports(iso, p, now, 1); /* what it sent before it exited, returned connections included */
             ended(iso, p, st);
-        } else {
-            held += p->conns;
         }
     }
+    for (int i = 0; i < iso->cfg.max_procs; ++i) /* (returned connections may have moved) */
+        held += iso->p[i].pid ? iso->p[i].conns : 0;
     return held;
 }
 
@@ -420,7 +422,11 @@ int vcuda_isolate_serve(const vcuda_server_config *cfg, int sock)
         int wait = vcuda_server_turn(s, 200);
         struct pollfd pf = {.fd = sock, .events = POLLIN};
         struct timespec ts = {wait / 1000, (long)(wait % 1000) * 1000000};
+        sigset_t others;
         int pr = ppoll(&pf, 1, &ts, &waiting);
+        /* a ppoll that found input leaves a stop that came meanwhile pending: take it */
+        pthread_sigmask(SIG_SETMASK, &waiting, &others);
+        pthread_sigmask(SIG_SETMASK, &others, NULL);
         if (*c.stop) break;
         if (pr <= 0) continue;
         wire w;
