@@ -248,8 +248,10 @@ static int hand(void *ctx, const vcuda_conn *c, int heartbeat_ms, char *why)
 static void ended(vcuda_isolate *iso, proc *p, int st)
 {
     char what[96];
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        snprintf(what, sizeof what, p->lingered ? "exited (no sessions for %d s)" : "exited", iso->cfg.linger_ms / 1000);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && p->lingered)
+        snprintf(what, sizeof what, "exited (no sessions for %d s)", iso->cfg.linger_ms / 1000);
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        snprintf(what, sizeof what, "exited");
     else if (WIFEXITED(st) && WEXITSTATUS(st) == VCUDA_EXIT_CONTEXT_LOST)
         snprintf(what, sizeof what, "ended after a sticky error");
     else if (WIFEXITED(st))
