@@ -5,7 +5,8 @@
  *
  * What nvcc emits is covered: the fatbinary/function registration, the call
  * configuration push/pop, __cudaGetKernel and __cudaLaunchKernel (CUDA 12.8+) and
- * cudaLaunchKernel.  Each kernel's parameter sizes come from the server
+ * cudaLaunchKernel, and with --default-stream per-thread their _ptsz/_ptds forms
+ * (cudart_ptds.c; see "the default streams" below).  Each kernel's parameter sizes come from the server
  * (cuFuncGetParamInfo on the loaded image) and are cached per function, so the
  * arguments nvcc passes as void*[] are packed without recompiling anything.  Every
  * symbol the real runtime exports is exported here too: what this file does not
@@ -258,6 +259,7 @@ static void streams_end(void *arg)
         current_device = d;
         call(VCUDA_OP_STREAM_DESTROY, &o->handle, 1, &r, "cudaStreamPerThread (the thread's end)");
         current_device = saved;
+        if (o->capture) continue; /* (a capture still names it: kept for the capture's end) */
         o->magic = 0;
         free(o);
     }
@@ -1220,7 +1222,9 @@ EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMem
     return SYNCHRONOUS("cudaMemcpy", memcpy_remote(dst, src, n, kind, NULL, "cudaMemcpy"));
 }
 
-/* Ordered in its stream, and complete on return: in-order semantics without overlap. */
+/* Ordered in its stream: a copy to host memory is complete on return, one from host
+ * memory returns once the server holds the bytes (they are then copied in stream order,
+ * as the runtime stages pageable memory). */
 EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
 {
     return memcpy_remote(dst, src, n, kind, s, "cudaMemcpyAsync");
