@@ -171,6 +171,7 @@ typedef struct {
     handle_kind kind;
     void *obj; /* CUstream, CUevent, cached_module*, function_info*, graph_exec* */
     unsigned flags; /* streams: the client's flags (0: ordered with its default stream) */
+    int retired;    /* streams: destroyed by the client with work still queued (reap_streams) */
 } handle;
 
 typedef struct {
@@ -337,7 +338,7 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem, uint32_t ma
 static handle *find_handle(client *cl, uint64_t id, handle_kind kind)
 {
     for (uint32_t i = 0; i < cl->nhandle; ++i)
-        if (cl->handles[i].id == id && cl->handles[i].kind == kind) return &cl->handles[i];
+        if (cl->handles[i].id == id && cl->handles[i].kind == kind && !cl->handles[i].retired) return &cl->handles[i];
     return NULL;
 }
 
@@ -345,7 +346,7 @@ static uint64_t add_handle(client *cl, handle_kind kind, void *obj)
 {
     if (grow((void **)&cl->handles, &cl->cap_handle, cl->nhandle + 1, sizeof(handle), MAX_HANDLES))
         return 0;
-    cl->handles[cl->nhandle++] = (handle){++cl->next_id, kind, obj, 0};
+    cl->handles[cl->nhandle++] = (handle){++cl->next_id, kind, obj, 0, 0};
     return cl->next_id;
 }
 
@@ -407,14 +408,32 @@ static int stream_of(client *cl, uint64_t id, CUstream *s)
 /* Copies are ordered after the work already queued where the client asked. */
 static CUresult wait_for(vcuda_gpu *g, CUstream s) { return g->cu.cuStreamSynchronize(s); }
 
-/* Everything this client queued (its "device synchronize"): other clients' work on the
- * same GPU is not waited for. */
+/* A stream the client destroys while work is still queued in it stays in its table,
+ * retired (no request can name it), until that work is done: the driver would finish
+ * the work after cuStreamDestroy all the same, but then neither a device synchronize
+ * nor the legacy stream's ordering (join_streams) here would wait for it, as CUDA's
+ * do (a thread's per-thread default stream goes so when the thread ends).  Reaped,
+ * once idle, at the next STREAM_CREATE, STREAM_DESTROY and device synchronize. */
+static void reap_streams(vcuda_gpu *g, client *cl)
+{
+    for (uint32_t i = 0; i < cl->nhandle;)
+        if (cl->handles[i].retired && g->cu.cuStreamQuery(cl->handles[i].obj) != 600 /* CUDA_ERROR_NOT_READY */) {
+            g->cu.cuStreamDestroy_v2(cl->handles[i].obj);
+            remove_handle(cl, &cl->handles[i]);
+        } else {
+            ++i;
+        }
+}
+
+/* Everything this client queued (its "device synchronize"), in retired streams too:
+ * other clients' work on the same GPU is not waited for. */
 static CUresult sync_client(vcuda_gpu *g, client *cl)
 {
     /* (aux never holds work past the request that queued it) */
     CUresult rc = g->cu.cuStreamSynchronize(cl->def);
     for (uint32_t i = 0; i < cl->nhandle && !rc; ++i)
         if (cl->handles[i].kind == H_STREAM) rc = g->cu.cuStreamSynchronize(cl->handles[i].obj);
+    if (!rc) reap_streams(g, cl);
     return rc;
 }
 
@@ -481,6 +500,10 @@ static int h2d(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
             cl->copy_error = rc, snprintf(cl->copy_msg, sizeof cl->copy_msg, "MEMCPY_H2D: %s (CUresult %d)",
                                           cu_error_text(g, rc), rc);
         if (rc && context_lost(rc)) reply_cu(g, cl, r, "MEMCPY_H2D", rc);
+        /* a host-synchronous copy (proto.h, VCUDA_FLAG_SYNC) is complete, with the
+         * stream's earlier work, before the reply says so */
+        else if (last && !cl->copy_error && (q->hdr.flags & VCUDA_FLAG_SYNC) && (rc = wait_for(g, s)))
+            return reply_cu(g, cl, r, "MEMCPY_H2D", rc);
     }
     if (!last) return 0;
     if (cl->copy_error) {
@@ -1484,6 +1507,7 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
             return reply_invalid(cl, r, 1, "%s: flags 0x%llx not supported", is_stream ? "STREAM_CREATE" : "EVENT_CREATE",
                                  (unsigned long long)q->v[0]);
         void *o;
+        if (is_stream) reap_streams(g, cl);
         /* every stream non-blocking on the device: a client's blocking stream orders with
          * its own default stream only (join_streams), never with other clients' work */
         rc = is_stream ? g->cu.cuStreamCreate((CUstream *)&o, 1 /* CU_STREAM_NON_BLOCKING */)
@@ -1500,9 +1524,9 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
     }
     case VCUDA_OP_STREAM_DESTROY:
         if (!(h = find_handle(cl, q->v[0], H_STREAM))) return reply_invalid(cl, r, 400, "STREAM_DESTROY: unknown stream");
-        rc = g->cu.cuStreamDestroy_v2(h->obj);
-        remove_handle(cl, h);
-        return rc ? reply_cu(g, cl, r, "STREAM_DESTROY", rc) : 0;
+        h->retired = 1; /* (see reap_streams) */
+        reap_streams(g, cl);
+        return 0;
     case VCUDA_OP_STREAM_SYNCHRONIZE:
         if (stream_of(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_SYNCHRONIZE: unknown stream");
         return (rc = wait_for(g, s)) ? reply_cu(g, cl, r, "STREAM_SYNCHRONIZE", rc) : 0;
@@ -1963,7 +1987,7 @@ typedef struct {
 static int add_object(client *cl, handle_kind kind, uint64_t id)
 {
     if (grow((void **)&cl->handles, &cl->cap_handle, cl->nhandle + 1, sizeof(handle), MAX_HANDLES)) return -1;
-    cl->handles[cl->nhandle++] = (handle){id, kind, NULL, 0};
+    cl->handles[cl->nhandle++] = (handle){id, kind, NULL, 0, 0};
     return 0;
 }
 

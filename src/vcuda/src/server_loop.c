@@ -267,6 +267,9 @@ static int dispatch(conn *c, const vcuda_msg *m, char *why)
         return snprintf(why, VCUDA_WHY_LEN, "MORE flag on %s, which is not a chunked request", vcuda_opcode_name(op)), -1;
     if (noreply && !VCUDA_NOREPLY_REQUEST(op))
         return snprintf(why, VCUDA_WHY_LEN, "NOREPLY flag on %s, which must be answered", vcuda_opcode_name(op)), -1;
+    if ((m->hdr.flags & VCUDA_FLAG_SYNC) && (!VCUDA_SYNC_REQUEST(op) || more))
+        return snprintf(why, VCUDA_WHY_LEN, "SYNC flag on %s%s", more ? "a chunk before the last of " : "",
+                        vcuda_opcode_name(op)), -1;
     if ((op == VCUDA_OP_PING || op == VCUDA_OP_TOUCH) && cfg->pings) ++*cfg->pings;
     /* PING and SINK need no GPU: answered here, so the transport can be measured and
      * tested on its own */
