@@ -434,7 +434,7 @@ static int start_worker(server *s, conn *c, char *why);
 
 /* Whether a client that proved the token gets a session now: the one place that
  * decides (a cap per identity belongs here too).  0, or -1 with the message for the
- * client in msg (MSG bytes), its CUDA error code in *code and the log reason in why. */
+ * client in msg (ADMIT_MSG bytes), its CUDA error code in *code and the log reason in why. */
 #define ADMIT_MSG 128
 static int admit(server *s, conn *c, char *msg, int *code, char *why)
 {
@@ -722,6 +722,7 @@ int vcuda_server_run(const vcuda_server_config *cfg)
             break;
         }
         if (r > 0) mark_gone(watch, pf + npre + 1, nwatch);
+        reap(s, 0); /* (before any admission: a session that ended frees its slot now) */
         now = vcuda_now_ms();
         /* handshakes first, compacting the array (oldest first stays first) */
         int kept = 0;
@@ -742,7 +743,6 @@ int vcuda_server_run(const vcuda_server_config *cfg)
             else if (rc == 0) pre[kept++] = c;
         }
         npre = kept;
-        reap(s, 0);
         log_tick(0);
         /* A process that is stopping (a sticky error: a fresh one takes over the socket)
          * leaves new connections queued for its successor instead of dropping them. */
@@ -765,14 +765,14 @@ int vcuda_server_run(const vcuda_server_config *cfg)
                 /* an address past its share makes room itself, from its stalled ones */
                 int v = src->npre > share ? oldest_stalled_of(pre, npre, src, now) : -1;
                 if (v >= 0) {
-                    snprintf(why, VCUDA_WHY_LEN, "dropped: stalled while %s holds %d of the %d pre-auth slots (its share: %d)",
-                             src->name, src->npre, maxpre, share);
+                    snprintf(why, VCUDA_WHY_LEN, "dropped: stalled while %s holds %d of the %d pre-auth slots "
+                             "(its share: %d)", src->name, src->npre, maxpre, share);
                     drop_at(s, pre, &npre, v, why);
                 }
                 if (npre == maxpre) { /* the cap: someone else makes room */
                     v = victim(pre, npre, share, now);
-                    snprintf(why, VCUDA_WHY_LEN, "dropped after %lld ms: %d connections not yet authenticated (the cap)",
-                             (long long)(now - pre[v]->born), maxpre);
+                    snprintf(why, VCUDA_WHY_LEN, "dropped after %lld ms: %d connections not yet authenticated "
+                             "(the cap)", (long long)(now - pre[v]->born), maxpre);
                     drop_at(s, pre, &npre, v, why);
                 }
                 c->pub.fd = fd;
