@@ -17,7 +17,7 @@
  * Authenticated sessions are bounded too: max_conns in all and max_per_source from one
  * address (refused by name: "server full", "too many connections from ADDR"; both
  * decided in one place, admit() in server_loop.c), and a session with no request for
- * idle_timeout_ms (PING and TOUCH, the clients' keep-alive, count) is closed.
+ * idle_timeout_ms is closed (any request counts, the clients' keep-alive included).
  * Connection lines (authenticated, closed and why, resources released) are logged one
  * line each up to 20 per second, then summarized once a second: a flood of
  * connections cannot flood the log.
