@@ -1291,16 +1291,24 @@ static int module(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
         if (!img) return reply_invalid(cl, r, CU_NOT_FOUND, "MODULE_LOOKUP: not cached; send MODULE_LOAD");
         memcpy(h, q->hash, sizeof h);
     } else {
-        /* every header, offset and size is checked before the driver sees a byte, and
-         * the driver gets a private copy of exactly the validated bytes */
-        if (vcuda_image_check(q->blob, q->blob_len, bad))
-            return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "MODULE_LOAD: %s", bad);
+        /* the name first (cheap next to validating): the same bytes validated for an
+         * earlier client are taken from the cache, not decompressed and checked again */
         vcuda_sha256(q->blob, q->blob_len, h);
         if (memcmp(h, q->hash, VCUDA_HASH_SIZE))
             return reply_invalid(cl, r, 1, "MODULE_LOAD: the image does not hash to the name sent");
-        if (!(img = malloc(q->blob_len))) return reply_invalid(cl, r, 2, "MODULE_LOAD: server out of memory");
-        memcpy(img, q->blob, q->blob_len);
-        len = q->blob_len;
+        pthread_mutex_lock(&g->mu);
+        img = cache_copy(g, h, &len);
+        pthread_mutex_unlock(&g->mu);
+        /* otherwise every header, offset and size is checked before the driver sees a
+         * byte, and the driver gets a private copy of exactly the validated bytes */
+        int v = img ? 0 : vcuda_image_check(q->blob, q->blob_len, bad);
+        if (v == VCUDA_IMAGE_BUSY) return reply_invalid(cl, r, 2 /* cudaErrorMemoryAllocation */, "MODULE_LOAD: %s", bad);
+        if (v) return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "MODULE_LOAD: %s", bad);
+        if (!img) {
+            if (!(img = malloc(q->blob_len))) return reply_invalid(cl, r, 2, "MODULE_LOAD: server out of memory");
+            memcpy(img, q->blob, q->blob_len);
+            len = q->blob_len;
+        }
     }
     cached_module *m = calloc(1, sizeof *m);
     CUresult rc = m ? g->cu.cuModuleLoadData(&m->mod, img) : 2;
@@ -2228,8 +2236,8 @@ static void release_client(void *ctx, vcuda_conn *c)
         if (cl->def) g->cu.cuStreamDestroy_v2(cl->def);
     }
     if (cl->nalloc || cl->nhandle)
-        fprintf(stderr, "vcuda-server: connection %llu: released %u allocations and %u handles\n",
-                (unsigned long long)c->id, cl->nalloc, cl->nhandle);
+        vcuda_log_limited("vcuda-server", "connection %llu: released %u allocations and %u handles",
+                          (unsigned long long)c->id, cl->nalloc, cl->nhandle);
     if (cl->own) g->cu.cuCtxDestroy_v2(cl->own);
     free(cl->allocs);
     free(cl->handles);
