@@ -248,6 +248,19 @@ static void legacy_and_blocking()
     slow_fill<<<1, 32, 0, cudaStreamLegacy>>>(d, 1, 21, 300 * kMs);
     cudaError_t q_blocking = cudaStreamQuery(blocking);
     CHECK(cudaDeviceSynchronize());
+    // and a synchronize of one: did it wait for the other's kernel (queried right after)?
+    slow_fill<<<1, 32, 0, blocking>>>(d, 1, 22, 300 * kMs);
+    CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+    cudaError_t s_legacy = cudaStreamQuery(blocking);
+    CHECK(cudaDeviceSynchronize());
+    slow_fill<<<1, 32, 0, cudaStreamLegacy>>>(d, 1, 23, 300 * kMs);
+    CHECK(cudaStreamSynchronize(blocking));
+    cudaError_t s_blocking = cudaStreamQuery(cudaStreamLegacy);
+    CHECK(cudaDeviceSynchronize());
+    printf("observed cudaStreamSynchronize(cudaStreamLegacy) waited for a blocking stream's kernel: %s\n",
+           s_legacy == cudaSuccess ? "yes" : "no");
+    printf("observed cudaStreamSynchronize(blocking stream) waited for the legacy stream's kernel: %s\n",
+           s_blocking == cudaSuccess ? "yes" : "no");
     printf("observed cudaStreamQuery(cudaStreamLegacy) while a blocking stream runs a kernel: %s\n",
            cudaGetErrorName(q_legacy));
     printf("observed cudaStreamQuery(blocking stream) while the legacy stream runs a kernel: %s\n",

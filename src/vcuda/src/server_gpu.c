@@ -405,6 +405,20 @@ static int stream_of(client *cl, uint64_t id, CUstream *s)
     return 0;
 }
 
+/* The stream a query or synchronize names: the legacy stream's stands for everything it
+ * is ordered after (a query of it reports not ready while a blocking stream runs, as
+ * CUDA's does), a created stream for its own work only (a query of a blocking stream
+ * while the legacy stream runs a kernel reports ready on the real runtime: the
+ * ordering applies to work queued, not to waiting).  -1 if not this client's. */
+static int waited_stream(client *cl, uint64_t id, CUstream *s)
+{
+    handle *h;
+    if (id == 0) return stream_of(cl, id, s);
+    if (!(h = find_handle(cl, id, H_STREAM))) return -1;
+    *s = h->obj;
+    return 0;
+}
+
 /* Copies are ordered after the work already queued where the client asked. */
 static CUresult wait_for(vcuda_gpu *g, CUstream s) { return g->cu.cuStreamSynchronize(s); }
 
@@ -1536,7 +1550,7 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
         reap_streams(g, cl);
         return 0;
     case VCUDA_OP_STREAM_SYNCHRONIZE:
-        if (stream_of(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_SYNCHRONIZE: unknown stream");
+        if (waited_stream(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_SYNCHRONIZE: unknown stream");
         return (rc = wait_for(g, s)) ? reply_cu(g, cl, r, "STREAM_SYNCHRONIZE", rc) : 0;
     case VCUDA_OP_EVENT_DESTROY:
         if (!(h = find_handle(cl, q->v[0], H_EVENT))) return reply_invalid(cl, r, 400, "EVENT_DESTROY: unknown event");
@@ -1832,7 +1846,7 @@ static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
         if (!(h = find_handle(cl, q->v[0], H_EVENT))) return reply_invalid(cl, r, 400, "EVENT_QUERY: unknown event");
         return (rc = g->cu.cuEventQuery(h->obj)) ? reply_cu(g, cl, r, op, rc) : 0;
     case VCUDA_OP_STREAM_QUERY:
-        if (stream_of(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_QUERY: unknown stream");
+        if (waited_stream(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_QUERY: unknown stream");
         return (rc = g->cu.cuStreamQuery(s)) ? reply_cu(g, cl, r, op, rc) : 0;
     case VCUDA_OP_STREAM_WAIT_EVENT:
         if (stream_of(cl, q->v[0], &s) || !(e = find_handle(cl, q->v[1], H_EVENT)))
