@@ -28,10 +28,11 @@
 #   long-kernel    a kernel of 3x VCUDA_TIMEOUT_MS, 64 MiB H2D behind it, a synchronize: ok
 #   killed/stopped the whole server SIGKILLed / SIGSTOPped during that wait: the program
 #                  fails, reported within VCUDA_TIMEOUT_MS of the signal
-#   (process)      loop-no-driver: the network-loop process has no libcuda mapped, the
-#                  tenant's serving process has; serving-killed: the serving process alone
-#                  SIGKILLed during a client's wait: that client fails at once, the loop
-#                  serves the next client with a fresh serving process
+#   (process)      loop-no-driver: the network-loop process (and the supervisor above it)
+#                  has no libcuda mapped, the tenant's serving process has;
+#                  serving-killed: the serving process alone SIGKILLed during a client's
+#                  wait: that client fails at once, the loop serves the next client with
+#                  a fresh serving process
 # Then latency: 1 KiB H2D and launch + synchronize, medians of 3000 calls (vcuda-tenancy)
 # and vcuda-bench's h2d_1k_time / d2h_1k_time / launch_sync_time, 3 rounds, each round
 # local, then each mode asked (and shared, always) and, given, BASELINE_BUILD_DIR's server
@@ -226,8 +227,11 @@ for cur in $modes; do
     remote "$port" 60 "$app" spin 3000 >"$out/spin-maps.log" 2>&1 &
     cpid=$!
     sleep 1.5
-    kids=$(pgrep -P "$spid" | tr '\n' ' ')
-    loop_maps=$(grep -c libcuda "/proc/$spid/maps")
+    # (the server's first process supervises the network loop, its child; the tenants'
+    # serving processes are the loop's children)
+    loop=$(pgrep -P "$spid" | head -1)
+    kids=$(pgrep -P "$loop" | tr '\n' ' ')
+    loop_maps=$(cat "/proc/$spid/maps" "/proc/$loop/maps" | grep -c libcuda)
     kid_maps=0
     for k in $kids; do
       n=$(grep -c libcuda "/proc/$k/maps" 2>/dev/null)
@@ -235,7 +239,7 @@ for cur in $modes; do
     done
     wait $cpid
     [ "$loop_maps" = 0 ] && [ "$kid_maps" -gt 0 ]
-    record loop-no-driver $? "\"loop_pid\":$spid,\"serving_pids\":\"${kids% }\",\"loop_libcuda_maps\":$loop_maps,\"serving_libcuda_maps\":$kid_maps"
+    record loop-no-driver $? "\"supervisor_pid\":$spid,\"loop_pid\":$loop,\"serving_pids\":\"${kids% }\",\"loop_libcuda_maps\":$loop_maps,\"serving_libcuda_maps\":$kid_maps"
   fi
 
   remote_b "$port" 60 "$app" assert >"$out/assert-$cur.log" 2>&1; ra=$?
@@ -245,7 +249,7 @@ for cur in $modes; do
   tag "$out/assert-$cur.log" "$out/after-710-device-state-$cur.log"
   alive=0
   kill -0 "$spid" 2>/dev/null || alive=1
-  restarts=$(grep -c 'starting a fresh serving process after a sticky error' "$out/server-$cur.log")
+  restarts=$(grep -c 'starting a fresh' "$out/server-$cur.log")
   ended=$(grep -c 'ended after a sticky error' "$out/server-$cur.log")
   ok=$((ra + r1 + r2 + alive))
   [ "$cur" = process ] && { [ "$restarts" = 0 ] && [ "$ended" -ge 1 ] || ok=1; }
@@ -260,7 +264,7 @@ for cur in $modes; do
   if [ "$cur" = process ]; then
     # the serving process alone killed during a client's wait: that client fails at once,
     # the loop serves on with a fresh serving process
-    (sleep 3; kill -KILL $(pgrep -P "$spid"); ms_now >"$out/serving-killed.t") &
+    (sleep 3; kill -KILL $(pgrep -P "$(pgrep -P "$spid" | head -1)"); ms_now >"$out/serving-killed.t") &
     sigpid=$!
     remote "$port" 40 env VCUDA_TIMEOUT_MS=2000 "$app" spin 20000 >"$out/serving-killed.log" 2>&1; rc=$?
     t1=$(ms_now)
@@ -268,7 +272,7 @@ for cur in $modes; do
     ms=$((t1 - $(cat "$out/serving-killed.t")))
     sleep 0.5
     remote "$port" 60 "$app" device-state >"$out/after-kill-device-state.log" 2>&1; rn=$?
-    killed=$(grep -c 'was killed by signal 9' "$out/server-$cur.log")
+    killed=$(grep -c 'serving process [0-9]* was killed by SIGKILL' "$out/server-$cur.log")
     [ $rc != 0 ] && [ $ms -lt 2000 ] && [ $rn = 0 ] && [ "$killed" -ge 1 ] && kill -0 "$spid" 2>/dev/null
     record serving-killed $? "\"rc\":$rc,\"reported_after_ms\":$ms,\"rc_next_client\":$rn,\"loop_logged_kill\":$killed"
   fi

@@ -10,10 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- the socketpair between the loop process and a serving process ------------------
@@ -114,7 +112,8 @@ typedef struct {
     int sock;      /* our end; -1 once closed */
     int going;     /* takes no more connections (told to go, or stopping by itself) */
     int lingered;  /* told to go for having had no sessions for linger_ms */
-    int conns;     /* handed over, not yet reported ended */
+    uint64_t *ids; /* its sessions (connection ids): handed over, not yet reported ended */
+    int conns, cap;
     uint64_t served;
     int64_t started, idle_since;
 } proc;
@@ -122,13 +121,38 @@ typedef struct {
 struct vcuda_isolate {
     vcuda_isolate_config cfg;
     proc *p; /* cfg.max_procs slots */
+    /* the network loop's count of sessions, told of each end (NULL: at the end) */
+    void (*on_end)(void *arg, uint64_t id);
+    void *on_end_arg;
 };
 
-static int64_t now_ms(void)
+/* Room in p's list for one more session.  0, or -1 out of memory. */
+static int ids_reserve(proc *p)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (p->conns < p->cap) return 0;
+    int cap = p->cap ? 2 * p->cap : 16;
+    uint64_t *ids = realloc(p->ids, (size_t)cap * sizeof *ids);
+    if (!ids) return -1;
+    p->ids = ids, p->cap = cap;
+    return 0;
+}
+
+/* Session `id` of p is over (reported, or its socket came back): 1, or 0 if p did not
+ * hold it (a report is believed only for a session handed to that process). */
+static int session_gone(proc *p, uint64_t id, int64_t now)
+{
+    for (int i = 0; i < p->conns; ++i)
+        if (p->ids[i] == id) {
+            p->ids[i] = p->ids[--p->conns];
+            if (p->conns == 0) p->idle_since = now;
+            return 1;
+        }
+    return 0;
+}
+
+static void tell_ended(vcuda_isolate *iso, uint64_t id)
+{
+    if (iso->on_end) iso->on_end(iso->on_end_arg, id);
 }
 
 vcuda_isolate *vcuda_isolate_new(const vcuda_isolate_config *cfg)
@@ -174,32 +198,41 @@ static proc *find_live(vcuda_isolate *iso, const char *tenant)
     return NULL;
 }
 
+/* A free slot for a serving process, or NULL (with the refusal in why).  Processes
+ * still exiting count: their contexts still hold memory. */
+static proc *free_slot(vcuda_isolate *iso, char *why)
+{
+    for (int i = 0; i < iso->cfg.max_procs; ++i)
+        if (!iso->p[i].pid) return &iso->p[i];
+    snprintf(why, VCUDA_WHY_LEN,
+             "vcuda: server full: the limit of %d tenant serving processes (--max-tenant-procs) is reached",
+             iso->cfg.max_procs);
+    return NULL;
+}
+
+/* The handoff's part of the admission: a session of `tenant` can be taken now. */
+static int room(void *ctx, const char *tenant, char *msg)
+{
+    vcuda_isolate *iso = ctx;
+    return find_live(iso, tenant) || free_slot(iso, msg) ? 0 : -1;
+}
+
 static proc *start_proc(vcuda_isolate *iso, const char *tenant, char *why)
 {
-    proc *slot = NULL;
-    for (int i = 0; i < iso->cfg.max_procs && !slot; ++i)
-        if (!iso->p[i].pid) slot = &iso->p[i];
-    if (!slot) { /* (processes still exiting count: their contexts still hold memory) */
-        snprintf(why, VCUDA_WHY_LEN,
-                 "vcuda: server full: the limit of %d tenant serving processes (--max-tenant-procs) is reached",
-                 iso->cfg.max_procs);
-        return NULL;
-    }
+    proc *slot = free_slot(iso, why);
+    if (!slot) return NULL;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
         snprintf(why, VCUDA_WHY_LEN, "vcuda: no serving process for tenant %s: socketpair: %s", tenant, strerror(errno));
         return NULL;
     }
-    fflush(NULL);
-    pid_t parent = getpid(), pid = fork();
+    pid_t pid = vcuda_fork_tied(); /* the loop process killed: so are its tenants' */
     if (pid < 0) {
         snprintf(why, VCUDA_WHY_LEN, "vcuda: no serving process for tenant %s: fork: %s", tenant, strerror(errno));
         close(sv[0]), close(sv[1]);
         return NULL;
     }
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* the loop process killed: so are its tenants' */
-        if (getppid() != parent) _exit(0); /* it died before that took effect */
         close_fds_except(sv[1]);
         /* SIGTERM and SIGINT (a stop) reach only vcuda_isolate_serve's wait for
          * connections, so that a stop is seen before another connection is taken */
@@ -215,8 +248,8 @@ static proc *start_proc(vcuda_isolate *iso, const char *tenant, char *why)
     memset(slot, 0, sizeof *slot);
     snprintf(slot->tenant, sizeof slot->tenant, "%s", tenant);
     slot->pid = pid, slot->sock = sv[0];
-    slot->started = slot->idle_since = now_ms();
-    fprintf(stderr, "%s: tenant %s: serving process %d started\n", iso->cfg.log_prefix, tenant, (int)pid);
+    slot->started = slot->idle_since = vcuda_now_ms();
+    vcuda_log_limited(iso->cfg.log_prefix, "tenant %s: serving process %d started", tenant, (int)pid);
     return slot;
 }
 
@@ -228,50 +261,40 @@ static int hand(void *ctx, const vcuda_conn *c, int heartbeat_ms, char *why)
     for (int attempt = 0; attempt < 2; ++attempt) {
         proc *p = find_live(iso, c->tenant);
         if (!p && !(p = start_proc(iso, c->tenant, why))) return -1;
+        if (ids_reserve(p))
+            return snprintf(why, VCUDA_WHY_LEN, "vcuda: server: out of memory"), -1;
         /* never waits: a serving process takes connections as fast as the loop accepts them */
         int e = send_wire(p->sock, &w, c->fd, MSG_DONTWAIT);
         if (!e) {
-            ++p->conns, ++p->served;
+            p->ids[p->conns++] = c->id, ++p->served;
             return 0;
         }
         if (e == EAGAIN || e == EWOULDBLOCK)
             return snprintf(why, VCUDA_WHY_LEN, "vcuda: tenant %s's serving process is not taking connections", c->tenant), -1;
         /* it is stopping (a sticky error) or gone: its queued connections come back as
          * RETURNED, and this one goes to a fresh process */
-        fprintf(stderr, "%s: tenant %s: serving process %d takes no more connections (%s)\n", iso->cfg.log_prefix,
-                c->tenant, (int)p->pid, strerror(e));
+        vcuda_log_limited(iso->cfg.log_prefix, "tenant %s: serving process %d takes no more connections (%s)",
+                          c->tenant, (int)p->pid, strerror(e));
         p->going = 1;
     }
     return snprintf(why, VCUDA_WHY_LEN, "vcuda: tenant %s: no serving process took the connection", c->tenant), -1;
 }
 
+/* p has ended (wait status st): its sessions with it. */
 static void ended(vcuda_isolate *iso, proc *p, int st)
 {
     char what[96];
+    vcuda_proc_ending(st, what, sizeof what);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && p->lingered)
         snprintf(what, sizeof what, "exited (no sessions for %d s)", iso->cfg.linger_ms / 1000);
-    else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        snprintf(what, sizeof what, "exited");
-    else if (WIFEXITED(st) && WEXITSTATUS(st) == VCUDA_EXIT_CONTEXT_LOST)
-        snprintf(what, sizeof what, "ended after a sticky error");
-    else if (WIFEXITED(st))
-        snprintf(what, sizeof what, "exited with status %d", WEXITSTATUS(st));
-    else if (WIFSIGNALED(st))
-        snprintf(what, sizeof what, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
-    else
-        snprintf(what, sizeof what, "ended (wait status 0x%x)", (unsigned)st);
-    fprintf(stderr, "%s: tenant %s: serving process %d %s; it ran %.1f s, served %llu session(s), %d open at its end\n",
-            iso->cfg.log_prefix, p->tenant, (int)p->pid, what, (double)(now_ms() - p->started) / 1000.0,
-            (unsigned long long)p->served, p->conns);
+    vcuda_log_limited(iso->cfg.log_prefix, "tenant %s: serving process %d %s; it ran %.1f s, served %llu session(s), "
+                      "%d open at its end", p->tenant, (int)p->pid, what,
+                      (double)(vcuda_now_ms() - p->started) / 1000.0, (unsigned long long)p->served, p->conns);
+    for (int i = 0; i < p->conns; ++i) tell_ended(iso, p->ids[i]);
     if (p->sock >= 0) close(p->sock);
+    free(p->ids);
     memset(p, 0, sizeof *p);
     p->sock = -1;
-}
-
-/* A session of p ended (reported, or its socket came back). */
-static void session_gone(proc *p, int64_t now)
-{
-    if (p->conns > 0 && --p->conns == 0) p->idle_since = now;
 }
 
 /* What p sent: session ends, and connections it returned (handed to a fresh process,
@@ -288,29 +311,33 @@ static void read_reports(vcuda_isolate *iso, proc *p, int64_t now, int rehand)
             p->sock = -1, p->going = 1;
             return;
         }
-        if (r == -2) {
-            fprintf(stderr, "%s: tenant %s: serving process %d sent a malformed message (dropped)\n",
-                    iso->cfg.log_prefix, p->tenant, (int)p->pid);
+        if (r == -2 || !session_gone(p, w.id, now)) {
+            vcuda_log_limited(iso->cfg.log_prefix, "tenant %s: serving process %d sent %s (dropped)", p->tenant,
+                              (int)p->pid, r == -2 ? "a malformed message" : "a report on a session it does not hold");
+            if (fd >= 0) close(fd);
             continue;
         }
-        session_gone(p, now);
         if (w.kind == W_RETURNED) { /* it is stopping: this connection goes to a fresh one */
             p->going = 1;
             if (p->served) --p->served;
             vcuda_conn c = conn_of(&w, fd);
             if (!rehand) snprintf(why, sizeof why, "server shutting down");
-            if (!rehand || hand(iso, &c, w.heartbeat_ms, why))
-                fprintf(stderr, "%s: peer %s: closed: %s\n", iso->cfg.log_prefix, c.peer, why);
+            if (!rehand || hand(iso, &c, w.heartbeat_ms, why)) {
+                vcuda_log_limited(iso->cfg.log_prefix, "peer %s: closed: %s", c.peer, why);
+                tell_ended(iso, w.id);
+            }
             close(fd); /* (the serving process that took it has its own copy) */
+        } else {
+            tell_ended(iso, w.id);
         }
     }
 }
 
-static int turn(void *ctx)
+static void turn(void *ctx, void (*on_end)(void *arg, uint64_t id), void *arg)
 {
     vcuda_isolate *iso = ctx;
-    int64_t now = now_ms();
-    int held = 0;
+    int64_t now = vcuda_now_ms();
+    iso->on_end = on_end, iso->on_end_arg = arg;
     for (int i = 0; i < iso->cfg.max_procs; ++i) {
         proc *p = &iso->p[i];
         if (!p->pid) continue;
@@ -325,31 +352,29 @@ static int turn(void *ctx)
             ended(iso, p, st);
         }
     }
-    for (int i = 0; i < iso->cfg.max_procs; ++i) /* (returned connections may have moved) */
-        held += iso->p[i].pid ? iso->p[i].conns : 0;
-    return held;
 }
 
 struct vcuda_handoff vcuda_isolate_handoff(vcuda_isolate *iso)
 {
-    struct vcuda_handoff h = {iso, hand, turn};
+    struct vcuda_handoff h = {iso, room, hand, turn};
     return h;
 }
 
 void vcuda_isolate_end(vcuda_isolate *iso)
 {
     if (!iso) return;
+    iso->on_end = NULL; /* (the loop's count is gone) */
     int left = 0;
     for (int i = 0; i < iso->cfg.max_procs; ++i) {
         proc *p = &iso->p[i];
         if (!p->pid) continue;
-        read_reports(iso, p, now_ms(), 0); /* (for the sessions it ends below) */
+        read_reports(iso, p, vcuda_now_ms(), 0); /* (for the sessions it ends below) */
         if (p->sock >= 0) close(p->sock); /* each ends its sessions and exits */
         p->sock = -1, p->going = 1;
         ++left;
     }
-    for (int64_t end = now_ms() + iso->cfg.stop_wait_ms; left;) {
-        int late = now_ms() >= end;
+    for (int64_t end = vcuda_now_ms() + iso->cfg.stop_wait_ms; left;) {
+        int late = vcuda_now_ms() >= end;
         for (int i = 0; i < iso->cfg.max_procs; ++i) {
             proc *p = &iso->p[i];
             int st;
@@ -421,11 +446,9 @@ int vcuda_isolate_serve(const vcuda_server_config *cfg, int sock)
     sigdelset(&waiting, SIGTERM), sigdelset(&waiting, SIGINT);
     int loop_gone = 0;
     while (!*c.stop && !loop_gone) {
-        int wait = vcuda_server_turn(s, 200);
         struct pollfd pf = {.fd = sock, .events = POLLIN};
-        struct timespec ts = {wait / 1000, (long)(wait % 1000) * 1000000};
         sigset_t others;
-        int pr = ppoll(&pf, 1, &ts, &waiting);
+        int pr = vcuda_server_turn(s, &pf, 1, 200, &waiting);
         /* a ppoll that found input leaves a stop that came meanwhile pending: take it */
         pthread_sigmask(SIG_SETMASK, &waiting, &others);
         pthread_sigmask(SIG_SETMASK, &others, NULL);
@@ -440,6 +463,7 @@ int vcuda_isolate_serve(const vcuda_server_config *cfg, int sock)
         }
         if (r == -2 || w.kind != W_HANDOFF) {
             fprintf(stderr, "%s: a malformed hand-over message (dropped)\n", c.log_prefix);
+            if (fd >= 0) close(fd);
             continue;
         }
         vcuda_conn conn = conn_of(&w, fd);

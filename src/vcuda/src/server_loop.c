@@ -1,5 +1,5 @@
 /* vcuda server shell (see server_loop.h). */
-#define _GNU_SOURCE /* MSG_NOSIGNAL, pthread_tryjoin-free portable subset */
+#define _GNU_SOURCE /* MSG_NOSIGNAL, POLLRDHUP, ppoll */
 #include "vcuda/server_loop.h"
 
 #include "ucx.h"
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Largest handshake payload: HELLO "u t" or AUTH "t u" with a token-sized field. */
@@ -23,17 +24,28 @@
 #define IDLE_SHRINK_MS 1000 /* an idle client's buffers above SHRINK_ABOVE are freed */
 #define SHRINK_ABOVE (256u << 10)
 #define WORK_PER_TURN 64    /* requests a worker serves back to back before yielding */
+#define PREAUTH_GRACE_MS 250 /* a handshake takes an RTT: longer, and it counts as stalled */
+#define SOURCE_BUCKETS 1024
 
 enum { PRE_HELLO, PRE_AUTH, AUTHED };
 
 typedef struct vcuda_server server;
+
+/* A peer address (the port left out) and its connections, counted by the network loop
+ * (the only thread that adds or removes connections). */
+typedef struct source {
+    struct source *next;
+    int npre, nauthed;
+    char name[64];
+} source;
 
 typedef struct conn {
     vcuda_conn pub; /* first: handlers' vcuda_conn* converts back to conn* */
     const vcuda_server_config *cfg;
     server *srv;
     int state;
-    char source[64]; /* peer address without the port: per-source accounting */
+    source *src;      /* its peer address's counts */
+    int64_t born;     /* accepted then */
     int64_t deadline; /* handshake deadline (pre-auth only) */
     uint8_t hdr[VCUDA_HEADER_SIZE], pay[HANDSHAKE_MAX];
     size_t got;
@@ -48,6 +60,8 @@ typedef struct conn {
     vcuda_buf in, out;
     vcuda_msg req, rep; /* per connection: workers run concurrently */
     atomic_int busy, done;
+    atomic_int gone; /* the client closed its side: what it sent is not started */
+    int wfd;         /* its socket as the worker got it (pub.fd is the worker's to close) */
     atomic_uint_fast64_t busy_id;
     atomic_int_fast64_t busy_since, last_sent;
     char why[VCUDA_WHY_LEN]; /* the worker's closing reason */
@@ -59,25 +73,38 @@ struct vcuda_server {
     pthread_mutex_t mu; /* the authenticated list */
     conn *authed;
     int nauthed;
-    int held; /* connections handed to other processes and still open (cfg->handoff) */
+    struct handed *handed; /* sessions handed to other processes (cfg->handoff), still open */
+    int nhanded;
     uint64_t nonces[NONCE_MEMORY];
     unsigned nonce_at;
+    source *sources[SOURCE_BUCKETS];
+    struct pollfd *pf; /* vcuda_server_turn's: the caller's fds, then the watched sockets */
+    conn **watch;
+    size_t cap;
 };
+
+/* A session handed over: counted against the caps (in all and per source) until the
+ * handoff reports it ended.  The network loop's only. */
+typedef struct handed {
+    struct handed *next;
+    uint64_t id;
+    source *src;
+} handed;
 
 /* ---- rate-limited logging ---------------------------------------------------------- */
 
-#define LOG_LINES_PER_SEC 5
+#define LOG_LINES_PER_SEC 20
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int64_t log_window;
 static int log_lines;
 static unsigned long log_suppressed;
 static char log_prefix_seen[64];
 
-static void log_flush_locked(int64_t now)
+static void log_flush_locked(int64_t now, int force)
 {
-    if (now - log_window < 1000) return;
+    if (now - log_window < 1000 && !force) return;
     if (log_suppressed)
-        fprintf(stderr, "%s: %lu more rejection line(s) suppressed in the last %.1f s\n", log_prefix_seen,
+        fprintf(stderr, "%s: %lu more connection log line(s) suppressed in the last %.1f s\n", log_prefix_seen,
                 log_suppressed, (double)(now - log_window) / 1000.0);
     log_window = now, log_lines = 0, log_suppressed = 0;
 }
@@ -87,7 +114,7 @@ void vcuda_log_limited(const char *prefix, const char *fmt, ...)
     int64_t now = vcuda_now_ms();
     pthread_mutex_lock(&log_mu);
     snprintf(log_prefix_seen, sizeof log_prefix_seen, "%s", prefix);
-    log_flush_locked(now);
+    log_flush_locked(now, 0);
     if (log_lines < LOG_LINES_PER_SEC) {
         va_list ap;
         va_start(ap, fmt);
@@ -102,10 +129,11 @@ void vcuda_log_limited(const char *prefix, const char *fmt, ...)
     pthread_mutex_unlock(&log_mu);
 }
 
-static void log_tick(void)
+/* The summary, once a second (force: now, e.g. before the process ends). */
+static void log_tick(int force)
 {
     pthread_mutex_lock(&log_mu);
-    log_flush_locked(vcuda_now_ms());
+    log_flush_locked(vcuda_now_ms(), force);
     pthread_mutex_unlock(&log_mu);
 }
 
@@ -119,8 +147,82 @@ void vcuda_reply_error(vcuda_msg *r, int code, const char *msg)
     r->blob = NULL, r->blob_len = 0, r->nsizes = 0;
 }
 
+/* ---- sources: connections per peer address ------------------------------------------ */
+
+static source **source_slot(server *s, const char *name)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = name; *p; ++p) h = (h ^ (uint8_t)*p) * 16777619u;
+    source **pp = &s->sources[h % SOURCE_BUCKETS];
+    while (*pp && strcmp((*pp)->name, name)) pp = &(*pp)->next;
+    return pp;
+}
+
+/* The record of the address of peer ("addr:port"), made if new; NULL if out of memory. */
+static source *source_of(server *s, const char *peer)
+{
+    char name[64];
+    const char *colon = strrchr(peer, ':');
+    size_t len = colon ? (size_t)(colon - peer) : strlen(peer);
+    if (len >= sizeof name) len = sizeof name - 1;
+    memcpy(name, peer, len), name[len] = 0;
+    source **pp = source_slot(s, name);
+    if (!*pp && (*pp = calloc(1, sizeof **pp))) memcpy((*pp)->name, name, len + 1);
+    return *pp;
+}
+
+/* One connection fewer counted against an address (a session, or one not yet
+ * authenticated); the address is forgotten once it has none. */
+static void source_put(server *s, source *src, int session)
+{
+    if (session) --src->nauthed;
+    else --src->npre;
+    if (src->npre || src->nauthed) return;
+    source **pp = source_slot(s, src->name);
+    *pp = src->next;
+    free(src);
+}
+
+static void source_leave(server *s, conn *c)
+{
+    if (c->src) source_put(s, c->src, c->state == AUTHED);
+    c->src = NULL;
+}
+
+/* c, about to be handed over, counted as a session (of its address too) until
+ * handed_end.  0, or -1 out of memory. */
+static int handed_add(server *s, conn *c)
+{
+    handed *h = malloc(sizeof *h);
+    if (!h) return -1;
+    h->id = c->pub.id, h->src = c->src, ++c->src->nauthed;
+    h->next = s->handed, s->handed = h;
+    pthread_mutex_lock(&s->mu); /* (admit reads the count with nauthed) */
+    ++s->nhanded;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* The handoff's report: the session of connection `id` is over. */
+static void handed_end(void *arg, uint64_t id)
+{
+    server *s = arg;
+    for (handed **pp = &s->handed; *pp; pp = &(*pp)->next) {
+        handed *h = *pp;
+        if (h->id != id) continue;
+        *pp = h->next;
+        pthread_mutex_lock(&s->mu);
+        --s->nhanded;
+        pthread_mutex_unlock(&s->mu);
+        source_put(s, h->src, 1);
+        free(h);
+        return;
+    }
+}
+
 static void free_conn(conn *c)
 {
+    source_leave(c->srv, c);
     if (c->pub.fd >= 0) vcuda_close(c->pub.fd);
     vcuda_buf_free(&c->in);
     vcuda_buf_free(&c->out);
@@ -154,8 +256,8 @@ static int send_reply(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
     pthread_mutex_unlock(&c->wlock);
     if (s == VCUDA_NET_PROTO) {
         /* the handler built an invalid reply: a server bug, reported to the client loudly */
-        fprintf(stderr, "%s: peer %s: invalid %s reply: %s\n", cfg->log_prefix, c->pub.peer,
-                vcuda_opcode_name(req->hdr.opcode), why);
+        vcuda_log_limited(cfg->log_prefix, "peer %s: invalid %s reply: %s", c->pub.peer,
+                          vcuda_opcode_name(req->hdr.opcode), why);
         memset(r, 0, sizeof *r);
         vcuda_reply_error(r, 999 /* cudaErrorUnknown */, "vcuda-server built an invalid reply");
         return send_reply(c, req, r, why);
@@ -201,12 +303,13 @@ static void heartbeat(conn *c, int64_t now)
 /* ---- the worker: one authenticated client ----------------------------------------- */
 
 /* Reads exactly n bytes into p; *got counts the frame's bytes so far (for messages).
- * dl < 0: no deadline (an idle client may wait as long as it likes) but the stop flag
- * is checked 5x a second.  0, or -1 (why set). */
+ * dl < 0: waiting for the next request, no deadline but the idle timeout (if any); the
+ * stop flag is checked 5x a second.  0, or -1 (why set). */
 static int read_exact(conn *c, uint8_t *p, size_t n, size_t *got, int64_t dl, char *why)
 {
     const vcuda_server_config *cfg = c->cfg;
     int64_t spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000, idle_since = vcuda_now_ms();
+    int64_t idle_end = dl < 0 && cfg->idle_timeout_ms > 0 ? idle_since + cfg->idle_timeout_ms : -1;
     while (n) {
         ssize_t r = vcuda_recv_some(c->pub.fd, p, n);
         if (r > 0) {
@@ -233,6 +336,11 @@ static int read_exact(conn *c, uint8_t *p, size_t n, size_t *got, int64_t dl, ch
                      cfg->frame_timeout_ms);
             return -1;
         }
+        if (idle_end >= 0 && now >= idle_end) {
+            snprintf(why, VCUDA_WHY_LEN, "idle: no request for %g s (the server's idle timeout)",
+                     cfg->idle_timeout_ms / 1000.0);
+            return -1;
+        }
         if (dl < 0 && now - idle_since >= IDLE_SHRINK_MS) {
             /* idle: give back what a large transfer grew (a frame is read anew) */
             if (c->in.cap > SHRINK_ABOVE) vcuda_buf_free(&c->in);
@@ -243,6 +351,7 @@ static int read_exact(conn *c, uint8_t *p, size_t n, size_t *got, int64_t dl, ch
         }
         int ms = 200;
         if (dl >= 0 && dl - now < ms) ms = (int)(dl - now);
+        if (idle_end >= 0 && idle_end - now < ms) ms = (int)(idle_end - now);
         if (vcuda_fd_pending(c->pub.fd)) continue;
         struct pollfd pf = {.fd = c->pub.fd, .events = POLLIN};
         poll(&pf, 1, ms);
@@ -268,6 +377,9 @@ static int dispatch(conn *c, const vcuda_msg *m, char *why)
         return snprintf(why, VCUDA_WHY_LEN, "MORE flag on %s, which is not a chunked request", vcuda_opcode_name(op)), -1;
     if (noreply && !VCUDA_NOREPLY_REQUEST(op))
         return snprintf(why, VCUDA_WHY_LEN, "NOREPLY flag on %s, which must be answered", vcuda_opcode_name(op)), -1;
+    if ((m->hdr.flags & VCUDA_FLAG_SYNC) && (!VCUDA_SYNC_REQUEST(op) || more))
+        return snprintf(why, VCUDA_WHY_LEN, "SYNC flag on %s%s", more ? "a chunk before the last of " : "",
+                        vcuda_opcode_name(op)), -1;
     if ((op == VCUDA_OP_PING || op == VCUDA_OP_TOUCH) && cfg->pings) ++*cfg->pings;
     /* PING and SINK need no GPU: answered here, so the transport can be measured and
      * tested on its own */
@@ -324,6 +436,13 @@ static void *worker_main(void *arg)
         }
         if (read_exact(c, c->in.data, c->h.payload_len, &got, dl, why)) break;
         if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) break;
+        /* a client that has closed its side does not see the effects of what it queued:
+         * a pipelined batch still in the socket after it left is not run */
+        if (atomic_load(&c->gone)) {
+            snprintf(why, VCUDA_WHY_LEN, "client disconnected; its %s and anything after it not started",
+                     vcuda_opcode_name(c->h.opcode));
+            break;
+        }
         if (dispatch(c, &c->req, why)) break;
     }
 out:
@@ -365,6 +484,33 @@ static int send_small(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
 
 static int start_worker(server *s, conn *c, char *why);
 
+/* Whether a client that proved the token gets a session now: the one place that
+ * decides, whichever process will serve it (the sessions handed to other processes
+ * count, in all and per source, and the handoff says whether it can take the tenant).
+ * 0, or -1 with the message for the client in msg (VCUDA_WHY_LEN bytes), its CUDA
+ * error code in *code and the log reason in why. */
+static int admit(server *s, conn *c, char *msg, int *code, char *why)
+{
+    const vcuda_server_config *cfg = s->cfg;
+    int max = cfg->max_conns > 0 ? cfg->max_conns : 256;
+    pthread_mutex_lock(&s->mu);
+    int n = s->nauthed + s->nhanded;
+    pthread_mutex_unlock(&s->mu);
+    *code = 2; /* cudaErrorMemoryAllocation: out of a resource */
+    if (n >= max) {
+        snprintf(msg, VCUDA_WHY_LEN, "vcuda: server full: client limit reached");
+        return snprintf(why, VCUDA_WHY_LEN, "client limit %d reached", max), -1;
+    }
+    if (cfg->max_per_source > 0 && c->src->nauthed >= cfg->max_per_source) {
+        snprintf(msg, VCUDA_WHY_LEN, "vcuda: server: too many connections from %s", c->src->name);
+        return snprintf(why, VCUDA_WHY_LEN, "%s already has %d sessions (the per-source cap)", c->src->name,
+                        c->src->nauthed), -1;
+    }
+    if (cfg->handoff && cfg->handoff->room(cfg->handoff->ctx, c->pub.tenant, msg))
+        return snprintf(why, VCUDA_WHY_LEN, "refused: %.*s", VCUDA_WHY_LEN - 10, msg), -1;
+    return 0;
+}
+
 /* A complete handshake frame.  0 to keep the connection, 1 if it moved to a worker,
  * -1 to close it (why set). */
 static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
@@ -399,29 +545,26 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
         send_small(c, m, &r, ignore);
         return snprintf(why, VCUDA_WHY_LEN, "authentication failed (wrong proof: wrong token or replayed AUTH)"), -1;
     }
-    int max = cfg->max_conns > 0 ? cfg->max_conns : 256;
-    pthread_mutex_lock(&s->mu);
-    int full = s->nauthed + s->held >= max;
-    pthread_mutex_unlock(&s->mu);
-    if (full) {
-        char ignore[VCUDA_WHY_LEN];
-        vcuda_reply_error(&r, 2 /* cudaErrorMemoryAllocation */, "vcuda: server full: client limit reached");
-        send_small(c, m, &r, ignore);
-        return snprintf(why, VCUDA_WHY_LEN, "client limit %d reached", max), -1;
-    }
     snprintf(c->pub.tenant, sizeof c->pub.tenant, "%s", VCUDA_DEFAULT_TENANT);
+    char refusal[VCUDA_WHY_LEN], ignore[VCUDA_WHY_LEN];
+    int code;
+    if (admit(s, c, refusal, &code, why)) {
+        vcuda_reply_error(&r, code, refusal);
+        send_small(c, m, &r, ignore);
+        return -1;
+    }
     uint64_t hb = m->v[0];
     c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
     if (cfg->handoff) { /* to the tenant's serving process, before the reply (see server_loop.h) */
-        char refusal[VCUDA_WHY_LEN], ignore[VCUDA_WHY_LEN];
-        if (cfg->handoff->hand(cfg->handoff->ctx, &c->pub, c->heartbeat_ms, refusal)) {
+        int rc = handed_add(s, c);
+        if (rc) snprintf(refusal, sizeof refusal, "vcuda: server: out of memory");
+        else if ((rc = cfg->handoff->hand(cfg->handoff->ctx, &c->pub, c->heartbeat_ms, refusal)))
+            handed_end(s, c->pub.id);
+        if (rc) {
             vcuda_reply_error(&r, 2 /* cudaErrorMemoryAllocation */, refusal);
             send_small(c, m, &r, ignore);
             return snprintf(why, VCUDA_WHY_LEN, "refused: %.*s", VCUDA_WHY_LEN - 10, refusal), -1;
         }
-        pthread_mutex_lock(&s->mu);
-        ++s->held;
-        pthread_mutex_unlock(&s->mu);
     }
     vcuda_auth_proof(cfg->token, cfg->token_len, 1, c->nc, c->ns, mine);
     r.blob = mine, r.blob_len = sizeof mine;
@@ -433,8 +576,8 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
         free_conn(c);
         return 1;
     }
-    fprintf(stderr, "%s: peer %s: authenticated (connection %llu, tenant %s)\n", cfg->log_prefix, c->pub.peer,
-            (unsigned long long)c->pub.id, c->pub.tenant);
+    vcuda_log_limited(cfg->log_prefix, "peer %s: authenticated (connection %llu, tenant %s)", c->pub.peer,
+                      (unsigned long long)c->pub.id, c->pub.tenant);
     if (cfg->handoff) { /* the loop's copy of the socket goes; the serving process has its own */
         free_conn(c);
         return 1;
@@ -445,7 +588,9 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
 static int start_worker(server *s, conn *c, char *why)
 {
     pthread_attr_t a;
+    --c->src->npre, ++c->src->nauthed; /* (the network loop's thread: see source) */
     c->state = AUTHED;
+    c->wfd = c->pub.fd;
     pthread_mutex_init(&c->wlock, NULL);
     vcuda_buf_free(&c->out);
     atomic_store(&c->last_sent, vcuda_now_ms());
@@ -456,6 +601,7 @@ static int start_worker(server *s, conn *c, char *why)
     if (rc) {
         pthread_mutex_destroy(&c->wlock);
         c->state = PRE_AUTH;
+        ++c->src->npre, --c->src->nauthed;
         return snprintf(why, VCUDA_WHY_LEN, "no worker thread: %s", strerror(rc)), -1;
     }
     pthread_mutex_lock(&s->mu);
@@ -506,32 +652,41 @@ static int on_readable(server *s, conn *c, char *why)
     }
 }
 
-static void source_of(const char *peer, char *out, size_t n)
+/* Which pre-auth connection to drop for a new one (pre[] is oldest first).  Stalled:
+ * older than a handshake needs, whatever it sent; idle: nothing sent yet.  First an
+ * address holding more than its share pays (its oldest stalled, idle, then any one),
+ * then the oldest stalled one from anywhere, the oldest idle one, and last the oldest
+ * of the address holding most.  A client that speaks the protocol is through in an
+ * RTT: it goes only when its own address floods, or when no stalled or idle socket of
+ * anyone else is left. */
+static int victim(conn **pre, int n, int share, int64_t now)
 {
-    const char *colon = strrchr(peer, ':');
-    size_t len = colon ? (size_t)(colon - peer) : strlen(peer);
-    if (len >= n) len = n - 1;
-    memcpy(out, peer, len), out[len] = 0;
+    int stale_over = -1, idle_over = -1, stale = -1, idle = -1, heavy_first = 0;
+    const source *heavy = pre[0]->src;
+    for (int i = 0; i < n; ++i) {
+        const source *src = pre[i]->src;
+        int old = now - pre[i]->born >= PREAUTH_GRACE_MS, quiet = pre[i]->state == PRE_HELLO && !pre[i]->got;
+        int over = src->npre > share;
+        if (old && stale < 0) stale = i;
+        if (quiet && idle < 0) idle = i;
+        if (over && old && stale_over < 0) stale_over = i;
+        if (over && quiet && idle_over < 0) idle_over = i;
+        if (src->npre > heavy->npre) heavy = src, heavy_first = i; /* (i: its first) */
+    }
+    if (stale_over >= 0) return stale_over;
+    if (idle_over >= 0) return idle_over;
+    if (heavy->npre > share) return heavy_first;
+    if (stale >= 0) return stale;
+    if (idle >= 0) return idle;
+    return heavy_first;
 }
 
-/* Which pre-auth connection to drop for a new one: the oldest that has not sent a
- * HELLO, preferring a source that holds more than a quarter of the slots; a
- * connection mid-handshake goes only when no idle one is left. */
-static int victim(conn **pre, int n)
+/* An address's oldest pre-auth connection that has stalled, or -1. */
+static int oldest_stalled_of(conn **pre, int n, const source *src, int64_t now)
 {
-    int first_idle = -1, checked = 0;
-    for (int i = 0; i < n && checked < 4; ++i) {
-        if (pre[i]->state != PRE_HELLO || pre[i]->got) continue;
-        if (first_idle < 0) first_idle = i;
-        int same = 0;
-        for (int j = 0; j < n; ++j) same += !strcmp(pre[j]->source, pre[i]->source);
-        if (same > n / 4) return i;
-        ++checked;
-    }
-    if (first_idle >= 0) return first_idle;
     for (int i = 0; i < n; ++i)
-        if (pre[i]->state == PRE_HELLO) return i;
-    return 0;
+        if (pre[i]->src == src && now - pre[i]->born >= PREAUTH_GRACE_MS) return i;
+    return -1;
 }
 
 /* Joins finished workers; with `all`, first tells every worker to stop. */
@@ -577,6 +732,22 @@ static int heartbeats(server *s, int cap)
     return wait < 1 ? 1 : wait;
 }
 
+/* Marks the authenticated connections whose clients closed their side (polled for
+ * POLLRDHUP only: requests arriving wake nobody here). */
+static void mark_gone(conn **watch, const struct pollfd *pf, int n)
+{
+    for (int i = 0; i < n; ++i)
+        if (pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) atomic_store(&watch[i]->gone, 1);
+}
+
+/* Drops pre-auth connection v (its reason in why) from pre[], keeping the order. */
+static void drop_at(server *s, conn **pre, int *npre, int v, const char *why)
+{
+    drop_pre(s, pre[v], why);
+    memmove(pre + v, pre + v + 1, (size_t)(*npre - v - 1) * sizeof *pre);
+    --*npre;
+}
+
 vcuda_server *vcuda_server_new(const vcuda_server_config *cfg)
 {
     server *s = calloc(1, sizeof *s);
@@ -589,10 +760,13 @@ vcuda_server *vcuda_server_new(const vcuda_server_config *cfg)
 int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *from, int heartbeat_ms, char *why)
 {
     conn *c = calloc(1, sizeof *c);
-    if (!c) {
+    source *src = c ? source_of(s, from->peer) : NULL;
+    if (!src) {
+        free(c);
         vcuda_close(from->fd);
         return snprintf(why, VCUDA_WHY_LEN, "no memory for a connection"), -1;
     }
+    c->src = src, ++src->npre; /* (start_worker counts it as a session) */
     c->pub.fd = from->fd;
     c->pub.id = from->id;
     memcpy(c->pub.peer, from->peer, sizeof c->pub.peer);
@@ -608,24 +782,57 @@ int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *from, int heartbeat_ms
     return 0;
 }
 
-int vcuda_server_turn(vcuda_server *s, int cap_ms)
+int vcuda_server_turn(vcuda_server *s, struct pollfd *fds, int n, int cap_ms, const sigset_t *sigmask)
 {
-    reap(s, 0);
-    log_tick();
-    return heartbeats(s, cap_ms);
+    int wait = heartbeats(s, cap_ms);
+    if (wait > cap_ms) wait = cap_ms < 0 ? 0 : cap_ms;
+    /* one wait for the caller's fds and the sessions' sockets (after them) */
+    int nw = 0;
+    pthread_mutex_lock(&s->mu);
+    size_t need = (size_t)n + (size_t)s->nauthed;
+    if (need > s->cap) {
+        size_t cap = need < 32 ? 64 : 2 * need;
+        struct pollfd *pf = realloc(s->pf, cap * sizeof *pf);
+        if (pf) s->pf = pf;
+        conn **w = pf ? realloc(s->watch, cap * sizeof *w) : NULL;
+        if (w) s->watch = w, s->cap = cap; /* (else fewer are watched this turn) */
+    }
+    struct pollfd *pf = (size_t)n <= s->cap ? s->pf : fds;
+    if (pf != fds) {
+        memcpy(pf, fds, (size_t)n * sizeof *fds);
+        for (conn *c = s->authed; c && (size_t)(n + nw) < s->cap; c = c->next)
+            if (!c->ucx && !atomic_load(&c->done) && !atomic_load(&c->gone)) {
+                pf[n + nw] = (struct pollfd){.fd = c->wfd, .events = POLLRDHUP};
+                s->watch[nw++] = c;
+            }
+    }
+    pthread_mutex_unlock(&s->mu);
+    struct timespec ts = {wait / 1000, (long)(wait % 1000) * 1000000L};
+    int r = ppoll(pf, (nfds_t)(n + nw), &ts, sigmask), err = errno, ready = 0;
+    for (int i = 0; i < n; ++i) {
+        if (pf != fds) fds[i].revents = pf[i].revents;
+        ready += r > 0 && fds[i].revents;
+    }
+    if (r > 0) mark_gone(s->watch, pf + n, nw); /* (only this thread frees connections) */
+    reap(s, 0); /* a session that ended frees its slot before the caller admits anyone */
+    log_tick(0);
+    if (r < 0) return errno = err, -1;
+    return ready;
 }
 
 void vcuda_server_end(vcuda_server *s)
 {
     reap(s, 1);
-    log_tick();
+    while (s->handed) handed_end(s, s->handed->id);
+    log_tick(1);
     pthread_mutex_destroy(&s->mu);
-    free(s);
+    free(s->pf), free(s->watch), free(s);
 }
 
 int vcuda_server_run(const vcuda_server_config *cfg)
 {
     int maxpre = cfg->max_preauth > 0 ? cfg->max_preauth : 128, npre = 0;
+    int share = maxpre / 4 > 2 ? maxpre / 4 : 2; /* of the pre-auth slots, per address */
     server *s = vcuda_server_new(cfg);
     conn **pre = calloc((size_t)maxpre, sizeof *pre);
     struct pollfd *pf = calloc((size_t)maxpre + 1, sizeof *pf);
@@ -642,14 +849,8 @@ int vcuda_server_run(const vcuda_server_config *cfg)
     /* several accepts per turn: the last one must find the queue empty, not wait */
     if (!listen_ucx) fcntl(cfg->listen_fd, F_SETFL, fcntl(cfg->listen_fd, F_GETFL) | O_NONBLOCK);
     while (!*cfg->stop) {
-        if (cfg->handoff) {
-            int held = cfg->handoff->turn(cfg->handoff->ctx);
-            pthread_mutex_lock(&s->mu);
-            s->held = held;
-            pthread_mutex_unlock(&s->mu);
-        }
         int64_t now = vcuda_now_ms();
-        int wait = vcuda_server_turn(s, 200); /* re-check *stop at least 5x a second */
+        int wait = 200; /* re-check *stop at least 5x a second */
         pf[0] = (struct pollfd){.fd = cfg->listen_fd, .events = POLLIN};
         pending[0] = (char)vcuda_fd_pending(cfg->listen_fd);
         for (int i = 0; i < npre; ++i) {
@@ -659,13 +860,16 @@ int vcuda_server_run(const vcuda_server_config *cfg)
         }
         for (int i = 0; i <= npre; ++i)
             if (pending[i]) wait = 0;
-        int r = poll(pf, (nfds_t)npre + 1, wait);
+        int r = vcuda_server_turn(s, pf, npre + 1, wait, NULL);
         for (int i = 0; i <= npre; ++i)
             if (pending[i]) pf[i].revents |= POLLIN, r = r > 0 ? r : 1;
         if (r < 0 && errno != EINTR) {
             fprintf(stderr, "%s: poll: %s\n", cfg->log_prefix, strerror(errno));
             break;
         }
+        /* (before any admission, as the sessions served here: those that ended in other
+         * processes free their slots now) */
+        if (cfg->handoff) cfg->handoff->turn(cfg->handoff->ctx, handed_end, s);
         now = vcuda_now_ms();
         /* handshakes first, compacting the array (oldest first stays first) */
         int kept = 0;
@@ -694,25 +898,36 @@ int vcuda_server_run(const vcuda_server_config *cfg)
                 int fd = vcuda_accept(cfg->listen_fd, peer, sizeof peer);
                 if (fd < 0) break; /* nothing (more) to accept: next round */
                 conn *c = calloc(1, sizeof *c);
-                if (!c) {
+                source *src = c ? source_of(s, peer) : NULL;
+                if (!src) {
                     vcuda_log_limited(cfg->log_prefix, "peer %s: closed: out of memory", peer);
                     vcuda_close(fd);
+                    free(c);
                     break;
                 }
-                if (npre == maxpre) { /* the cap: someone idle makes room */
-                    int v = victim(pre, npre);
-                    snprintf(why, VCUDA_WHY_LEN, "dropped: %d connections not yet authenticated (cap)", maxpre);
-                    drop_pre(s, pre[v], why);
-                    memmove(pre + v, pre + v + 1, (size_t)(npre - v - 1) * sizeof *pre);
-                    --npre;
+                c->srv = s;
+                c->src = src, ++src->npre; /* (counted from here: src lives while c does) */
+                now = vcuda_now_ms();
+                /* an address past its share makes room itself, from its stalled ones */
+                int v = src->npre > share ? oldest_stalled_of(pre, npre, src, now) : -1;
+                if (v >= 0) {
+                    snprintf(why, VCUDA_WHY_LEN, "dropped: stalled while %s holds %d of the %d pre-auth slots "
+                             "(its share: %d)", src->name, src->npre, maxpre, share);
+                    drop_at(s, pre, &npre, v, why);
+                }
+                if (npre == maxpre) { /* the cap: someone else makes room */
+                    v = victim(pre, npre, share, now);
+                    snprintf(why, VCUDA_WHY_LEN, "dropped after %lld ms: %d connections not yet authenticated "
+                             "(the cap)", (long long)(now - pre[v]->born), maxpre);
+                    drop_at(s, pre, &npre, v, why);
                 }
                 c->pub.fd = fd;
-                c->cfg = cfg, c->srv = s;
+                c->cfg = cfg;
                 c->pub.id = next_id++;
                 c->ucx = listen_ucx;
                 memcpy(c->pub.peer, peer, sizeof peer);
-                source_of(peer, c->source, sizeof c->source);
-                c->deadline = vcuda_now_ms() + cfg->frame_timeout_ms; /* the handshake must come promptly */
+                c->born = now;
+                c->deadline = now + cfg->frame_timeout_ms; /* the handshake must come promptly */
                 int rc = on_readable(s, c, why); /* a HELLO often arrives with the connection */
                 if (rc < 0) drop_pre(s, c, why);
                 else if (rc == 0) pre[npre++] = c;

@@ -1,23 +1,27 @@
 /* vcuda-server --device N --listen ADDR:PORT: serves one GPU to vcuda clients.
  * Exit codes: 2 usage (no token, bad address), 77 nothing to serve (no driver, no such
  * GPU, a driver without cuFuncGetParamInfo), 1 the loop failed.  Over TCP a supervising
- * process holds the socket and replaces the serving process after a sticky error; with
- * --isolation process that process is the network loop, and each tenant has a serving
- * process of its own (server_isolate.h). */
+ * process holds the socket and replaces the process under it whenever that ends without
+ * being asked to: after a sticky error, a crash or kill (any signal, the OOM killer's
+ * included) or a failure of its loop, with a growing pause when it keeps ending.  That
+ * process is the serving process, or with --isolation process the network loop, which
+ * never opens the GPU: each tenant has a serving process of its own under it
+ * (server_isolate.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "umstudy/support.h"
+#include "vcuda/image.h"
 #include "vcuda/server_gpu.h"
 #include "vcuda/server_isolate.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static volatile sig_atomic_t stop_flag;
 static volatile pid_t child; /* the serving process, while the supervisor waits for it */
@@ -26,6 +30,12 @@ static void on_signal(int sig)
     stop_flag = 1;
     if (child > 0) kill(child, sig);
 }
+
+/* Replacing the supervised process when it ended abnormally: the first pause, the most,
+ * and how long it must have lived for the next pause to be the first again. */
+#define RESTART_MIN_MS 100
+#define RESTART_MAX_MS 10000
+#define RESTART_RESET_MS 60000
 
 /* One serving process: opens the GPU, serves until stopped or until the context is
  * lost: the connections it accepts itself, or (sock >= 0, --isolation process) those
@@ -80,12 +90,12 @@ static int serve_tenant(void *arg, int sock, const char *tenant)
     return serve(a->device, a->chunk, 0, "", 0, a->cfg, sock);
 }
 
-/* --isolation process: the GPU is checked, once, by a child (this process must never
- * load the driver: it forks the serving processes).  0, or its exit status. */
+/* --isolation process: the GPU is checked, once at the start, by a child (neither the
+ * supervisor nor the network loop it forks may load the driver: the loop forks the
+ * serving processes).  0, or its exit status. */
 static int probe_gpu(int device, size_t chunk)
 {
-    fflush(NULL);
-    pid_t pid = fork();
+    pid_t pid = vcuda_fork_tied();
     if (pid < 0) {
         fprintf(stderr, "vcuda-server: fork: %s\n", strerror(errno));
         return UMS_EXIT_FAILED;
@@ -103,18 +113,12 @@ static int probe_gpu(int device, size_t chunk)
     return WIFEXITED(st) ? WEXITSTATUS(st) : UMS_EXIT_FAILED;
 }
 
-/* --isolation process: this process accepts and authenticates, and hands each client
- * to its tenant's serving process. */
+/* --isolation process: the network-loop process, on the supervisor's socket: accepts,
+ * authenticates and admits, and hands each client to its tenant's serving process. */
 static int serve_isolated(int device, size_t chunk, const char *addr, uint16_t port, vcuda_server_config *cfg,
                           uint8_t *token, int max_procs, int linger_s)
 {
-    char why[VCUDA_WHY_LEN];
-    int rc = probe_gpu(device, chunk);
-    if (rc) return rc;
-    if ((cfg->listen_fd = vcuda_listen_ep(0, addr, port, &port, why)) < 0) {
-        fprintf(stderr, "vcuda-server: %s\n", why);
-        return UMS_EXIT_FAILED;
-    }
+    child = 0;
     tenant_args ta = {device, chunk, cfg, token};
     vcuda_isolate_config ic = {.max_procs = max_procs, .linger_ms = linger_s * 1000,
                                .stop_wait_ms = cfg->frame_timeout_ms + 5000, .log_prefix = cfg->log_prefix,
@@ -128,7 +132,7 @@ static int serve_isolated(int device, size_t chunk, const char *addr, uint16_t p
     cfg->handoff = &ho;
     fprintf(stderr, "vcuda-server: device %d, a serving process per tenant, listening on %s:%u\n", device,
             *addr ? addr : "127.0.0.1", (unsigned)port);
-    rc = vcuda_server_run(cfg);
+    int rc = vcuda_server_run(cfg);
     vcuda_isolate_end(iso);
     return rc ? UMS_EXIT_FAILED : 0;
 }
@@ -137,7 +141,8 @@ int main(int argc, char **argv)
 {
     long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200, max_clients = 256, max_preauth = 128,
               max_frame_kib = VCUDA_MAX_PAYLOAD / 1024 + 1, client_mem_mib = 0, max_handles = 16384, max_modules = 256,
-              cache_mib = 256, max_tenant_procs = 64, tenant_linger_s = 30;
+              cache_mib = 256, max_per_source = 64, idle_timeout_s = 600, max_entry_mib = 64, max_image_mib = 256,
+              inflate_budget_mib = 512, max_tenant_procs = 64, tenant_linger_s = 30;
     const char *listen_at = "127.0.0.1:7470", *isolation = "shared";
     const ums_arg args[] = {
         {"device", UMS_ARG_INT, &device, "GPU ordinal this server exports", 0, VCUDA_MAX_DEVICES - 1, NULL},
@@ -145,8 +150,16 @@ int main(int argc, char **argv)
         {"timeout-ms", UMS_ARG_INT, &timeout, "bound on a stalled frame or reply", 10, 600000, NULL},
         {"chunk-kib", UMS_ARG_INT, &chunk_kib, "D2H reply chunk (pipelined)", 4, VCUDA_MAX_CHUNK / 1024, NULL},
         {"spin-us", UMS_ARG_INT, &spin_us, "busy-wait this long for a client's next request (0: always poll)", 0, 100000, NULL},
-        {"max-clients", UMS_ARG_INT, &max_clients, "authenticated clients at once", 1, 4096, NULL},
-        {"max-preauth", UMS_ARG_INT, &max_preauth, "connections not yet authenticated (oldest idle dropped first)", 4, 65536, NULL},
+        {"max-clients", UMS_ARG_INT, &max_clients, "authenticated clients at once (default 256)", 1, 4096, NULL},
+        {"max-per-source", UMS_ARG_INT, &max_per_source,
+         "authenticated clients from one address (default 64; 0: no cap); more are refused: \"too many connections from ADDR\"",
+         0, 4096, NULL},
+        {"idle-timeout-s", UMS_ARG_INT, &idle_timeout_s,
+         "a session with no request this long is closed (default 600; 0: never; PING/keep-alive counts, see VCUDA_KEEPALIVE_MS)",
+         0, 2000000, NULL},
+        {"max-preauth", UMS_ARG_INT, &max_preauth,
+         "connections not yet authenticated (default 128); at the cap, and beyond a quarter of it from one address, "
+         "one that stalled past 250 ms is dropped first", 4, 65536, NULL},
         {"max-frame-kib", UMS_ARG_INT, &max_frame_kib, "largest request a client may send (its receive buffer)", 4, VCUDA_MAX_PAYLOAD / 1024 + 1, NULL},
         {"client-mem-mib", UMS_ARG_INT, &client_mem_mib, "device memory one client may hold (0: no quota)", 0, 1 << 30, NULL},
         {"max-handles", UMS_ARG_INT, &max_handles, "streams+events+modules+functions of one client", 16, 1 << 20, NULL},
@@ -170,6 +183,14 @@ int main(int argc, char **argv)
         {"max-tenant-procs", UMS_ARG_INT, &max_tenant_procs, "--isolation process: serving processes at once (more tenants are refused at authentication)", 1, 4096, NULL},
         {"tenant-linger-s", UMS_ARG_INT, &tenant_linger_s, "--isolation process: a serving process without sessions this long exits (its GPU memory goes back)", 0, 86400, NULL},
         {"cache-mib", UMS_ARG_INT, &cache_mib, "validated module images kept for later clients", 0, 1 << 20, NULL},
+        {"max-entry-mib", UMS_ARG_INT, &max_entry_mib,
+         "decompressed size one compressed fatbin entry may declare (default 64); larger: refused, nothing decompressed",
+         1, 1 << 20, NULL},
+        {"max-image-mib", UMS_ARG_INT, &max_image_mib,
+         "decompressed size all compressed entries of one module image may declare together (default 256)", 1, 1 << 20, NULL},
+        {"inflate-budget-mib", UMS_ARG_INT, &inflate_budget_mib,
+         "bytes the whole server decompresses at one time (default 512); a load beyond it waits up to 2 s, then is refused as busy",
+         1, 1 << 20, NULL},
     };
     ums_args_parse(argc, argv, "vcuda-server: serves one GPU to vcuda clients (token: VCUDA_TOKEN or VCUDA_TOKEN_FILE)",
                    args, sizeof args / sizeof args[0]);
@@ -199,9 +220,13 @@ int main(int argc, char **argv)
     vcuda_gpu_limits lim = {(uint64_t)client_mem_mib << 20, (uint32_t)max_handles, (uint32_t)max_modules,
                             (size_t)cache_mib << 20, !strcmp(isolation, "context")};
     vcuda_gpu_set_limits(&lim);
+    vcuda_image_limits ilim = {(uint64_t)max_entry_mib << 20, (uint64_t)max_image_mib << 20,
+                               (uint64_t)inflate_budget_mib << 20, 2000};
+    vcuda_image_set_limits(&ilim);
     vcuda_server_config cfg = {.token = token, .token_len = token_len,
                                .device = (int)device, .frame_timeout_ms = (int)timeout,
                                .max_conns = (int)max_clients, .max_preauth = (int)max_preauth,
+                               .max_per_source = (int)max_per_source, .idle_timeout_ms = (int)idle_timeout_s * 1000,
                                .max_frame = (uint32_t)(max_frame_kib * 1024 > VCUDA_MAX_PAYLOAD ? VCUDA_MAX_PAYLOAD : max_frame_kib * 1024),
                                .stop = &stop_flag, .log_prefix = "vcuda-server", .spin_us = (int)spin_us};
     struct sigaction sa;
@@ -213,42 +238,66 @@ int main(int argc, char **argv)
         cfg.listen_fd = -1;
         return serve((int)device, (size_t)chunk_kib * 1024, ucx, addr, port, &cfg, -1);
     }
-    if (process)
-        return serve_isolated((int)device, (size_t)chunk_kib * 1024, addr, port, &cfg, token, (int)max_tenant_procs,
-                              (int)tenant_linger_s);
-    /* TCP: this process only holds the socket and supervises; each serving process uses
-     * the GPU until a sticky error leaves it unusable (the driver keeps such an error for
-     * the life of the process), then a fresh one takes over the same socket: clients
-     * that connect meanwhile wait in its backlog.  No driver at all: said at once. */
-    void *probe = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!probe) {
-        fprintf(stderr, "vcuda-server: no CUDA driver (libcuda.so.1: %s): nothing to serve\n", dlerror());
-        return UMS_EXIT_UNSUPPORTED;
+    /* TCP: this process only holds the socket and supervises the process that serves
+     * it: a serving process uses the GPU until a sticky error leaves it unusable (the
+     * driver keeps such an error for the life of the process) or it dies, then a fresh
+     * one takes over the same socket: clients that connect meanwhile wait in its
+     * backlog.  No driver, no such GPU: said at once, once; with --isolation process by
+     * opening the GPU in a short-lived child, else by a look for the driver (the serving
+     * process opens the GPU anyway, and says why it cannot). */
+    if (process) {
+        int rc = probe_gpu((int)device, (size_t)chunk_kib * 1024);
+        if (rc) return rc;
+    } else {
+        void *probe = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!probe) {
+            fprintf(stderr, "vcuda-server: no CUDA driver (libcuda.so.1: %s): nothing to serve\n", dlerror());
+            return UMS_EXIT_UNSUPPORTED;
+        }
+        dlclose(probe);
     }
-    dlclose(probe);
     cfg.listen_fd = vcuda_listen_ep(0, addr, port, &port, why);
     if (cfg.listen_fd < 0) {
         fprintf(stderr, "vcuda-server: %s\n", why);
         return UMS_EXIT_FAILED;
     }
+    /* The supervised process that ends any other way than asked to (a signal: a crash
+     * in the driver, the OOM killer; a failure of its loop) is replaced too, after a
+     * pause that doubles with each replacement in a row (a crash loop costs at most one
+     * start per RESTART_MAX_MS) and starts again from RESTART_MIN_MS once one has lived
+     * RESTART_RESET_MS.  Final: a stop asked of this process, a supervised process that
+     * stopped cleanly (0), or found nothing to serve (77). */
+    const char *what = process ? "network-loop process" : "serving process";
+    int pause_ms = RESTART_MIN_MS;
     for (;;) {
-        fflush(NULL);
-        pid_t supervisor = getpid(), pid = fork();
+        pid_t pid = vcuda_fork_tied(); /* the supervisor killed: so is what it supervises */
         if (pid < 0) {
             fprintf(stderr, "vcuda-server: fork: %s\n", strerror(errno));
             return UMS_EXIT_FAILED;
         }
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL); /* the supervisor killed: so is its server */
-            if (getppid() != supervisor) _exit(0); /* it died before that took effect */
-            _exit(serve((int)device, (size_t)chunk_kib * 1024, 0, addr, port, &cfg, -1));
-        }
+        if (pid == 0)
+            _exit(process ? serve_isolated((int)device, (size_t)chunk_kib * 1024, addr, port, &cfg, token,
+                                           (int)max_tenant_procs, (int)tenant_linger_s)
+                          : serve((int)device, (size_t)chunk_kib * 1024, 0, addr, port, &cfg, -1));
         child = pid;
+        int64_t born = vcuda_now_ms();
         int st = 0;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
         child = 0;
-        int code = WIFEXITED(st) ? WEXITSTATUS(st) : UMS_EXIT_FAILED;
-        if (code != VCUDA_EXIT_CONTEXT_LOST || stop_flag) return code;
-        fprintf(stderr, "vcuda-server: device %lld: starting a fresh serving process after a sticky error\n", device);
+        int64_t lived = vcuda_now_ms() - born;
+        if (stop_flag) return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (code == 0 || code == UMS_EXIT_UNSUPPORTED || code == UMS_EXIT_USAGE) return code;
+        if (lived >= RESTART_RESET_MS) pause_ms = RESTART_MIN_MS;
+        char reason[96];
+        vcuda_proc_ending(st, reason, sizeof reason);
+        fprintf(stderr, "vcuda-server: device %lld: %s %d %s (it ran %.1f s); starting a fresh %s in %.1f s\n", device,
+                what, (int)pid, reason, (double)lived / 1000.0, what, pause_ms / 1000.0);
+        for (int64_t until = vcuda_now_ms() + pause_ms; !stop_flag && vcuda_now_ms() < until;) {
+            struct timespec ts = {0, 20 * 1000000L}; /* a stop signal cuts it short */
+            nanosleep(&ts, NULL);
+        }
+        if (stop_flag) return 0;
+        pause_ms = pause_ms * 2 > RESTART_MAX_MS ? RESTART_MAX_MS : pause_ms * 2;
     }
 }

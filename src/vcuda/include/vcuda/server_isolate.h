@@ -8,13 +8,17 @@
  * process: the socket itself, passed with SCM_RIGHTS over a unix socketpair, with what
  * the worker needs (peer, connection id, heartbeat interval, tenant).  The serving
  * process opens the GPU and runs the usual workers on those sockets
- * (vcuda_server_adopt): after the hand-over the client talks to it directly, with no
- * hop through the loop.  The loop process forks a tenant's serving process when the
+ * (vcuda_server_adopt, vcuda_server_turn: heartbeats, idle timeout, the watch for a
+ * client that left): after the hand-over the client talks to it directly, with no hop
+ * through the loop.  The loop process forks a tenant's serving process when the
  * tenant's first connection authenticates (so it starts with no CUDA state to inherit),
  * and at most max_procs of them at once: beyond that a tenant is refused by name at
- * authentication.
+ * authentication, by the loop's admission (the handoff's room).  The loop process is
+ * the one vcuda-server's supervisor replaces if it ends abnormally (server_main.c); its
+ * serving processes die with it (vcuda_fork_tied), their sessions with them.
  *
- * Each serving process reports every session's end back on its socketpair; one left
+ * Each serving process reports every session's end back on its socketpair (the loop
+ * counts a session against its caps until then, or until its process is gone); one left
  * without sessions for linger_s is told to go (the loop closes its end) and exits, so
  * its context's memory goes back to the GPU.  One that ends otherwise (a sticky error:
  * exit status VCUDA_EXIT_CONTEXT_LOST, a signal, ...) is reaped and logged with the
@@ -26,13 +30,11 @@
 #define VCUDA_SERVER_ISOLATE_H
 
 #include "vcuda/server_loop.h"
+#include "vcuda/server_proc.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* A serving process's exit status when a sticky error made the GPU unusable to it. */
-#define VCUDA_EXIT_CONTEXT_LOST 3
 
 /* Runs in a freshly forked serving process (only fds 0-2 and sock are open): opens the
  * GPU and serves the connections received on sock (vcuda_isolate_serve); its return

@@ -4,11 +4,24 @@
  * The network loop (the caller's thread) accepts connections and authenticates them
  * (HELLO/AUTH challenge-response, see proto.h) reading each incrementally, so a peer
  * that stalls delays nobody.  Before authentication nothing larger than a HELLO/AUTH
- * payload is read or allocated; unauthenticated connections are capped (max_preauth):
- * when the cap is reached the oldest connection that has not even sent a HELLO is
- * dropped first, from the source holding the most of them, so idle sockets opened by
- * anyone cannot lock out clients that speak the protocol.  Rejections are logged one
- * line each up to a few per second, then summarized once a second.
+ * payload is read or allocated, the whole handshake must be done within
+ * frame_timeout_ms of the connect, and unauthenticated connections are bounded, so
+ * that sockets that stall -- idle, or after a HELLO, or mid-frame -- cannot lock out a
+ * client that speaks the protocol (which is through in an RTT):
+ *   - per source (peer address): one holding more than a quarter of max_preauth has
+ *     its own oldest stalled connection (one older than a handshake needs, 250 ms,
+ *     whatever it sent: idle, after a HELLO, mid-frame) dropped for each new one;
+ *   - max_preauth in all: at the cap, a new connection displaces one of a source over
+ *     its quarter (stalled, else idle, else its oldest), else the oldest stalled one,
+ *     else the oldest that sent nothing yet, else the oldest of the source holding most.
+ * Authenticated sessions are bounded too: max_conns in all and max_per_source from one
+ * address (refused by name: "server full", "too many connections from ADDR"; decided
+ * in one place, admit() in server_loop.c, with a handoff's own cap), and a session with
+ * no request for idle_timeout_ms is closed (any request counts, the clients' keep-alive
+ * included).  Connection lines (authenticated, closed and why, resources released, and
+ * the serving processes connections start and end) are logged one line each up to 20
+ * per second, then summarized once a second: a flood of connections cannot flood the
+ * log.
  *
  * An authenticated connection gets its own worker thread: it reads that client's
  * requests, runs the handler (which may block in the driver for as long as the GPU
@@ -17,16 +30,24 @@
  * than the client's heartbeat interval, the network loop sends that client PROGRESS
  * frames (its liveness), never waiting for the socket.  Any failed check closes that
  * connection with one stderr line naming the peer and the reason; the others keep
- * being served.  PING (keep-alive) and SINK (transport benchmark) are answered without
+ * being served.  A client that closes its side (EOF, reset) gets nothing more started:
+ * requests it pipelined that are still unread or not yet begun are dropped with the
+ * session.  PING (keep-alive) and SINK (transport benchmark) are answered without
  * the handler.  Requests flagged VCUDA_FLAG_MORE (chunked copies only) get no reply.
- * With a handoff (--isolation process, server_isolate.h) this process only accepts and
- * authenticates: each authenticated connection goes to its tenant's serving process,
- * whose workers (vcuda_server_adopt) read the client's socket themselves. */
+ *
+ * With a handoff (--isolation process, server_isolate.h) this process only accepts,
+ * authenticates and admits (admit() counts the sessions it handed over, per source
+ * too, until their serving process reports them ended, and asks the handoff whether
+ * the tenant can be served): each admitted connection goes to its tenant's serving
+ * process, whose workers (vcuda_server_adopt) read the client's socket themselves; the
+ * heartbeats, the idle timeout and the watch for a client that left are done there, by
+ * the same code (vcuda_server_turn). */
 #ifndef VCUDA_SERVER_LOOP_H
 #define VCUDA_SERVER_LOOP_H
 
 #include "vcuda/net.h"
 
+#include <poll.h>
 #include <signal.h>
 
 #ifdef __cplusplus
@@ -71,15 +92,21 @@ struct vcuda_handler {
  * worker for it. */
 struct vcuda_handoff {
     void *ctx;
-    /* After the AUTH proof checked out, before the reply: 0 when c (its fd duplicated,
-     * with everything the worker needs) now belongs to a serving process, which reads
-     * the client's first request only after the loop has sent the reply (the loop then
+    /* Part of the admission (admit() in server_loop.c, after the client limit and the
+     * per-source cap): 0 if a session of `tenant` can be handed over now, -1 with the
+     * refusal (sent to the client, and logged) in msg, VCUDA_WHY_LEN bytes. */
+    int (*room)(void *ctx, const char *tenant, char *msg);
+    /* After admission, before the AUTH reply: 0 when c (its fd duplicated, with
+     * everything the worker needs) now belongs to a serving process, which reads the
+     * client's first request only after the loop has sent the reply (the loop then
      * closes its own copy); -1 refuses the client with the reason in why, which the
-     * client is sent. */
+     * client is sent.  From 0 on, the session counts against the caps until the
+     * handoff reports it ended. */
     int (*hand)(void *ctx, const vcuda_conn *c, int heartbeat_ms, char *why);
-    /* Once per loop turn (at least 5x a second): housekeeping; returns how many handed
-     * connections are still open, counted against max_conns. */
-    int (*turn)(void *ctx);
+    /* Once per loop turn (at least 5x a second): housekeeping, calling ended(arg, id)
+     * once for each handed connection whose session is over (its end reported, or its
+     * serving process gone). */
+    void (*turn)(void *ctx, void (*ended)(void *arg, uint64_t id), void *arg);
 };
 
 typedef struct {
@@ -90,6 +117,8 @@ typedef struct {
     int frame_timeout_ms; /* a started frame, the handshake after connect, and each reply send */
     int max_conns;        /* authenticated clients (default 256); more are refused by name */
     int max_preauth;      /* connections not yet authenticated (default 128) */
+    int max_per_source;   /* authenticated clients from one peer address (0: no cap) */
+    int idle_timeout_ms;  /* a session without a request this long is closed (0: never) */
     uint32_t max_frame;   /* largest request payload a client may send (default VCUDA_MAX_PAYLOAD) */
     const struct vcuda_handler *handler;
     volatile sig_atomic_t *stop; /* loop returns (after disconnecting all) when set */
@@ -104,16 +133,22 @@ int vcuda_server_run(const vcuda_server_config *cfg);
 
 /* The workers without the network loop, for a process fed connections that another
  * process accepted and authenticated (server_isolate.c): the same worker threads,
- * PROGRESS heartbeats and reaping as vcuda_server_run.  listen_fd, token, max_conns
- * and max_preauth of cfg are not used. */
+ * PROGRESS heartbeats, idle timeout, watch for clients that left and reaping as
+ * vcuda_server_run (which runs on them too).  listen_fd, token, max_conns,
+ * max_per_source and max_preauth of cfg are not used. */
 typedef struct vcuda_server vcuda_server;
 vcuda_server *vcuda_server_new(const vcuda_server_config *cfg); /* NULL: out of memory */
 /* A worker for the authenticated connection `c` (fd, peer, id, tenant are copied; the
  * fd belongs to the server from here, closed by it on failure too).  0, or -1 (why). */
 int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *c, int heartbeat_ms, char *why);
-/* PROGRESS frames for busy workers, finished workers joined; returns the ms until the
- * next heartbeat is due (at most cap_ms).  Call it at least that often. */
-int vcuda_server_turn(vcuda_server *s, int cap_ms);
+/* One turn of the sessions' upkeep around the caller's wait: PROGRESS frames for busy
+ * workers; a wait (ppoll, with sigmask; NULL: the thread's mask) of at most cap_ms, less
+ * when a heartbeat is due, for the caller's pf[0..n) and with them the sessions'
+ * sockets, watched for their clients leaving (nothing more is started for one that
+ * left); then finished workers joined, so their slots are free for what the caller
+ * admits next.  Call it again at once: the heartbeats are due then at the latest.
+ * Returns how many of pf[0..n) have revents (0 on timeout), or -1 (errno: ppoll's). */
+int vcuda_server_turn(vcuda_server *s, struct pollfd *pf, int n, int cap_ms, const sigset_t *sigmask);
 /* Ends every session (their workers told to stop and joined), frees s. */
 void vcuda_server_end(vcuda_server *s);
 
@@ -126,9 +161,9 @@ int vcuda_send_more(vcuda_conn *c, const vcuda_msg *req, vcuda_msg *r, char *why
  * (msg must outlive the send: a static string or the conn's own storage). */
 void vcuda_reply_error(vcuda_msg *reply, int code, const char *msg);
 
-/* Rate-limited log line (the server's rejection messages): printed while fewer than
- * a few lines went out this second, else counted and summarized once a second.
- * Thread-safe. */
+/* Rate-limited log line (every line about one connection, or that connections can
+ * cause as often as they come): printed while fewer than 20 lines went out this second
+ * in this process, else counted and summarized once a second.  Thread-safe. */
 void vcuda_log_limited(const char *prefix, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
