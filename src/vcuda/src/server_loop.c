@@ -44,6 +44,9 @@ typedef struct conn {
     pthread_mutex_t wlock; /* one writer at a time: the worker, or a PROGRESS frame */
     uint8_t pend[64];      /* unsent tail of a PROGRESS frame, sent before anything else */
     size_t npend;
+    /* frame tags (mac.h): the worker alone receives; sending, and with it the send
+     * count, is under wlock, so tags follow the order frames take on the wire */
+    vcuda_session ses;
     int heartbeat_ms, ucx;
     vcuda_buf in, out;
     vcuda_msg req, rep; /* per connection: workers run concurrently */
@@ -148,7 +151,7 @@ static int send_reply(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
         s = vcuda_write_all(c->pub.fd, c->pend, c->npend, cfg->frame_timeout_ms, why);
         c->npend = 0;
     }
-    if (!s) s = vcuda_send_frame(c->pub.fd, r, &c->out, cfg->frame_timeout_ms, why);
+    if (!s) s = vcuda_send_frame(c->pub.fd, &c->ses, r, &c->out, cfg->frame_timeout_ms, why);
     atomic_store(&c->last_sent, vcuda_now_ms());
     pthread_mutex_unlock(&c->wlock);
     if (s == VCUDA_NET_PROTO) {
@@ -172,26 +175,26 @@ int vcuda_send_more(vcuda_conn *pub, const vcuda_msg *req, vcuda_msg *r, char *w
 }
 
 /* Network loop side: a PROGRESS frame for a connection whose worker has been busy for
- * a heartbeat interval.  Never waits: if the socket has no room, the client is not
- * reading anyway; a partial frame is finished by the next writer. */
+ * a heartbeat interval.  Never waits: what the socket does not take now stays in pend,
+ * sent by the next heartbeat or before the worker's next frame (a tagged frame is never
+ * dropped: its sequence number is spent), and no new PROGRESS is made while one waits. */
 static void heartbeat(conn *c, int64_t now)
 {
     if (pthread_mutex_trylock(&c->wlock)) return; /* the worker is writing: data flows */
     if (c->pub.fd >= 0 && c->npend == 0) {
         vcuda_msg m;
-        uint8_t f[64];
-        size_t n = 0;
         memset(&m, 0, sizeof m);
         m.hdr.opcode = VCUDA_OP_PROGRESS;
         m.hdr.flags = VCUDA_FLAG_REPLY;
         m.hdr.request_id = (uint64_t)atomic_load(&c->busy_id);
         m.v[0] = (uint64_t)(now - atomic_load(&c->busy_since)), m.nv = 1;
-        if (vcuda_encode(&m, f, sizeof f, &n, NULL) == VCUDA_OK) {
-            ssize_t w = send(c->pub.fd, f, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-            if (w > 0) {
-                if ((size_t)w < n) memcpy(c->pend, f + w, n - (size_t)w), c->npend = n - (size_t)w;
-                atomic_store(&c->last_sent, now);
-            }
+        if (vcuda_encode_sealed(&c->ses, &m, c->pend, sizeof c->pend, &c->npend, NULL) != VCUDA_OK) c->npend = 0;
+    }
+    if (c->pub.fd >= 0 && c->npend) {
+        ssize_t w = send(c->pub.fd, c->pend, c->npend, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            memmove(c->pend, c->pend + w, c->npend - (size_t)w), c->npend -= (size_t)w;
+            atomic_store(&c->last_sent, now);
         }
     }
     pthread_mutex_unlock(&c->wlock);
@@ -317,11 +320,16 @@ static void *worker_main(void *arg)
                      vcuda_opcode_name(c->h.opcode), c->h.payload_len, max);
             break;
         }
-        if (vcuda_buf_reserve(&c->in, c->h.payload_len ? c->h.payload_len : 1)) {
+        /* the payload and its tag after it, in one read */
+        if (vcuda_buf_reserve(&c->in, (size_t)c->h.payload_len + VCUDA_TAG_SIZE)) {
             snprintf(why, VCUDA_WHY_LEN, "no memory for a %u-byte payload", c->h.payload_len);
             break;
         }
-        if (read_exact(c, c->in.data, c->h.payload_len, &got, dl, why)) break;
+        if (read_exact(c, c->in.data, (size_t)c->h.payload_len + VCUDA_TAG_SIZE, &got, dl, why)) break;
+        /* injected, replayed, reordered, dropped or altered: refused before it is decoded */
+        if (!vcuda_session_open(&c->ses, c->hdr, VCUDA_HEADER_SIZE, c->in.data, c->h.payload_len,
+                                c->in.data + c->h.payload_len, why))
+            break;
         if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) break;
         if (dispatch(c, &c->req, why)) break;
     }
@@ -359,7 +367,7 @@ static int nonce_seen(server *s, const uint8_t *nc)
 static int send_small(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
 {
     fill_reply(req, r);
-    return vcuda_send_frame(c->pub.fd, r, &c->out, 100, why) ? -1 : 0;
+    return vcuda_send_frame(c->pub.fd, NULL, r, &c->out, 100, why) ? -1 : 0; /* untagged */
 }
 
 static int start_worker(server *s, conn *c, char *why);
@@ -413,6 +421,9 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
     r.v[0] = (uint64_t)cfg->device, r.nv = 1;
     if (send_small(c, m, &r, why)) return -1;
     uint64_t hb = m->v[0];
+    /* every later frame either way is tagged, under the values both AUTH frames carried */
+    vcuda_session_start(&c->ses, 1, cfg->token, cfg->token_len, c->nc, c->ns, (uint32_t)hb, (uint32_t)cfg->device,
+                        c->pub.peer);
     c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
     fprintf(stderr, "%s: peer %s: authenticated (connection %llu)\n", cfg->log_prefix, c->pub.peer,
             (unsigned long long)c->pub.id);

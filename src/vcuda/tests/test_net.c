@@ -22,6 +22,8 @@
 static const char TOKEN[] = "s3cret-test-token";
 static char why[VCUDA_WHY_LEN];
 static vcuda_buf buf;
+static vcuda_session sessions[1024]; /* each connection's, by fd */
+#define SES(fd) (&sessions[fd])
 
 /* ---- server in a child process --------------------------------------------------- */
 
@@ -138,8 +140,8 @@ static int request(int fd, unsigned op, vcuda_msg *m)
     memset(m, 0, sizeof *m);
     m->hdr.opcode = (uint16_t)op;
     m->hdr.request_id = ++id;
-    if (vcuda_send_frame(fd, m, &buf, TIMEOUT_MS, why)) return -1;
-    vcuda_net_status s = vcuda_recv_frame(fd, m, &buf, 2 * TIMEOUT_MS, why);
+    if (vcuda_send_frame(fd, SES(fd), m, &buf, TIMEOUT_MS, why)) return -1;
+    vcuda_net_status s = vcuda_recv_frame(fd, SES(fd), m, &buf, 2 * TIMEOUT_MS, why);
     if (s) return -(int)s;
     CHECK(m->hdr.request_id == id && m->hdr.opcode == op && (m->hdr.flags & VCUDA_FLAG_REPLY));
     return 0;
@@ -149,7 +151,8 @@ static int connect_hello(uint16_t port)
 {
     int fd = vcuda_connect("127.0.0.1", port, 1000, why);
     CHECK(fd >= 0);
-    CHECK(vcuda_handshake(fd, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, TIMEOUT_MS, &buf, NULL, why) == 0);
+    CHECK(fd >= 0 && fd < 1024);
+    CHECK(vcuda_handshake(fd, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, TIMEOUT_MS, &buf, NULL, SES(fd), why) == 0);
     return fd;
 }
 
@@ -214,20 +217,20 @@ static void chunked_requests(void)
     m.blob = data, m.blob_len = sizeof data;
     for (int i = 0; i < 5; ++i) {
         m.hdr.flags = i < 4 ? VCUDA_FLAG_MORE : 0;
-        CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+        CHECK(vcuda_send_frame(fd, SES(fd), &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     }
-    CHECK(vcuda_recv_frame(fd, &r, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK && r.hdr.request_id == 7 &&
+    CHECK(vcuda_recv_frame(fd, SES(fd), &r, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK && r.hdr.request_id == 7 &&
           r.hdr.opcode == VCUDA_OP_SINK && !(r.hdr.flags & (VCUDA_FLAG_ERROR | VCUDA_FLAG_MORE)));
     CHECK(request(fd, VCUDA_OP_PING, &r) == 0); /* exactly one reply: the next one is the PING's */
     memset(&m, 0, sizeof m);
     m.hdr.opcode = VCUDA_OP_GET_DEVICE_COUNT;
     m.hdr.flags = VCUDA_FLAG_MORE;
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_send_frame(fd, SES(fd), &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     expect_closed(fd);
     close(fd);
     fd = connect_hello(s.port); /* only a launch may go unanswered */
     m.hdr.flags = VCUDA_FLAG_NOREPLY;
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_send_frame(fd, SES(fd), &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     expect_closed(fd);
     close(fd);
     const char *log = finish(&s);
@@ -240,7 +243,7 @@ static void wrong_token(void)
     server s;
     start(&s);
     int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
-    CHECK(vcuda_handshake(fd, (const uint8_t *)"s3cret-test-tokem", 17, 1000, TIMEOUT_MS, &buf, NULL, why) == -2 &&
+    CHECK(vcuda_handshake(fd, (const uint8_t *)"s3cret-test-tokem", 17, 1000, TIMEOUT_MS, &buf, NULL, NULL, why) == -2 &&
           strstr(why, "authentication failed"));
     expect_closed(fd);
     close(fd);
@@ -257,7 +260,7 @@ static void not_hello_first(void)
     int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
     memset(&m, 0, sizeof m);
     m.hdr.opcode = VCUDA_OP_GET_DEVICE_COUNT;
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_send_frame(fd, NULL, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     expect_closed(fd);
     close(fd);
     CHECK(strstr(finish(&s), "closed: first frame is GET_DEVICE_COUNT, not HELLO"));
