@@ -124,20 +124,30 @@ void vcuda_poly1305_final(vcuda_poly1305 *p, uint8_t tag[VCUDA_TAG_SIZE])
     t = (u128)h0 + p->k0;
     put64(tag, (uint64_t)t);
     put64(tag + 8, h1 + p->k1 + (uint64_t)(t >> 64));
-    memset(p, 0, sizeof *p);
 }
 
 /* ---- the AEAD tag (RFC 8439 2.8) --------------------------------------------------- */
 
 static const uint8_t zeros[16];
 
-void vcuda_aead_begin(vcuda_aead *a, const uint8_t key[VCUDA_KEY_SIZE], const uint8_t nonce[12])
+void vcuda_aead_otk(const uint8_t key[VCUDA_KEY_SIZE], const uint8_t nonce[12], uint8_t otk[VCUDA_KEY_SIZE])
 {
     uint8_t block[64];
     vcuda_chacha20_block(key, 0, nonce, block); /* 2.6: the one-time key is its first half */
-    vcuda_poly1305_init(&a->p, block);
-    memset(block, 0, sizeof block);
+    memcpy(otk, block, VCUDA_KEY_SIZE);
+}
+
+void vcuda_aead_start(vcuda_aead *a, const uint8_t otk[VCUDA_KEY_SIZE])
+{
+    vcuda_poly1305_init(&a->p, otk);
     a->aad_len = 0;
+}
+
+void vcuda_aead_begin(vcuda_aead *a, const uint8_t key[VCUDA_KEY_SIZE], const uint8_t nonce[12])
+{
+    uint8_t otk[VCUDA_KEY_SIZE];
+    vcuda_aead_otk(key, nonce, otk);
+    vcuda_aead_start(a, otk);
 }
 
 void vcuda_aead_aad(vcuda_aead *a, const void *p, size_t n)
@@ -159,9 +169,10 @@ void vcuda_aead_tag(vcuda_aead *a, const uint8_t *ct, size_t ct_len, uint8_t tag
 
 int vcuda_tag_equal(const uint8_t a[VCUDA_TAG_SIZE], const uint8_t b[VCUDA_TAG_SIZE])
 {
-    /* every byte, no early exit; volatile keeps it an accumulation, not a memcmp */
-    volatile uint8_t diff = 0;
-    for (int i = 0; i < VCUDA_TAG_SIZE; ++i) diff = diff | (uint8_t)(a[i] ^ b[i]);
+    /* both halves always, no early exit: volatile keeps the compiler from testing the
+     * first half on its own (which would tell a forger how much of a guess was right) */
+    volatile uint64_t diff = le64(a) ^ le64(b);
+    diff = diff | (le64(a + 8) ^ le64(b + 8));
     return diff == 0;
 }
 
@@ -180,33 +191,50 @@ void vcuda_session_start(vcuda_session *s, int server, const uint8_t *token, siz
     vcuda_hmac_sha256(token, token_len, msg, sizeof msg, s->key);
     s->tx_dir = server ? 1 : 0, s->rx_dir = server ? 0 : 1;
     s->sent = s->received = 0;
+    s->tx_ahead = s->rx_ahead = UINT64_MAX;
     if (peer) snprintf(s->peer, sizeof s->peer, "%s", peer);
 }
 
-/* The frame's tag under the session key with nonce = direction word || sequence number. */
-static void frame_tag(const vcuda_session *s, uint32_t dir, uint64_t seq, const void *a, size_t an,
-                      const void *b, size_t bn, uint8_t tag[VCUDA_TAG_SIZE])
+/* A frame's one-time key: ChaCha20 block 0 under the session key, nonce = direction
+ * word || sequence number. */
+static void one_time_key(const vcuda_session *s, uint32_t dir, uint64_t seq, uint8_t otk[VCUDA_KEY_SIZE])
 {
     uint8_t nonce[12];
-    vcuda_aead x;
     put32(nonce, dir), put64(nonce + 4, seq);
-    vcuda_aead_begin(&x, s->key, nonce);
+    vcuda_aead_otk(s->key, nonce, otk);
+}
+
+/* The frame's tag, with the key made ahead if it is this frame's. */
+static void frame_tag(const vcuda_session *s, uint32_t dir, uint64_t seq, const uint8_t *ahead_otk, uint64_t ahead,
+                      const void *a, size_t an, const void *b, size_t bn, uint8_t tag[VCUDA_TAG_SIZE])
+{
+    uint8_t otk[VCUDA_KEY_SIZE];
+    vcuda_aead x;
+    if (ahead == seq) memcpy(otk, ahead_otk, sizeof otk);
+    else one_time_key(s, dir, seq, otk);
+    vcuda_aead_start(&x, otk);
     vcuda_aead_aad(&x, a, an);
     if (bn) vcuda_aead_aad(&x, b, bn);
     vcuda_aead_tag(&x, NULL, 0, tag);
 }
 
+void vcuda_session_prepare(vcuda_session *s)
+{
+    if (s->tx_ahead != s->sent) one_time_key(s, s->tx_dir, s->sent, s->tx_otk), s->tx_ahead = s->sent;
+    if (s->rx_ahead != s->received) one_time_key(s, s->rx_dir, s->received, s->rx_otk), s->rx_ahead = s->received;
+}
+
 void vcuda_session_seal(vcuda_session *s, const void *a, size_t an, const void *b, size_t bn,
                         uint8_t tag[VCUDA_TAG_SIZE])
 {
-    frame_tag(s, s->tx_dir, s->sent++, a, an, b, bn, tag);
+    frame_tag(s, s->tx_dir, s->sent++, s->tx_otk, s->tx_ahead, a, an, b, bn, tag);
 }
 
 int vcuda_session_open(vcuda_session *s, const void *a, size_t an, const void *b, size_t bn,
                        const uint8_t tag[VCUDA_TAG_SIZE], char *why)
 {
     uint8_t want[VCUDA_TAG_SIZE];
-    frame_tag(s, s->rx_dir, s->received, a, an, b, bn, want);
+    frame_tag(s, s->rx_dir, s->received, s->rx_otk, s->rx_ahead, a, an, b, bn, want);
     if (!vcuda_tag_equal(want, tag))
         return vcuda_fail(why, 0, "frame %llu from %s: bad authentication tag (injected, replayed or corrupted)",
                           (unsigned long long)s->received, s->peer[0] ? s->peer : "peer");

@@ -157,16 +157,21 @@ static ssize_t recv_some_v(int fd, struct iovec *iov, int cnt)
     return recvmsg(fd, &mh, MSG_DONTWAIT);
 }
 
-/* Fills the pieces.  `got` counts bytes already part of the frame, to tell clean EOF
- * from truncation. */
-static vcuda_net_status read_until_v(int fd, struct iovec *iov, int cnt, int64_t dl, size_t got, char *why)
+/* Fills the pieces, or, with *more (may be NULL) given, at least `need` bytes of them
+ * (a frame's header and whatever of the frame the socket already holds after it, up to
+ * the pieces' size: one recv where the frame is there whole); *more gets the count read
+ * beyond `need`.  `got` counts bytes already part of the frame, to tell clean EOF from
+ * truncation. */
+static vcuda_net_status read_until_v(int fd, struct iovec *iov, int cnt, size_t need, size_t *more, int64_t dl,
+                                     size_t got, char *why)
 {
     int64_t spin_end = spin_us ? vcuda_now_ns() + (int64_t)spin_us * 1000 : 0;
+    size_t have = 0;
     iov_advance(&iov, &cnt, 0);
-    while (cnt) {
+    while (cnt && (!more || have < need)) {
         ssize_t r = recv_some_v(fd, iov, cnt);
         if (r > 0) {
-            iov_advance(&iov, &cnt, (size_t)r), got += (size_t)r;
+            iov_advance(&iov, &cnt, (size_t)r), got += (size_t)r, have += (size_t)r;
             continue;
         }
         if (r == 0)
@@ -181,13 +186,24 @@ static vcuda_net_status read_until_v(int fd, struct iovec *iov, int cnt, int64_t
             return nfail(why, s, "peer stalled mid-frame after %zu bytes: timed out", got);
         if (s) return s;
     }
+    if (more) *more = have - need;
     return VCUDA_NET_OK;
 }
 
 static vcuda_net_status read_until(int fd, void *p, size_t n, int64_t dl, size_t got, char *why)
 {
     struct iovec iov = {p, n};
-    return read_until_v(fd, &iov, 1, dl, got, why);
+    return read_until_v(fd, &iov, 1, n, NULL, dl, got, why);
+}
+
+/* Copies n bytes already read into the pieces, advancing them. */
+static void iov_fill(struct iovec **iov, int *cnt, const uint8_t *p, size_t n)
+{
+    for (size_t k; n && *cnt; p += k, n -= k) {
+        k = n < (*iov)->iov_len ? n : (*iov)->iov_len;
+        memcpy((*iov)->iov_base, p, k);
+        iov_advance(iov, cnt, k);
+    }
 }
 
 vcuda_net_status vcuda_write_all(int fd, const void *p, size_t n, int timeout_ms, char *why)
@@ -227,7 +243,9 @@ vcuda_net_status vcuda_send_frame_live(int fd, vcuda_session *ses, const vcuda_m
         vcuda_session_seal(ses, b->data, head, m->blob, len - head, tag);
         iov[n++] = (struct iovec){tag, sizeof tag};
     }
-    return write_until(fd, iov, n, deadline_of(timeout_ms), timeout_ms, fn, arg, why);
+    vcuda_net_status ns = write_until(fd, iov, n, deadline_of(timeout_ms), timeout_ms, fn, arg, why);
+    if (ses && !ns) vcuda_session_prepare(ses); /* now, while the peer works on it */
+    return ns;
 }
 
 vcuda_net_status vcuda_recv_frame(int fd, vcuda_session *ses, vcuda_msg *m, vcuda_buf *b, int timeout_ms, char *why)
@@ -239,32 +257,45 @@ vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_session *ses, vcuda_msg *m, v
                                      size_t cap, int timeout_ms, char *why)
 {
     int64_t dl = deadline_of(timeout_ms);
-    uint8_t hb[VCUDA_HEADER_SIZE + 4], tag[VCUDA_TAG_SIZE]; /* header, and a bytes field's length */
-    size_t tl = ses ? VCUDA_TAG_SIZE : 0;
+    /* the header, and up to a tag's size more: a tagged frame has at least that many
+     * bytes after its header, so they are its own even before the header is checked, and
+     * a frame without payload comes in one recv */
+    uint8_t hb[VCUDA_HEADER_SIZE + 4 + VCUDA_TAG_SIZE], tag[VCUDA_TAG_SIZE];
+    size_t tl = ses ? VCUDA_TAG_SIZE : 0, extra = 0;
     vcuda_header h;
-    vcuda_net_status ns = read_until(fd, hb, VCUDA_HEADER_SIZE, dl, 0, why);
+    struct iovec hv = {hb, VCUDA_HEADER_SIZE + tl};
+    vcuda_net_status ns = read_until_v(fd, &hv, 1, VCUDA_HEADER_SIZE, &extra, dl, 0, why);
     if (ns) return ns;
+    const uint8_t *x = hb + VCUDA_HEADER_SIZE; /* the `extra` bytes read after the header */
+    size_t got = VCUDA_HEADER_SIZE + extra;
     /* the declared length is trusted only after the header passed every check */
     if (vcuda_decode_header(hb, VCUDA_HEADER_SIZE, &h, why)) return VCUDA_NET_PROTO;
     if (dst && vcuda_layout_is_bytes_only(vcuda_layout(h.opcode, h.flags)) && h.payload_len >= 4) {
-        uint8_t *lb = hb + VCUDA_HEADER_SIZE;
-        if ((ns = read_until(fd, lb, 4, dl, VCUDA_HEADER_SIZE, why))) return ns;
+        uint8_t *lb = hb + VCUDA_HEADER_SIZE; /* the bytes field's length, read or to read */
+        if (extra < 4) {
+            if ((ns = read_until(fd, lb + extra, 4 - extra, dl, got, why))) return ns;
+            got = VCUDA_HEADER_SIZE + 4, extra = 4;
+        }
         uint32_t n = (uint32_t)lb[0] | (uint32_t)lb[1] << 8 | (uint32_t)lb[2] << 16 | (uint32_t)lb[3] << 24;
         /* the same checks the decoder applies, before a byte lands in dst */
         if (n != h.payload_len - 4 || n > VCUDA_MAX_CHUNK)
             return nfail(why, VCUDA_NET_PROTO, "bytes field of %u in a %u-byte payload", n, h.payload_len);
         if (n > cap) return nfail(why, VCUDA_NET_PROTO, "%u bytes sent, %zu expected at most", n, cap);
-        struct iovec iov[2] = {{dst, n}, {tag, tl}};
-        if ((ns = read_until_v(fd, iov, 2, dl, sizeof hb, why))) return ns;
-        if (ses && !vcuda_session_open(ses, hb, sizeof hb, dst, n, tag, why)) return VCUDA_NET_PROTO;
+        struct iovec iov[2] = {{dst, n}, {tag, tl}}, *v = iov;
+        int cnt = 2;
+        iov_fill(&v, &cnt, lb + 4, extra - 4);
+        if ((ns = read_until_v(fd, v, cnt, 0, NULL, dl, got, why))) return ns;
+        if (ses && !vcuda_session_open(ses, hb, VCUDA_HEADER_SIZE + 4, dst, n, tag, why)) return VCUDA_NET_PROTO;
         memset(m, 0, offsetof(vcuda_msg, sizes));
         m->hdr = h;
         m->blob = dst, m->blob_len = n;
         return VCUDA_NET_OK;
     }
-    if (vcuda_buf_reserve(b, h.payload_len + tl ? h.payload_len + tl : 1))
+    size_t rest = (size_t)h.payload_len + tl; /* >= extra */
+    if (vcuda_buf_reserve(b, rest ? rest : 1))
         return nfail(why, VCUDA_NET_IO, "no memory for a %u-byte payload", h.payload_len);
-    ns = read_until(fd, b->data, h.payload_len + tl, dl, VCUDA_HEADER_SIZE, why);
+    if (extra) memcpy(b->data, x, extra);
+    ns = read_until(fd, b->data + extra, rest - extra, dl, got, why);
     if (ns) return ns;
     /* nothing of the payload is interpreted before the tag says it is the peer's */
     if (ses && !vcuda_session_open(ses, hb, VCUDA_HEADER_SIZE, b->data, h.payload_len, b->data + h.payload_len, why))

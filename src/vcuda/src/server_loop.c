@@ -35,7 +35,7 @@ typedef struct conn {
     int state;
     char source[64]; /* peer address without the port: per-source accounting */
     int64_t deadline; /* handshake deadline (pre-auth only) */
-    uint8_t hdr[VCUDA_HEADER_SIZE], pay[HANDSHAKE_MAX];
+    uint8_t hdr[VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE], pay[HANDSHAKE_MAX]; /* (see worker_main) */
     size_t got;
     vcuda_header h;
     uint8_t nc[VCUDA_NONCE_SIZE], ns[VCUDA_NONCE_SIZE];
@@ -202,17 +202,18 @@ static void heartbeat(conn *c, int64_t now)
 
 /* ---- the worker: one authenticated client ----------------------------------------- */
 
-/* Reads exactly n bytes into p; *got counts the frame's bytes so far (for messages).
- * dl < 0: no deadline (an idle client may wait as long as it likes) but the stop flag
- * is checked 5x a second.  0, or -1 (why set). */
-static int read_exact(conn *c, uint8_t *p, size_t n, size_t *got, int64_t dl, char *why)
+/* Reads at least n and at most cap bytes into p (cap > n only where the frame is known
+ * to be that long); *got counts the frame's bytes so far (for messages, and what was
+ * read).  dl < 0: no deadline (an idle client may wait as long as it likes) but the
+ * stop flag is checked 5x a second.  0, or -1 (why set). */
+static int read_exact(conn *c, uint8_t *p, size_t n, size_t cap, size_t *got, int64_t dl, char *why)
 {
     const vcuda_server_config *cfg = c->cfg;
     int64_t spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000, idle_since = vcuda_now_ms();
-    while (n) {
-        ssize_t r = vcuda_recv_some(c->pub.fd, p, n);
+    for (size_t have = 0; have < n;) {
+        ssize_t r = vcuda_recv_some(c->pub.fd, p + have, cap - have);
         if (r > 0) {
-            p += r, n -= (size_t)r, *got += (size_t)r;
+            have += (size_t)r, *got += (size_t)r;
             continue;
         }
         if (r == 0) {
@@ -309,9 +310,14 @@ static void *worker_main(void *arg)
             sched_yield();
             served = 0;
         }
-        if (read_exact(c, c->hdr, 1, &got, -1, why)) break;
+        /* the header, and up to a tag's size more: every frame now has at least that many
+         * bytes after its header, so they are the frame's own even before the header is
+         * checked, and a whole small request comes in one recv */
+        const size_t hmax = VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE;
+        if (read_exact(c, c->hdr, 1, hmax, &got, -1, why)) break;
         int64_t dl = vcuda_now_ms() + cfg->frame_timeout_ms;
-        if (read_exact(c, c->hdr + 1, VCUDA_HEADER_SIZE - 1, &got, dl, why)) break;
+        if (got < VCUDA_HEADER_SIZE && read_exact(c, c->hdr + got, VCUDA_HEADER_SIZE - got, hmax - got, &got, dl, why))
+            break;
         if (vcuda_decode_header(c->hdr, VCUDA_HEADER_SIZE, &c->h, why)) break;
         /* nothing is allocated or read on a length not yet checked */
         uint32_t max = cfg->max_frame ? cfg->max_frame : VCUDA_MAX_PAYLOAD;
@@ -325,7 +331,9 @@ static void *worker_main(void *arg)
             snprintf(why, VCUDA_WHY_LEN, "no memory for a %u-byte payload", c->h.payload_len);
             break;
         }
-        if (read_exact(c, c->in.data, (size_t)c->h.payload_len + VCUDA_TAG_SIZE, &got, dl, why)) break;
+        size_t extra = got - VCUDA_HEADER_SIZE, rest = (size_t)c->h.payload_len + VCUDA_TAG_SIZE;
+        memcpy(c->in.data, c->hdr + VCUDA_HEADER_SIZE, extra);
+        if (read_exact(c, c->in.data + extra, rest - extra, rest - extra, &got, dl, why)) break;
         /* injected, replayed, reordered, dropped or altered: refused before it is decoded */
         if (!vcuda_session_open(&c->ses, c->hdr, VCUDA_HEADER_SIZE, c->in.data, c->h.payload_len,
                                 c->in.data + c->h.payload_len, why))

@@ -46,6 +46,9 @@ typedef struct {
     uint64_t aad_len;
 } vcuda_aead;
 void vcuda_aead_begin(vcuda_aead *a, const uint8_t key[VCUDA_KEY_SIZE], const uint8_t nonce[12]);
+/* The same from a one-time key made beforehand (vcuda_aead_otk: the block-0 half). */
+void vcuda_aead_otk(const uint8_t key[VCUDA_KEY_SIZE], const uint8_t nonce[12], uint8_t otk[VCUDA_KEY_SIZE]);
+void vcuda_aead_start(vcuda_aead *a, const uint8_t otk[VCUDA_KEY_SIZE]);
 void vcuda_aead_aad(vcuda_aead *a, const void *p, size_t n);
 void vcuda_aead_tag(vcuda_aead *a, const uint8_t *ct, size_t ct_len, uint8_t tag[VCUDA_TAG_SIZE]);
 
@@ -59,6 +62,10 @@ typedef struct {
     uint8_t key[VCUDA_KEY_SIZE];
     uint32_t tx_dir, rx_dir; /* the nonce's direction word: 0 client to server, 1 back */
     uint64_t sent, received; /* frames so far each way: the next frame's sequence number */
+    /* the one-time keys of the next frames, made ahead (vcuda_session_prepare), and the
+     * sequence numbers they are for (UINT64_MAX: none) */
+    uint8_t tx_otk[VCUDA_KEY_SIZE], rx_otk[VCUDA_KEY_SIZE];
+    uint64_t tx_ahead, rx_ahead;
     char peer[288];          /* who the frames come from ("addr:port"), for a refusal's message */
 } vcuda_session;
 
@@ -81,6 +88,14 @@ void vcuda_session_seal(vcuda_session *s, const void *a, size_t an, const void *
  * replayed or corrupted)". */
 int vcuda_session_open(vcuda_session *s, const void *a, size_t an, const void *b, size_t bn,
                        const uint8_t tag[VCUDA_TAG_SIZE], char *why);
+
+/* Makes the one-time keys of the next frame each way (a ChaCha20 block each, a quarter
+ * of a small frame's cost) ahead of it, so that the time a side waits for its peer pays
+ * for them rather than its next call: net.c's send does it once a frame is out (the
+ * client then waits for the reply, the server's worker for the next request).  Only a
+ * caller that owns both directions may (the client; the server's worker, under the
+ * write lock); seal and open make a key that was not made ahead themselves. */
+void vcuda_session_prepare(vcuda_session *s);
 
 /* m encoded whole into buf with its tag after it (s NULL: no tag, as a handshake
  * frame); *len: the bytes to send, also on VCUDA_E_NO_SPACE.  Seals (see above). */
