@@ -15,7 +15,10 @@
  * work takes) and writes the replies, so one client's synchronize, slow reading or
  * flood never delays another's PING.  While a worker is busy with a request longer
  * than the client's heartbeat interval, the network loop sends that client PROGRESS
- * frames (its liveness), never waiting for the socket.  Any failed check closes that
+ * frames (its liveness), never waiting for the socket.  Every frame after AUTH carries
+ * a tag (proto.h, "authentication"): the worker checks each request's before decoding
+ * it, and the worker's replies and the loop's PROGRESS frames get theirs under the
+ * connection's write lock, in the order they go out.  Any failed check closes that
  * connection with one stderr line naming the peer and the reason; the others keep
  * being served.  PING (keep-alive) and SINK (transport benchmark) are answered without
  * the handler.  Requests flagged VCUDA_FLAG_MORE (chunked copies only) get no reply. */
