@@ -204,42 +204,56 @@ static void one_time_key(const vcuda_session *s, uint32_t dir, uint64_t seq, uin
     vcuda_aead_otk(s->key, nonce, otk);
 }
 
-/* The frame's tag, with the key made ahead if it is this frame's. */
-static void frame_tag(const vcuda_session *s, uint32_t dir, uint64_t seq, const uint8_t *ahead_otk, uint64_t ahead,
-                      const void *a, size_t an, const void *b, size_t bn, uint8_t tag[VCUDA_TAG_SIZE])
-{
-    uint8_t otk[VCUDA_KEY_SIZE];
-    vcuda_aead x;
-    if (ahead == seq) memcpy(otk, ahead_otk, sizeof otk);
-    else one_time_key(s, dir, seq, otk);
-    vcuda_aead_start(&x, otk);
-    vcuda_aead_aad(&x, a, an);
-    if (bn) vcuda_aead_aad(&x, b, bn);
-    vcuda_aead_tag(&x, NULL, 0, tag);
-}
-
 void vcuda_session_prepare(vcuda_session *s)
 {
     if (s->tx_ahead != s->sent) one_time_key(s, s->tx_dir, s->sent, s->tx_otk), s->tx_ahead = s->sent;
     if (s->rx_ahead != s->received) one_time_key(s, s->rx_dir, s->received, s->rx_otk), s->rx_ahead = s->received;
 }
 
-void vcuda_session_seal(vcuda_session *s, const void *a, size_t an, const void *b, size_t bn,
-                        uint8_t tag[VCUDA_TAG_SIZE])
+void vcuda_session_begin(vcuda_session *s, int tx, vcuda_aead *x)
 {
-    frame_tag(s, s->tx_dir, s->sent++, s->tx_otk, s->tx_ahead, a, an, b, bn, tag);
+    uint8_t otk[VCUDA_KEY_SIZE];
+    uint64_t seq = tx ? s->sent : s->received;
+    if ((tx ? s->tx_ahead : s->rx_ahead) == seq) memcpy(otk, tx ? s->tx_otk : s->rx_otk, sizeof otk); /* made ahead */
+    else one_time_key(s, tx ? s->tx_dir : s->rx_dir, seq, otk);
+    vcuda_aead_start(x, otk);
 }
 
-int vcuda_session_open(vcuda_session *s, const void *a, size_t an, const void *b, size_t bn,
-                       const uint8_t tag[VCUDA_TAG_SIZE], char *why)
+void vcuda_session_seal_end(vcuda_session *s, vcuda_aead *x, uint8_t tag[VCUDA_TAG_SIZE])
+{
+    vcuda_aead_tag(x, NULL, 0, tag);
+    ++s->sent;
+}
+
+int vcuda_session_open_end(vcuda_session *s, vcuda_aead *x, const uint8_t tag[VCUDA_TAG_SIZE], char *why)
 {
     uint8_t want[VCUDA_TAG_SIZE];
-    frame_tag(s, s->rx_dir, s->received, s->rx_otk, s->rx_ahead, a, an, b, bn, want);
+    vcuda_aead_tag(x, NULL, 0, want);
     if (!vcuda_tag_equal(want, tag))
         return vcuda_fail(why, 0, "frame %llu from %s: bad authentication tag (injected, replayed or corrupted)",
                           (unsigned long long)s->received, s->peer[0] ? s->peer : "peer");
     ++s->received;
     return 1;
+}
+
+void vcuda_session_seal(vcuda_session *s, const void *a, size_t an, const void *b, size_t bn,
+                        uint8_t tag[VCUDA_TAG_SIZE])
+{
+    vcuda_aead x;
+    vcuda_session_begin(s, 1, &x);
+    vcuda_aead_aad(&x, a, an);
+    if (bn) vcuda_aead_aad(&x, b, bn);
+    vcuda_session_seal_end(s, &x, tag);
+}
+
+int vcuda_session_open(vcuda_session *s, const void *a, size_t an, const void *b, size_t bn,
+                       const uint8_t tag[VCUDA_TAG_SIZE], char *why)
+{
+    vcuda_aead x;
+    vcuda_session_begin(s, 0, &x);
+    vcuda_aead_aad(&x, a, an);
+    if (bn) vcuda_aead_aad(&x, b, bn);
+    return vcuda_session_open_end(s, &x, tag, why);
 }
 
 vcuda_status vcuda_encode_sealed(vcuda_session *s, const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *len,

@@ -206,6 +206,26 @@ static void iov_fill(struct iovec **iov, int *cnt, const uint8_t *p, size_t n)
     }
 }
 
+/* The rest of a frame: n payload bytes into p and the tag (tl bytes) into tag, the first
+ * `pre` bytes of the two already in place.  With x, the payload goes to it a portion at a
+ * time as it arrives (still in cache, the socket drained meanwhile); the last portion
+ * and the tag come in one read. */
+static vcuda_net_status read_rest(int fd, uint8_t *p, size_t n, uint8_t *tag, size_t tl, size_t pre, vcuda_aead *x,
+                                  int64_t dl, size_t got, char *why)
+{
+    size_t at = pre < n ? pre : n, tpre = pre - at; /* payload bytes in place, and tag bytes */
+    if (x && at) vcuda_aead_aad(x, p, at);
+    do {
+        size_t k = n - at > VCUDA_MAC_PORTION ? VCUDA_MAC_PORTION : n - at, t = at + k == n ? tl - tpre : 0;
+        struct iovec iov[2] = {{p + at, k}, {tag + tpre, t}};
+        vcuda_net_status s = read_until_v(fd, iov, 2, 0, NULL, dl, got, why);
+        if (s) return s;
+        if (x && k) vcuda_aead_aad(x, p + at, k);
+        at += k, got += k + t;
+    } while (at < n);
+    return VCUDA_NET_OK;
+}
+
 vcuda_net_status vcuda_write_all(int fd, const void *p, size_t n, int timeout_ms, char *why)
 {
     struct iovec iov = {(void *)p, n};
@@ -235,15 +255,31 @@ vcuda_net_status vcuda_send_frame_live(int fd, vcuda_session *ses, const vcuda_m
     }
     if (s) return VCUDA_NET_PROTO; /* why already says which field; nothing sent or sealed */
     uint8_t tag[VCUDA_TAG_SIZE];
+    const uint8_t *bulk = m->blob;
+    size_t bn = len - head, at = 0;
+    int64_t dl = deadline_of(timeout_ms);
+    vcuda_aead x;
+    vcuda_net_status ns = VCUDA_NET_OK;
+    if (ses) vcuda_session_begin(ses, 1, &x), vcuda_aead_aad(&x, b->data, head);
+    /* bulk data beyond a portion goes out a portion at a time, each fed to the tag once
+     * it is out (the peer reads and checks it meanwhile); the rest, with the head or on
+     * its own, and the tag in one sendmsg */
+    while (ses && bn - at > VCUDA_MAC_PORTION) {
+        struct iovec iov[2] = {{b->data, at ? 0 : head}, {(void *)(bulk + at), VCUDA_MAC_PORTION}};
+        if ((ns = write_until(fd, iov, 2, dl, timeout_ms, fn, arg, why))) return ns;
+        vcuda_aead_aad(&x, bulk + at, VCUDA_MAC_PORTION);
+        at += VCUDA_MAC_PORTION;
+    }
     struct iovec iov[3];
     int n = 0;
-    iov[n++] = (struct iovec){b->data, head};
-    if (len > head) iov[n++] = (struct iovec){(void *)m->blob, len - head};
+    if (!at) iov[n++] = (struct iovec){b->data, head};
+    if (bn > at) iov[n++] = (struct iovec){(void *)(bulk + at), bn - at};
     if (ses) {
-        vcuda_session_seal(ses, b->data, head, m->blob, len - head, tag);
+        if (bn > at) vcuda_aead_aad(&x, bulk + at, bn - at);
+        vcuda_session_seal_end(ses, &x, tag);
         iov[n++] = (struct iovec){tag, sizeof tag};
     }
-    vcuda_net_status ns = write_until(fd, iov, n, deadline_of(timeout_ms), timeout_ms, fn, arg, why);
+    ns = write_until(fd, iov, n, dl, timeout_ms, fn, arg, why);
     if (ses && !ns) vcuda_session_prepare(ses); /* now, while the peer works on it */
     return ns;
 }
@@ -284,8 +320,10 @@ vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_session *ses, vcuda_msg *m, v
         struct iovec iov[2] = {{dst, n}, {tag, tl}}, *v = iov;
         int cnt = 2;
         iov_fill(&v, &cnt, lb + 4, extra - 4);
-        if ((ns = read_until_v(fd, v, cnt, 0, NULL, dl, got, why))) return ns;
-        if (ses && !vcuda_session_open(ses, hb, VCUDA_HEADER_SIZE + 4, dst, n, tag, why)) return VCUDA_NET_PROTO;
+        vcuda_aead mac;
+        if (ses) vcuda_session_begin(ses, 0, &mac), vcuda_aead_aad(&mac, hb, VCUDA_HEADER_SIZE + 4);
+        if ((ns = read_rest(fd, dst, n, tag, tl, extra - 4, ses ? &mac : NULL, dl, got, why))) return ns;
+        if (ses && !vcuda_session_open_end(ses, &mac, tag, why)) return VCUDA_NET_PROTO;
         memset(m, 0, offsetof(vcuda_msg, sizes));
         m->hdr = h;
         m->blob = dst, m->blob_len = n;
@@ -295,11 +333,12 @@ vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_session *ses, vcuda_msg *m, v
     if (vcuda_buf_reserve(b, rest ? rest : 1))
         return nfail(why, VCUDA_NET_IO, "no memory for a %u-byte payload", h.payload_len);
     if (extra) memcpy(b->data, x, extra);
-    ns = read_until(fd, b->data + extra, rest - extra, dl, got, why);
+    vcuda_aead mac;
+    if (ses) vcuda_session_begin(ses, 0, &mac), vcuda_aead_aad(&mac, hb, VCUDA_HEADER_SIZE);
+    ns = read_rest(fd, b->data, h.payload_len, b->data + h.payload_len, tl, extra, ses ? &mac : NULL, dl, got, why);
     if (ns) return ns;
     /* nothing of the payload is interpreted before the tag says it is the peer's */
-    if (ses && !vcuda_session_open(ses, hb, VCUDA_HEADER_SIZE, b->data, h.payload_len, b->data + h.payload_len, why))
-        return VCUDA_NET_PROTO;
+    if (ses && !vcuda_session_open_end(ses, &mac, b->data + h.payload_len, why)) return VCUDA_NET_PROTO;
     if (vcuda_decode_payload(&h, b->data, h.payload_len, m, why)) return VCUDA_NET_PROTO;
     return VCUDA_NET_OK;
 }

@@ -331,13 +331,27 @@ static void *worker_main(void *arg)
             snprintf(why, VCUDA_WHY_LEN, "no memory for a %u-byte payload", c->h.payload_len);
             break;
         }
-        size_t extra = got - VCUDA_HEADER_SIZE, rest = (size_t)c->h.payload_len + VCUDA_TAG_SIZE;
-        memcpy(c->in.data, c->hdr + VCUDA_HEADER_SIZE, extra);
-        if (read_exact(c, c->in.data + extra, rest - extra, rest - extra, &got, dl, why)) break;
+        /* what came with the header first, then the rest; the payload goes to the tag a
+         * portion at a time as it arrives (mac.h), the last portion with the tag */
+        size_t n = c->h.payload_len, have = got - VCUDA_HEADER_SIZE, total = n + VCUDA_TAG_SIZE;
+        size_t fed = have < n ? have : n;
+        vcuda_aead mac;
+        memcpy(c->in.data, c->hdr + VCUDA_HEADER_SIZE, have);
+        vcuda_session_begin(&c->ses, 0, &mac);
+        vcuda_aead_aad(&mac, c->hdr, VCUDA_HEADER_SIZE);
+        vcuda_aead_aad(&mac, c->in.data, fed);
+        int failed = 0;
+        while (have < total && !failed) {
+            size_t k = n - fed > VCUDA_MAC_PORTION ? VCUDA_MAC_PORTION : total - have;
+            failed = read_exact(c, c->in.data + have, k, k, &got, dl, why);
+            have += k;
+            size_t upto = have < n ? have : n;
+            vcuda_aead_aad(&mac, c->in.data + fed, upto - fed);
+            fed = upto;
+        }
+        if (failed) break;
         /* injected, replayed, reordered, dropped or altered: refused before it is decoded */
-        if (!vcuda_session_open(&c->ses, c->hdr, VCUDA_HEADER_SIZE, c->in.data, c->h.payload_len,
-                                c->in.data + c->h.payload_len, why))
-            break;
+        if (!vcuda_session_open_end(&c->ses, &mac, c->in.data + n, why)) break;
         if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) break;
         if (dispatch(c, &c->req, why)) break;
     }

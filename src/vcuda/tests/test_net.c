@@ -360,9 +360,9 @@ static void hostile_and_good(void)
  * check), GET_DEVICE_COUNT (1), three SINK chunks (2-4), MEMCPY_D2H (5), PING (6); the
  * server answers PING (0), GET_DEVICE_COUNT (1), SINK (2), three D2H chunks (3-5), PING (6). */
 
-enum { PASS, INJECT, REPLAY, FLIP, DROP, REORDER, REPLY_FLIP, REPLY_REPLAY, REPLY_INJECT };
-static const char *const relay_modes[] = {"pass", "inject", "replay", "flip", "drop", "reorder",
-                                          "reply_flip", "reply_replay", "reply_inject"};
+enum { PASS, INJECT, REPLAY, FLIP, DROP, REORDER, REPLY_FLIP, REPLY_REPLAY, REPLY_INJECT, AUTH_FIELD };
+static const char *const relay_modes[] = {"pass",       "inject",       "replay",       "flip",        "drop", "reorder",
+                                          "reply_flip", "reply_replay", "reply_inject", "auth_field"};
 
 typedef struct {
     int lfd, mode, acted;
@@ -429,6 +429,8 @@ static void *relay_main(void *arg)
         if ((d == 0 && m == FLIP && t == 3) || (d == 1 && m == REPLY_FLIP && t == 4))
             f[VCUDA_HEADER_SIZE + 4 + 1000] ^= 0x10, r->acted = 1; /* a bit of the copied data */
         if (d == 0 && m == DROP && t == 3) send_it = 0, r->acted = 1;
+        if (d == 0 && m == AUTH_FIELD && t == -1) /* AUTH's heartbeat_ms (after the 4 + 32-byte proof) */
+            f[VCUDA_HEADER_SIZE + 36] ^= 1, r->acted = 1;
         if (d == 1 && m == REPLY_REPLAY && t == 4) /* chunk 1 again for chunk 2: same id, flags, length */
             memcpy(f, kept, kept_n), n = kept_n, r->acted = 1;
         if (send_it && vcuda_write_all(to, f, n, 1000, w)) break;
@@ -459,7 +461,21 @@ static void relay_case(int mode)
     setenv("VCUDA_TOKEN", TOKEN, 1);
     setenv("VCUDA_TIMEOUT_MS", "2000", 1);
     unsetenv("VCUDA_KEEPALIVE_MS");
-    CHECK(vcuda_client_open(why) == 0 && vcuda_client_device_count() == 1);
+    CHECK(vcuda_client_open(why) == 0);
+    if (mode == AUTH_FIELD) {
+        /* the proofs hold (they cover the nonces), but the two sides derived different
+         * keys: the first tagged frame, the start-up PING, is refused, the device dropped */
+        CHECK(vcuda_client_device_count() == 0);
+        vcuda_client_close();
+        pthread_join(t, NULL);
+        close(r.lfd);
+        poll(NULL, 0, 100);
+        const char *log = finish(&s);
+        CHECK(r.acted && strstr(log, "authenticated") && strstr(log, "frame 0 from 127.0.0.1:") &&
+              strstr(log, "bad authentication tag"));
+        return;
+    }
+    CHECK(vcuda_client_device_count() == 1);
     static uint8_t data[3 * 4096], back[3 * 4096];
     static char w[4][VCUDA_WHY_LEN];
     vcuda_client_status st[4];

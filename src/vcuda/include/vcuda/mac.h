@@ -89,6 +89,17 @@ void vcuda_session_seal(vcuda_session *s, const void *a, size_t an, const void *
 int vcuda_session_open(vcuda_session *s, const void *a, size_t an, const void *b, size_t bn,
                        const uint8_t tag[VCUDA_TAG_SIZE], char *why);
 
+/* The same, streamed, for bulk data: begin the next frame sent (tx 1) or received
+ * (tx 0), feed its bytes in order with vcuda_aead_aad as they go out or come in (each
+ * portion while it is still in cache, and the peer's side of the copy going on
+ * meanwhile), then end: seal_end gives the tag (the send count advances), open_end
+ * checks it as vcuda_session_open does.  Nothing else may be sealed (tx) or opened (rx)
+ * on the session in between. */
+#define VCUDA_MAC_PORTION (64u << 10) /* bytes fed at a time by the transport */
+void vcuda_session_begin(vcuda_session *s, int tx, vcuda_aead *x);
+void vcuda_session_seal_end(vcuda_session *s, vcuda_aead *x, uint8_t tag[VCUDA_TAG_SIZE]);
+int vcuda_session_open_end(vcuda_session *s, vcuda_aead *x, const uint8_t tag[VCUDA_TAG_SIZE], char *why);
+
 /* Makes the one-time keys of the next frame each way (a ChaCha20 block each, a quarter
  * of a small frame's cost) ahead of it, so that the time a side waits for its peer pays
  * for them rather than its next call: net.c's send does it once a frame is out (the
