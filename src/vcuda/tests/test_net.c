@@ -34,6 +34,9 @@ static volatile sig_atomic_t stop_flag;
 static void on_term(int s) { (void)s; stop_flag = 1; }
 
 static uint8_t pattern(uint64_t at) { return (uint8_t)(at * 7 + 1); }
+/* copies through the relay go in chunks of this many bytes: more than a MAC portion, so
+ * a chunk is tagged and checked in pieces (mac.h), and the relay alters a later piece */
+#define RELAY_CHUNK (96u << 10)
 
 static int t_handle(void *ctx, vcuda_conn *c, const vcuda_msg *req, vcuda_msg *r, char *w)
 {
@@ -42,8 +45,8 @@ static int t_handle(void *ctx, vcuda_conn *c, const vcuda_msg *req, vcuda_msg *r
         r->v[0] = 3, r->nv = 1;
         return 0;
     }
-    if (req->hdr.opcode == VCUDA_OP_MEMCPY_D2H) { /* size bytes of pattern(src + i), 4 KiB a chunk */
-        static _Thread_local uint8_t chunk[4096];
+    if (req->hdr.opcode == VCUDA_OP_MEMCPY_D2H) { /* size bytes of pattern(src + i), RELAY_CHUNK a chunk */
+        static _Thread_local uint8_t chunk[RELAY_CHUNK];
         uint64_t size = req->v[1], off = 0;
         for (;;) {
             uint32_t n = size - off < sizeof chunk ? (uint32_t)(size - off) : (uint32_t)sizeof chunk;
@@ -369,7 +372,7 @@ typedef struct {
     uint16_t port, to;
 } relay_t;
 
-#define RELAY_FRAME (VCUDA_HEADER_SIZE + 8192 + VCUDA_TAG_SIZE)
+#define RELAY_FRAME (VCUDA_HEADER_SIZE + 64 + RELAY_CHUNK + VCUDA_TAG_SIZE)
 
 /* One frame from fd into f; its size, or 0 at EOF or error. */
 static size_t relay_read(int fd, uint8_t *f, int tagged)
@@ -427,7 +430,7 @@ static void *relay_main(void *arg)
             (d == 1 && m == REPLY_REPLAY && t == 3))
             memcpy(kept, f, n), kept_n = n, send_it = m != REORDER;
         if ((d == 0 && m == FLIP && t == 3) || (d == 1 && m == REPLY_FLIP && t == 4))
-            f[VCUDA_HEADER_SIZE + 4 + 1000] ^= 0x10, r->acted = 1; /* a bit of the copied data */
+            f[VCUDA_HEADER_SIZE + 4 + 80000] ^= 0x10, r->acted = 1; /* a bit of the copied data */
         if (d == 0 && m == DROP && t == 3) send_it = 0, r->acted = 1;
         if (d == 0 && m == AUTH_FIELD && t == -1) /* AUTH's heartbeat_ms (after the 4 + 32-byte proof) */
             f[VCUDA_HEADER_SIZE + 36] ^= 1, r->acted = 1;
@@ -476,7 +479,7 @@ static void relay_case(int mode)
         return;
     }
     CHECK(vcuda_client_device_count() == 1);
-    static uint8_t data[3 * 4096], back[3 * 4096];
+    static uint8_t data[3 * RELAY_CHUNK], back[3 * RELAY_CHUNK];
     static char w[4][VCUDA_WHY_LEN];
     vcuda_client_status st[4];
     vcuda_msg m, rep;
@@ -487,7 +490,7 @@ static void relay_case(int mode)
     int count_ok = st[0] == VCUDA_CLIENT_OK && rep.v[0] == 3;
     memset(&m, 0, sizeof m);
     m.hdr.opcode = VCUDA_OP_SINK;
-    st[1] = vcuda_client_send_chunks(0, &m, 0, data, sizeof data, 4096, &rep, w[1]);
+    st[1] = vcuda_client_send_chunks(0, &m, 0, data, sizeof data, RELAY_CHUNK, &rep, w[1]);
     memset(&m, 0, sizeof m);
     m.hdr.opcode = VCUDA_OP_MEMCPY_D2H;
     m.v[0] = 5000, m.v[1] = sizeof back, m.v[2] = 0, m.nv = 3;
