@@ -466,9 +466,14 @@ static void mac_vectors(void)
 }
 
 /* Any split into pieces gives the tag of the whole (frames are tagged where they lie:
- * header, payload head, bulk data), at every length around the block size. */
+ * header, payload head, bulk data), at every length around the block size, and at
+ * lengths where runs go four blocks at a time (AVX2, from 512 bytes in one piece, on a
+ * state that earlier pieces left); long messages against an independent implementation
+ * (Python's cryptography package), also all-ones data under an all-ones key (the
+ * largest limbs either path sees). */
 static void mac_pieces(void)
 {
+    static uint8_t big[70001];
     uint8_t key[32], m[700], whole[16], part[16];
     for (int i = 0; i < 32; ++i) key[i] = (uint8_t)(i * 29 + 3);
     for (size_t i = 0; i < sizeof m; ++i) m[i] = (uint8_t)(i * 131 + (i >> 3));
@@ -486,6 +491,35 @@ static void mac_pieces(void)
                 bad += memcmp(whole, part, 16) != 0;
             }
     CHECK(bad == 0);
+    for (size_t i = 0; i < sizeof big; ++i) big[i] = (uint8_t)(i * 131 + (i >> 3));
+    static const struct { size_t n; const char *tag; } kat[] = {
+        {512, "f9b5ed7b1a07dd993e642d04983f139f"},   {1000, "7a40375ce8f7075ef975bfe141b2f5d4"},
+        {4113, "11ce17d0f85b020926c76497b50ccd6b"},  {65536, "a2ec49da3465ebff2afb3aadcb9b87b5"},
+        {70001, "4316661acbc08697fc8442ab509e4cca"}};
+    for (size_t i = 0; i < sizeof kat / sizeof *kat; ++i) {
+        char what[32];
+        snprintf(what, sizeof what, "poly1305 of %zu bytes", kat[i].n);
+        poly_once(key, big, kat[i].n, whole);
+        CHECK(same_hex(whole, 16, kat[i].tag, what));
+    }
+    bad = 0;
+    for (size_t n = 500; n <= 2200; n += 37)
+        for (size_t a = 0; a <= 130; a += 13) { /* a short piece first, then a long one, then the rest */
+            vcuda_poly1305 p;
+            size_t b = n - (n - a) / 7;
+            poly_once(key, big, n, whole);
+            vcuda_poly1305_init(&p, key);
+            vcuda_poly1305_update(&p, big, a);
+            vcuda_poly1305_update(&p, big + a, b - a);
+            vcuda_poly1305_update(&p, big + b, n - b);
+            vcuda_poly1305_final(&p, part);
+            bad += memcmp(whole, part, 16) != 0;
+        }
+    CHECK(bad == 0);
+    memset(key, 0xff, sizeof key);
+    memset(big, 0xff, 5000);
+    poly_once(key, big, 5000, whole);
+    CHECK(same_hex(whole, 16, "e3bb2a8e5c68d2cc3af6dc8f0316fd53", "poly1305 of 5000 x 0xff, key 0xff"));
     /* a frame's pieces as they lie when sent (24 + head + bulk) and received (28 + bulk) */
     vcuda_session s;
     uint8_t nc[32] = {1}, ns[32] = {2}, t1[16], t2[16];

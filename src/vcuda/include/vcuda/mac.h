@@ -5,8 +5,10 @@
  * receives, each against a sequence number both sides count and never send.
  *
  * Poly1305 here works on 64-bit limbs (h in 2^64 radix, products in unsigned __int128):
- * about one cycle a byte, so a 1 KiB frame costs well under a microsecond to tag and
- * to check.  Nothing in it branches on secret data. */
+ * about 0.75 cycles a byte, so a 1 KiB frame costs well under a microsecond to tag and
+ * to check; longer runs go four blocks at a time through AVX2 where the CPU has it
+ * (26-bit limbs, the lanes multiplied by r^4 and at the end by r^4..r), about 0.45
+ * cycles a byte, for bulk data.  Nothing in either branches on secret data. */
 #ifndef VCUDA_MAC_H
 #define VCUDA_MAC_H
 
@@ -33,6 +35,8 @@ typedef struct {
     uint64_t k0, k1;     /* the key's second half, added at the end */
     uint8_t buf[16];
     size_t nbuf;
+    uint32_t pw[4][5]; /* AVX2 path: r, r^2, r^3, r^4 in 26-bit limbs, made at its first use */
+    int have_pw;
 } vcuda_poly1305;
 void vcuda_poly1305_init(vcuda_poly1305 *p, const uint8_t key[VCUDA_KEY_SIZE]);
 void vcuda_poly1305_update(vcuda_poly1305 *p, const void *m, size_t n);
