@@ -171,6 +171,7 @@ typedef struct {
     handle_kind kind;
     void *obj; /* CUstream, CUevent, cached_module*, function_info*, graph_exec* */
     unsigned flags; /* streams: the client's flags (0: ordered with its default stream) */
+    int retired;    /* streams: destroyed by the client with work still queued (reap_streams) */
 } handle;
 
 typedef struct {
@@ -337,7 +338,7 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem, uint32_t ma
 static handle *find_handle(client *cl, uint64_t id, handle_kind kind)
 {
     for (uint32_t i = 0; i < cl->nhandle; ++i)
-        if (cl->handles[i].id == id && cl->handles[i].kind == kind) return &cl->handles[i];
+        if (cl->handles[i].id == id && cl->handles[i].kind == kind && !cl->handles[i].retired) return &cl->handles[i];
     return NULL;
 }
 
@@ -345,7 +346,7 @@ static uint64_t add_handle(client *cl, handle_kind kind, void *obj)
 {
     if (grow((void **)&cl->handles, &cl->cap_handle, cl->nhandle + 1, sizeof(handle), MAX_HANDLES))
         return 0;
-    cl->handles[cl->nhandle++] = (handle){++cl->next_id, kind, obj, 0};
+    cl->handles[cl->nhandle++] = (handle){++cl->next_id, kind, obj, 0, 0};
     return cl->next_id;
 }
 
@@ -404,17 +405,49 @@ static int stream_of(client *cl, uint64_t id, CUstream *s)
     return 0;
 }
 
+/* The stream a query or synchronize names: the legacy stream's stands for everything it
+ * is ordered after (a query of it reports not ready while a blocking stream runs, as
+ * CUDA's does), a created stream for its own work only (a query of a blocking stream
+ * while the legacy stream runs a kernel reports ready on the real runtime: the
+ * ordering applies to work queued, not to waiting).  -1 if not this client's. */
+static int waited_stream(client *cl, uint64_t id, CUstream *s)
+{
+    handle *h;
+    if (id == 0) return stream_of(cl, id, s);
+    if (!(h = find_handle(cl, id, H_STREAM))) return -1;
+    *s = h->obj;
+    return 0;
+}
+
 /* Copies are ordered after the work already queued where the client asked. */
 static CUresult wait_for(vcuda_gpu *g, CUstream s) { return g->cu.cuStreamSynchronize(s); }
 
-/* Everything this client queued (its "device synchronize"): other clients' work on the
- * same GPU is not waited for. */
+/* A stream the client destroys while work is still queued in it stays in its table,
+ * retired (no request can name it), until that work is done: the driver would finish
+ * the work after cuStreamDestroy all the same, but then neither a device synchronize
+ * nor the legacy stream's ordering (join_streams) here would wait for it, as CUDA's
+ * do (a thread's per-thread default stream goes so when the thread ends).  Reaped,
+ * once idle, at the next STREAM_CREATE, STREAM_DESTROY and device synchronize. */
+static void reap_streams(vcuda_gpu *g, client *cl)
+{
+    for (uint32_t i = 0; i < cl->nhandle;)
+        if (cl->handles[i].retired && g->cu.cuStreamQuery(cl->handles[i].obj) != 600 /* CUDA_ERROR_NOT_READY */) {
+            g->cu.cuStreamDestroy_v2(cl->handles[i].obj);
+            remove_handle(cl, &cl->handles[i]);
+        } else {
+            ++i;
+        }
+}
+
+/* Everything this client queued (its "device synchronize"), in retired streams too:
+ * other clients' work on the same GPU is not waited for. */
 static CUresult sync_client(vcuda_gpu *g, client *cl)
 {
     /* (aux never holds work past the request that queued it) */
     CUresult rc = g->cu.cuStreamSynchronize(cl->def);
     for (uint32_t i = 0; i < cl->nhandle && !rc; ++i)
         if (cl->handles[i].kind == H_STREAM) rc = g->cu.cuStreamSynchronize(cl->handles[i].obj);
+    if (!rc) reap_streams(g, cl);
     return rc;
 }
 
@@ -481,6 +514,10 @@ static int h2d(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
             cl->copy_error = rc, snprintf(cl->copy_msg, sizeof cl->copy_msg, "MEMCPY_H2D: %s (CUresult %d)",
                                           cu_error_text(g, rc), rc);
         if (rc && context_lost(rc)) reply_cu(g, cl, r, "MEMCPY_H2D", rc);
+        /* a host-synchronous copy (proto.h, VCUDA_FLAG_SYNC) is complete, with the
+         * stream's earlier work, before the reply says so */
+        else if (last && !cl->copy_error && (q->hdr.flags & VCUDA_FLAG_SYNC) && (rc = wait_for(g, s)))
+            return reply_cu(g, cl, r, "MEMCPY_H2D", rc);
     }
     if (!last) return 0;
     if (cl->copy_error) {
@@ -1268,16 +1305,24 @@ static int module(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
         if (!img) return reply_invalid(cl, r, CU_NOT_FOUND, "MODULE_LOOKUP: not cached; send MODULE_LOAD");
         memcpy(h, q->hash, sizeof h);
     } else {
-        /* every header, offset and size is checked before the driver sees a byte, and
-         * the driver gets a private copy of exactly the validated bytes */
-        if (vcuda_image_check(q->blob, q->blob_len, bad))
-            return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "MODULE_LOAD: %s", bad);
+        /* the name first (cheap next to validating): the same bytes validated for an
+         * earlier client are taken from the cache, not decompressed and checked again */
         vcuda_sha256(q->blob, q->blob_len, h);
         if (memcmp(h, q->hash, VCUDA_HASH_SIZE))
             return reply_invalid(cl, r, 1, "MODULE_LOAD: the image does not hash to the name sent");
-        if (!(img = malloc(q->blob_len))) return reply_invalid(cl, r, 2, "MODULE_LOAD: server out of memory");
-        memcpy(img, q->blob, q->blob_len);
-        len = q->blob_len;
+        pthread_mutex_lock(&g->mu);
+        img = cache_copy(g, h, &len);
+        pthread_mutex_unlock(&g->mu);
+        /* otherwise every header, offset and size is checked before the driver sees a
+         * byte, and the driver gets a private copy of exactly the validated bytes */
+        int v = img ? 0 : vcuda_image_check(q->blob, q->blob_len, bad);
+        if (v == VCUDA_IMAGE_BUSY) return reply_invalid(cl, r, 2 /* cudaErrorMemoryAllocation */, "MODULE_LOAD: %s", bad);
+        if (v) return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "MODULE_LOAD: %s", bad);
+        if (!img) {
+            if (!(img = malloc(q->blob_len))) return reply_invalid(cl, r, 2, "MODULE_LOAD: server out of memory");
+            memcpy(img, q->blob, q->blob_len);
+            len = q->blob_len;
+        }
     }
     cached_module *m = calloc(1, sizeof *m);
     CUresult rc = m ? g->cu.cuModuleLoadData(&m->mod, img) : 2;
@@ -1484,6 +1529,7 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
             return reply_invalid(cl, r, 1, "%s: flags 0x%llx not supported", is_stream ? "STREAM_CREATE" : "EVENT_CREATE",
                                  (unsigned long long)q->v[0]);
         void *o;
+        if (is_stream) reap_streams(g, cl);
         /* every stream non-blocking on the device: a client's blocking stream orders with
          * its own default stream only (join_streams), never with other clients' work */
         rc = is_stream ? g->cu.cuStreamCreate((CUstream *)&o, 1 /* CU_STREAM_NON_BLOCKING */)
@@ -1500,11 +1546,11 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
     }
     case VCUDA_OP_STREAM_DESTROY:
         if (!(h = find_handle(cl, q->v[0], H_STREAM))) return reply_invalid(cl, r, 400, "STREAM_DESTROY: unknown stream");
-        rc = g->cu.cuStreamDestroy_v2(h->obj);
-        remove_handle(cl, h);
-        return rc ? reply_cu(g, cl, r, "STREAM_DESTROY", rc) : 0;
+        h->retired = 1; /* (see reap_streams) */
+        reap_streams(g, cl);
+        return 0;
     case VCUDA_OP_STREAM_SYNCHRONIZE:
-        if (stream_of(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_SYNCHRONIZE: unknown stream");
+        if (waited_stream(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_SYNCHRONIZE: unknown stream");
         return (rc = wait_for(g, s)) ? reply_cu(g, cl, r, "STREAM_SYNCHRONIZE", rc) : 0;
     case VCUDA_OP_EVENT_DESTROY:
         if (!(h = find_handle(cl, q->v[0], H_EVENT))) return reply_invalid(cl, r, 400, "EVENT_DESTROY: unknown event");
@@ -1800,7 +1846,7 @@ static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
         if (!(h = find_handle(cl, q->v[0], H_EVENT))) return reply_invalid(cl, r, 400, "EVENT_QUERY: unknown event");
         return (rc = g->cu.cuEventQuery(h->obj)) ? reply_cu(g, cl, r, op, rc) : 0;
     case VCUDA_OP_STREAM_QUERY:
-        if (stream_of(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_QUERY: unknown stream");
+        if (waited_stream(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_QUERY: unknown stream");
         return (rc = g->cu.cuStreamQuery(s)) ? reply_cu(g, cl, r, op, rc) : 0;
     case VCUDA_OP_STREAM_WAIT_EVENT:
         if (stream_of(cl, q->v[0], &s) || !(e = find_handle(cl, q->v[1], H_EVENT)))
@@ -1963,7 +2009,7 @@ typedef struct {
 static int add_object(client *cl, handle_kind kind, uint64_t id)
 {
     if (grow((void **)&cl->handles, &cl->cap_handle, cl->nhandle + 1, sizeof(handle), MAX_HANDLES)) return -1;
-    cl->handles[cl->nhandle++] = (handle){id, kind, NULL, 0};
+    cl->handles[cl->nhandle++] = (handle){id, kind, NULL, 0, 0};
     return 0;
 }
 
@@ -2204,8 +2250,8 @@ static void release_client(void *ctx, vcuda_conn *c)
         if (cl->def) g->cu.cuStreamDestroy_v2(cl->def);
     }
     if (cl->nalloc || cl->nhandle)
-        fprintf(stderr, "vcuda-server: connection %llu: released %u allocations and %u handles\n",
-                (unsigned long long)c->id, cl->nalloc, cl->nhandle);
+        vcuda_log_limited("vcuda-server", "connection %llu: released %u allocations and %u handles",
+                          (unsigned long long)c->id, cl->nalloc, cl->nhandle);
     if (cl->own) g->cu.cuCtxDestroy_v2(cl->own);
     free(cl->allocs);
     free(cl->handles);

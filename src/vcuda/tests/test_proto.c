@@ -181,7 +181,7 @@ static void reject_header(void)
         expect(frame, n, VCUDA_E_BAD_OPCODE);
     }
     frame[6] = VCUDA_OP_PING, frame[7] = 0;
-    put32(frame + 8, 1u << 5);
+    put32(frame + 8, VCUDA_FLAG_KNOWN + 1u);
     expect(frame, n, VCUDA_E_BAD_FLAGS);
     put32(frame + 8, VCUDA_FLAG_ERROR); /* an error that is not a reply */
     expect(frame, n, VCUDA_E_BAD_FLAGS);
@@ -538,7 +538,7 @@ static void mac_session(void)
     const char *token = "s3cret-test-token";
     uint8_t nc[32], ns[32], frame[32], tag[16];
     for (int i = 0; i < 32; ++i) nc[i] = (uint8_t)i, ns[i] = (uint8_t)(32 + i);
-    /* a MALLOC request's bytes as sent: the header (version 6) and z(size) = 1 MiB */
+    /* a MALLOC request's bytes as sent (a header with version 6: any bytes serve) and z(size) = 1 MiB */
     CHECK(unhex("5643554406000900000000008877665544332211080000000000100000000000", frame, sizeof frame) == 32);
     vcuda_session c, sv;
     vcuda_session_start(&c, 0, (const uint8_t *)token, strlen(token), nc, ns, 250, 3, "the server");

@@ -11,7 +11,18 @@
  * a zstd-compressed entry is decompressed (libzstd.so.1, loaded at run time) and its
  * contents validated like an uncompressed one; PTX must be text ending in a NUL.  What
  * cannot be validated -- LZ4-compressed entries (older nvcc), or zstd entries where no
- * libzstd is found -- is refused by name, never passed on. */
+ * libzstd is found -- is refused by name, never passed on.
+ *
+ * Decompression is bounded before it starts (a few KiB of zstd can declare, and
+ * inflate to, a GiB): every entry header of a fatbin is checked first, and an image is
+ * refused, with nothing decompressed, when one compressed entry declares more than
+ * max_entry bytes decompressed or all of them together more than max_image.  An entry
+ * is then decompressed into exactly the size it declares (data that would inflate
+ * further is refused, never followed), within a budget shared by every thread of the
+ * process: a check that would take the bytes being decompressed at one time beyond
+ * `budget` waits up to wait_ms for others to finish, then is refused as busy.  So one
+ * check costs at most max_image bytes of decompression, and the process holds at most
+ * `budget` bytes of decompressed images at any time, whatever its clients send. */
 #ifndef VCUDA_IMAGE_H
 #define VCUDA_IMAGE_H
 
@@ -22,8 +33,26 @@
 extern "C" {
 #endif
 
-/* 0 if the n bytes at p are a valid image, else -1 with the reason in why
- * (VCUDA_WHY_LEN bytes, may be NULL). */
+/* The bounds on decompression (see above); vcuda-server's --max-entry-mib,
+ * --max-image-mib and --inflate-budget-mib. */
+typedef struct {
+    uint64_t max_entry; /* decompressed bytes one compressed fatbin entry may declare */
+    uint64_t max_image; /* ... all compressed entries of one image together */
+    uint64_t budget;    /* bytes being decompressed in this process at one time */
+    int wait_ms;        /* how long a check waits for room in the budget */
+} vcuda_image_limits;
+#define VCUDA_IMAGE_LIMITS_DEFAULT {(uint64_t)64 << 20, (uint64_t)256 << 20, (uint64_t)512 << 20, 2000}
+/* Before the first check (not thread-safe against checks running). */
+void vcuda_image_set_limits(const vcuda_image_limits *limits);
+/* Bytes being decompressed now, and the most at one time since the last call that
+ * asked for it (from then on the peak counts anew); either may be NULL. */
+void vcuda_image_inflight(uint64_t *now, uint64_t *peak);
+
+#define VCUDA_IMAGE_BUSY (-2)
+/* 0 if the n bytes at p are a valid image; -1 if not (or it exceeds a bound), with the
+ * reason in why (VCUDA_WHY_LEN bytes, may be NULL); VCUDA_IMAGE_BUSY if it could be
+ * valid but the decompression budget had no room for it within wait_ms (why says so:
+ * the same image may be sent again). */
 int vcuda_image_check(const uint8_t *p, size_t n, char *why);
 /* The ELF check alone (a cubin, or a fatbin entry's contents). */
 int vcuda_elf_check(const uint8_t *p, size_t n, char *why);
