@@ -16,8 +16,10 @@
 
 /* ---- the socketpair between the loop process and a serving process ------------------
  * SOCK_SEQPACKET: one message per send, never merged or split.  Loop to serving
- * process: HANDOFF with the connection's socket.  Back: CLOSED when a session ended,
- * RETURNED with a socket the process, stopping, will not serve. */
+ * process: HANDOFF with the connection's socket and its frame tags' session (made by
+ * the loop at AUTH, nothing tagged yet; the serving process never holds the token).
+ * Back: CLOSED when a session ended, RETURNED with a socket the process, stopping, will
+ * not serve (and its session as it came). */
 enum { W_HANDOFF = 1, W_CLOSED = 2, W_RETURNED = 3 };
 
 typedef struct {
@@ -26,13 +28,15 @@ typedef struct {
     uint64_t id;
     char peer[64];
     char tenant[VCUDA_TENANT_LEN];
+    vcuda_session ses; /* (the same program at both ends: a fork) */
 } wire;
 
-static wire wire_of(uint32_t kind, const vcuda_conn *c, int heartbeat_ms)
+static wire wire_of(uint32_t kind, const vcuda_conn *c, int heartbeat_ms, const vcuda_session *ses)
 {
     wire w;
     memset(&w, 0, sizeof w); /* no stray bytes on the socket */
     w.kind = kind, w.heartbeat_ms = heartbeat_ms, w.id = c->id;
+    if (ses) w.ses = *ses;
     snprintf(w.peer, sizeof w.peer, "%s", c->peer);
     snprintf(w.tenant, sizeof w.tenant, "%s", c->tenant);
     return w;
@@ -254,10 +258,10 @@ static proc *start_proc(vcuda_isolate *iso, const char *tenant, char *why)
 }
 
 /* Hands connection c over to its tenant's serving process, started if there is none. */
-static int hand(void *ctx, const vcuda_conn *c, int heartbeat_ms, char *why)
+static int hand(void *ctx, const vcuda_conn *c, int heartbeat_ms, const vcuda_session *ses, char *why)
 {
     vcuda_isolate *iso = ctx;
-    wire w = wire_of(W_HANDOFF, c, heartbeat_ms);
+    wire w = wire_of(W_HANDOFF, c, heartbeat_ms, ses);
     for (int attempt = 0; attempt < 2; ++attempt) {
         proc *p = find_live(iso, c->tenant);
         if (!p && !(p = start_proc(iso, c->tenant, why))) return -1;
@@ -322,7 +326,7 @@ static void read_reports(vcuda_isolate *iso, proc *p, int64_t now, int rehand)
             if (p->served) --p->served;
             vcuda_conn c = conn_of(&w, fd);
             if (!rehand) snprintf(why, sizeof why, "server shutting down");
-            if (!rehand || hand(iso, &c, w.heartbeat_ms, why)) {
+            if (!rehand || hand(iso, &c, w.heartbeat_ms, &w.ses, why)) {
                 vcuda_log_limited(iso->cfg.log_prefix, "peer %s: closed: %s", c.peer, why);
                 tell_ended(iso, w.id);
             }
@@ -418,7 +422,7 @@ static int t_attach(void *ctx, vcuda_conn *c, char *why)
 
 static void report_closed(int sock, const vcuda_conn *c)
 {
-    wire w = wire_of(W_CLOSED, c, 0);
+    wire w = wire_of(W_CLOSED, c, 0, NULL);
     send_wire(sock, &w, -1, 0); /* (the loop process gone: nobody to tell) */
 }
 
@@ -467,7 +471,7 @@ int vcuda_isolate_serve(const vcuda_server_config *cfg, int sock)
             continue;
         }
         vcuda_conn conn = conn_of(&w, fd);
-        if (vcuda_server_adopt(s, &conn, w.heartbeat_ms, why)) {
+        if (vcuda_server_adopt(s, &conn, w.heartbeat_ms, &w.ses, why)) {
             vcuda_log_limited(c.log_prefix, "peer %s: closed: %s", conn.peer, why);
             report_closed(sock, &conn);
         }

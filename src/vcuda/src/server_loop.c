@@ -47,7 +47,7 @@ typedef struct conn {
     source *src;      /* its peer address's counts */
     int64_t born;     /* accepted then */
     int64_t deadline; /* handshake deadline (pre-auth only) */
-    uint8_t hdr[VCUDA_HEADER_SIZE], pay[HANDSHAKE_MAX];
+    uint8_t hdr[VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE], pay[HANDSHAKE_MAX]; /* (see worker_main) */
     size_t got;
     vcuda_header h;
     uint8_t nc[VCUDA_NONCE_SIZE], ns[VCUDA_NONCE_SIZE];
@@ -56,6 +56,9 @@ typedef struct conn {
     pthread_mutex_t wlock; /* one writer at a time: the worker, or a PROGRESS frame */
     uint8_t pend[64];      /* unsent tail of a PROGRESS frame, sent before anything else */
     size_t npend;
+    /* frame tags (mac.h): the worker alone receives; sending, and with it the send
+     * count, is under wlock, so tags follow the order frames take on the wire */
+    vcuda_session ses;
     int heartbeat_ms, ucx;
     vcuda_buf in, out;
     vcuda_msg req, rep; /* per connection: workers run concurrently */
@@ -251,7 +254,7 @@ static int send_reply(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
         s = vcuda_write_all(c->pub.fd, c->pend, c->npend, cfg->frame_timeout_ms, why);
         c->npend = 0;
     }
-    if (!s) s = vcuda_send_frame(c->pub.fd, r, &c->out, cfg->frame_timeout_ms, why);
+    if (!s) s = vcuda_send_frame(c->pub.fd, &c->ses, r, &c->out, cfg->frame_timeout_ms, why);
     atomic_store(&c->last_sent, vcuda_now_ms());
     pthread_mutex_unlock(&c->wlock);
     if (s == VCUDA_NET_PROTO) {
@@ -275,26 +278,26 @@ int vcuda_send_more(vcuda_conn *pub, const vcuda_msg *req, vcuda_msg *r, char *w
 }
 
 /* Network loop side: a PROGRESS frame for a connection whose worker has been busy for
- * a heartbeat interval.  Never waits: if the socket has no room, the client is not
- * reading anyway; a partial frame is finished by the next writer. */
+ * a heartbeat interval.  Never waits: what the socket does not take now stays in pend,
+ * sent by the next heartbeat or before the worker's next frame (a tagged frame is never
+ * dropped: its sequence number is spent), and no new PROGRESS is made while one waits. */
 static void heartbeat(conn *c, int64_t now)
 {
     if (pthread_mutex_trylock(&c->wlock)) return; /* the worker is writing: data flows */
     if (c->pub.fd >= 0 && c->npend == 0) {
         vcuda_msg m;
-        uint8_t f[64];
-        size_t n = 0;
         memset(&m, 0, sizeof m);
         m.hdr.opcode = VCUDA_OP_PROGRESS;
         m.hdr.flags = VCUDA_FLAG_REPLY;
         m.hdr.request_id = (uint64_t)atomic_load(&c->busy_id);
         m.v[0] = (uint64_t)(now - atomic_load(&c->busy_since)), m.nv = 1;
-        if (vcuda_encode(&m, f, sizeof f, &n, NULL) == VCUDA_OK) {
-            ssize_t w = send(c->pub.fd, f, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-            if (w > 0) {
-                if ((size_t)w < n) memcpy(c->pend, f + w, n - (size_t)w), c->npend = n - (size_t)w;
-                atomic_store(&c->last_sent, now);
-            }
+        if (vcuda_encode_sealed(&c->ses, &m, c->pend, sizeof c->pend, &c->npend, NULL) != VCUDA_OK) c->npend = 0;
+    }
+    if (c->pub.fd >= 0 && c->npend) {
+        ssize_t w = send(c->pub.fd, c->pend, c->npend, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            memmove(c->pend, c->pend + w, c->npend - (size_t)w), c->npend -= (size_t)w;
+            atomic_store(&c->last_sent, now);
         }
     }
     pthread_mutex_unlock(&c->wlock);
@@ -302,18 +305,19 @@ static void heartbeat(conn *c, int64_t now)
 
 /* ---- the worker: one authenticated client ----------------------------------------- */
 
-/* Reads exactly n bytes into p; *got counts the frame's bytes so far (for messages).
- * dl < 0: waiting for the next request, no deadline but the idle timeout (if any); the
- * stop flag is checked 5x a second.  0, or -1 (why set). */
-static int read_exact(conn *c, uint8_t *p, size_t n, size_t *got, int64_t dl, char *why)
+/* Reads at least n and at most cap bytes into p (cap > n only where the frame is known
+ * to be that long); *got counts the frame's bytes so far (for messages, and what was
+ * read).  dl < 0: waiting for the next request, no deadline but the idle timeout (if
+ * any); the stop flag is checked 5x a second.  0, or -1 (why set). */
+static int read_exact(conn *c, uint8_t *p, size_t n, size_t cap, size_t *got, int64_t dl, char *why)
 {
     const vcuda_server_config *cfg = c->cfg;
     int64_t spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000, idle_since = vcuda_now_ms();
     int64_t idle_end = dl < 0 && cfg->idle_timeout_ms > 0 ? idle_since + cfg->idle_timeout_ms : -1;
-    while (n) {
-        ssize_t r = vcuda_recv_some(c->pub.fd, p, n);
+    for (size_t have = 0; have < n;) {
+        ssize_t r = vcuda_recv_some(c->pub.fd, p + have, cap - have);
         if (r > 0) {
-            p += r, n -= (size_t)r, *got += (size_t)r;
+            have += (size_t)r, *got += (size_t)r;
             continue;
         }
         if (r == 0) {
@@ -419,9 +423,14 @@ static void *worker_main(void *arg)
             sched_yield();
             served = 0;
         }
-        if (read_exact(c, c->hdr, 1, &got, -1, why)) break;
+        /* the header, and up to a tag's size more: every frame now has at least that many
+         * bytes after its header, so they are the frame's own even before the header is
+         * checked, and a whole small request comes in one recv */
+        const size_t hmax = VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE;
+        if (read_exact(c, c->hdr, 1, hmax, &got, -1, why)) break;
         int64_t dl = vcuda_now_ms() + cfg->frame_timeout_ms;
-        if (read_exact(c, c->hdr + 1, VCUDA_HEADER_SIZE - 1, &got, dl, why)) break;
+        if (got < VCUDA_HEADER_SIZE && read_exact(c, c->hdr + got, VCUDA_HEADER_SIZE - got, hmax - got, &got, dl, why))
+            break;
         if (vcuda_decode_header(c->hdr, VCUDA_HEADER_SIZE, &c->h, why)) break;
         /* nothing is allocated or read on a length not yet checked */
         uint32_t max = cfg->max_frame ? cfg->max_frame : VCUDA_MAX_PAYLOAD;
@@ -430,11 +439,32 @@ static void *worker_main(void *arg)
                      vcuda_opcode_name(c->h.opcode), c->h.payload_len, max);
             break;
         }
-        if (vcuda_buf_reserve(&c->in, c->h.payload_len ? c->h.payload_len : 1)) {
+        /* the payload and its tag after it, in one read */
+        if (vcuda_buf_reserve(&c->in, (size_t)c->h.payload_len + VCUDA_TAG_SIZE)) {
             snprintf(why, VCUDA_WHY_LEN, "no memory for a %u-byte payload", c->h.payload_len);
             break;
         }
-        if (read_exact(c, c->in.data, c->h.payload_len, &got, dl, why)) break;
+        /* what came with the header first, then the rest; the payload goes to the tag a
+         * portion at a time as it arrives (mac.h), the last portion with the tag */
+        size_t n = c->h.payload_len, have = got - VCUDA_HEADER_SIZE, total = n + VCUDA_TAG_SIZE;
+        size_t fed = have < n ? have : n;
+        vcuda_aead mac;
+        memcpy(c->in.data, c->hdr + VCUDA_HEADER_SIZE, have);
+        vcuda_session_begin(&c->ses, 0, &mac);
+        vcuda_aead_aad(&mac, c->hdr, VCUDA_HEADER_SIZE);
+        vcuda_aead_aad(&mac, c->in.data, fed);
+        int failed = 0;
+        while (have < total && !failed) {
+            size_t k = n - fed > VCUDA_MAC_PORTION ? VCUDA_MAC_PORTION : total - have;
+            failed = read_exact(c, c->in.data + have, k, k, &got, dl, why);
+            have += k;
+            size_t upto = have < n ? have : n;
+            vcuda_aead_aad(&mac, c->in.data + fed, upto - fed);
+            fed = upto;
+        }
+        if (failed) break;
+        /* injected, replayed, reordered, dropped or altered: refused before it is decoded */
+        if (!vcuda_session_open_end(&c->ses, &mac, c->in.data + n, why)) break;
         if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) break;
         /* a client that has closed its side does not see the effects of what it queued:
          * a pipelined batch still in the socket after it left is not run */
@@ -479,7 +509,7 @@ static int nonce_seen(server *s, const uint8_t *nc)
 static int send_small(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
 {
     fill_reply(req, r);
-    return vcuda_send_frame(c->pub.fd, r, &c->out, 100, why) ? -1 : 0;
+    return vcuda_send_frame(c->pub.fd, NULL, r, &c->out, 100, why) ? -1 : 0; /* untagged */
 }
 
 static int start_worker(server *s, conn *c, char *why);
@@ -554,11 +584,15 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
         return -1;
     }
     uint64_t hb = m->v[0];
+    /* every later frame either way is tagged, under the values both AUTH frames carried
+     * (the reply below is not: the session's first frame is the client's next request) */
+    vcuda_session_start(&c->ses, 1, cfg->token, cfg->token_len, c->nc, c->ns, (uint32_t)hb, (uint32_t)cfg->device,
+                        c->pub.peer);
     c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
     if (cfg->handoff) { /* to the tenant's serving process, before the reply (see server_loop.h) */
         int rc = handed_add(s, c);
         if (rc) snprintf(refusal, sizeof refusal, "vcuda: server: out of memory");
-        else if ((rc = cfg->handoff->hand(cfg->handoff->ctx, &c->pub, c->heartbeat_ms, refusal)))
+        else if ((rc = cfg->handoff->hand(cfg->handoff->ctx, &c->pub, c->heartbeat_ms, &c->ses, refusal)))
             handed_end(s, c->pub.id);
         if (rc) {
             vcuda_reply_error(&r, 2 /* cudaErrorMemoryAllocation */, refusal);
@@ -757,7 +791,8 @@ vcuda_server *vcuda_server_new(const vcuda_server_config *cfg)
     return s;
 }
 
-int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *from, int heartbeat_ms, char *why)
+int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *from, int heartbeat_ms, const vcuda_session *ses,
+                       char *why)
 {
     conn *c = calloc(1, sizeof *c);
     source *src = c ? source_of(s, from->peer) : NULL;
@@ -775,6 +810,7 @@ int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *from, int heartbeat_ms
     c->cfg = s->cfg, c->srv = s;
     c->ucx = vcuda_ucx_is(from->fd);
     c->heartbeat_ms = heartbeat_ms;
+    c->ses = *ses;
     if (start_worker(s, c, why)) {
         free_conn(c);
         return -1;

@@ -76,6 +76,7 @@ typedef struct {
     vcuda_buf b;
     vcuda_msg r;
     int progress; /* PROGRESS frames seen */
+    vcuda_session ses;
 } rc_t;
 
 static int rc_open(rc_t *c, uint16_t port, int tmo)
@@ -84,7 +85,7 @@ static int rc_open(rc_t *c, uint16_t port, int tmo)
     memset(c, 0, sizeof *c);
     c->fd = vcuda_connect("127.0.0.1", port, tmo, why);
     if (c->fd < 0) return -1;
-    if (vcuda_handshake(c->fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, tmo, &c->b, NULL, why)) {
+    if (vcuda_handshake(c->fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, tmo, &c->b, NULL, &c->ses, why)) {
         close(c->fd);
         return -1;
     }
@@ -105,10 +106,10 @@ static int rc_call(rc_t *c, vcuda_msg *m, uint32_t flags, int tmo)
     char why[VCUDA_WHY_LEN];
     m->hdr.request_id = ++c->id;
     m->hdr.flags = flags;
-    if (vcuda_send_frame(c->fd, m, &c->b, tmo, why)) return -1;
+    if (vcuda_send_frame(c->fd, &c->ses, m, &c->b, tmo, why)) return -1;
     if (flags & VCUDA_FLAG_NOREPLY) return 0;
     for (;;) {
-        if (vcuda_recv_frame(c->fd, &c->r, &c->b, tmo, why)) return -1;
+        if (vcuda_recv_frame(c->fd, &c->ses, &c->r, &c->b, tmo, why)) return -1;
         if (c->r.hdr.opcode == VCUDA_OP_PROGRESS) {
             ++c->progress;
             continue;
@@ -251,7 +252,7 @@ static void *never_reads(void *arg)
         m.v[0] = p, m.v[1] = 1 << 20, m.v[2] = 0, m.nv = 3;
         char why[VCUDA_WHY_LEN];
         m.hdr.request_id = ++c.id;
-        if (vcuda_send_frame(c.fd, &m, &c.b, 0, why)) usleep(20000);
+        if (vcuda_send_frame(c.fd, &c.ses, &m, &c.b, 0, why)) usleep(20000);
     }
     rc_close(&c);
     return NULL;
@@ -267,7 +268,7 @@ static void *reads_slowly(void *arg)
     while (!bad_stop) {
         vcuda_msg m = msg(VCUDA_OP_MEMCPY_D2H);
         m.v[0] = p, m.v[1] = 8 << 20, m.v[2] = 0, m.nv = 3, m.hdr.request_id = ++c.id;
-        if (vcuda_send_frame(c.fd, &m, &c.b, 2000, why)) break;
+        if (vcuda_send_frame(c.fd, &c.ses, &m, &c.b, 2000, why)) break;
         uint8_t buf[4096];
         for (size_t got = 0; got < (8u << 20) && !bad_stop;) { /* 4 KiB per 10 ms */
             ssize_t r = recv(c.fd, buf, sizeof buf, 0);
@@ -285,18 +286,19 @@ static void *floods(void *arg)
 {
     rc_t c;
     if (rc_open(&c, *(uint16_t *)arg, 2000)) return NULL;
-    static uint8_t frames[1000 * VCUDA_HEADER_SIZE];
-    for (int i = 0; i < 1000; ++i) {
-        vcuda_msg m = msg(VCUDA_OP_PING);
-        size_t n;
-        m.hdr.request_id = (uint64_t)i + 100;
-        vcuda_encode(&m, frames + i * VCUDA_HEADER_SIZE, VCUDA_HEADER_SIZE, &n, NULL);
-    }
+    enum { F = VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE }; /* a PING, tagged */
+    static uint8_t frames[1000 * F];
     char why[VCUDA_WHY_LEN];
     while (!bad_stop) { /* 1000 pipelined PINGs, then their replies */
+        for (int i = 0; i < 1000; ++i) {
+            vcuda_msg m = msg(VCUDA_OP_PING);
+            size_t n;
+            m.hdr.request_id = (uint64_t)i + 100;
+            vcuda_encode_sealed(&c.ses, &m, frames + i * F, F, &n, NULL);
+        }
         if (vcuda_write_all(c.fd, frames, sizeof frames, 2000, why)) break;
         for (int i = 0; i < 1000; ++i)
-            if (vcuda_recv_frame(c.fd, &c.r, &c.b, 2000, why)) goto out;
+            if (vcuda_recv_frame(c.fd, &c.ses, &c.r, &c.b, 2000, why)) goto out;
     }
 out:
     rc_close(&c);
@@ -446,12 +448,12 @@ static void *rogue_server(void *arg)
     vcuda_msg m, r;
     uint8_t junk[32] = {1};
     for (int step = 0; step < 2; ++step) { /* answers without knowing the token */
-        if (vcuda_recv_frame(fd, &m, &b, 2000, why)) break;
+        if (vcuda_recv_frame(fd, NULL, &m, &b, 2000, why)) break;
         memset(&r, 0, sizeof r);
         r.hdr = m.hdr, r.hdr.flags = VCUDA_FLAG_REPLY;
         r.v[0] = step ? 0 : VCUDA_PROTO_VERSION, r.nv = 1;
         r.blob = junk, r.blob_len = 32;
-        vcuda_send_frame(fd, &r, &b, 1000, why);
+        vcuda_send_frame(fd, NULL, &r, &b, 1000, why);
     }
     usleep(200000);
     close(fd);
@@ -474,20 +476,20 @@ static void auth(void)
     m = msg(VCUDA_OP_HELLO);
     m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
     CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
-    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR) && r.blob_len == 32);
+    CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR) && r.blob_len == 32);
     memcpy(ns, r.blob, 32);
     vcuda_auth_proof((const uint8_t *)TOKEN, strlen(TOKEN), 0, nc, ns, proof);
     m = msg(VCUDA_OP_AUTH);
     m.hdr.request_id = 2, m.blob = proof, m.blob_len = 32, m.v[0] = 1000, m.nv = 1;
     CHECK(send_raw(fd, &m, &b, authf, &an) == 0);
-    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
+    CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
     vcuda_auth_proof((const uint8_t *)TOKEN, strlen(TOKEN), 1, nc, ns, proof);
     CHECK(r.blob_len == 32 && !memcmp(r.blob, proof, 32)); /* the server proved itself */
     close(fd);
     /* the recorded HELLO replayed: refused at once */
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
     CHECK(vcuda_write_all(fd, hello, hn, 1000, why) == 0);
-    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) != VCUDA_NET_OK); /* closed, no challenge */
+    CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) != VCUDA_NET_OK); /* closed, no challenge */
     close(fd);
     /* a fresh HELLO followed by the recorded AUTH: the proof is for another nonce */
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
@@ -495,13 +497,13 @@ static void auth(void)
     m = msg(VCUDA_OP_HELLO);
     m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
     CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
-    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
+    CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
     CHECK(vcuda_write_all(fd, authf, an, 1000, why) == 0);
-    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && (r.hdr.flags & VCUDA_FLAG_ERROR) && r.v[0] == 800);
+    CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && (r.hdr.flags & VCUDA_FLAG_ERROR) && r.v[0] == 800);
     close(fd);
     /* a wrong token */
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
-    CHECK(vcuda_handshake(fd, (const uint8_t *)"wrong", 5, 1000, 1000, &b, NULL, why) == -2 && strstr(why, "authentication failed"));
+    CHECK(vcuda_handshake(fd, (const uint8_t *)"wrong", 5, 1000, 1000, &b, NULL, NULL, why) == -2 && strstr(why, "authentication failed"));
     close(fd);
     /* the right token works, and the token is not in any frame: nothing sent contains it */
     CHECK(!memmem(hello, hn, TOKEN, strlen(TOKEN)) && !memmem(authf, an, TOKEN, strlen(TOKEN)));
@@ -515,7 +517,7 @@ static void auth(void)
     pthread_t t;
     pthread_create(&t, NULL, rogue_server, &lfd);
     fd = vcuda_connect("127.0.0.1", port, 1000, why);
-    CHECK(vcuda_handshake(fd, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 2000, &b, NULL, why) == -1 &&
+    CHECK(vcuda_handshake(fd, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 2000, &b, NULL, NULL, why) == -1 &&
           strstr(why, "could not prove"));
     close(fd);
     pthread_join(t, NULL);
@@ -916,6 +918,22 @@ static void isolation_process(void)
     rc_close(&q);
     CHECK(wait_log(&s, "1 queued connection(s) returned", 1, 2000));
 
+    /* the serving process checks each request's tag under the session the loop made at
+     * AUTH and handed over (it never holds the token): a flipped tag bit ends the session */
+    rc_t t;
+    char why[VCUDA_WHY_LEN];
+    CHECK(rc_open(&t, s.port, 2000) == 0 && rc_simple(&t, VCUDA_OP_PING, 0, 0, 0, 2000) == 0);
+    uint8_t f[VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE];
+    size_t fn_len = 0;
+    vcuda_msg ping = msg(VCUDA_OP_PING);
+    ping.hdr.request_id = ++t.id;
+    CHECK(vcuda_encode_sealed(&t.ses, &ping, f, sizeof f, &fn_len, NULL) == VCUDA_OK);
+    f[fn_len - 1] ^= 1;
+    CHECK(write(t.fd, f, fn_len) == (ssize_t)fn_len);
+    CHECK(vcuda_recv_frame(t.fd, &t.ses, &t.r, &t.b, 2000, why) != VCUDA_NET_OK);
+    rc_close(&t);
+    CHECK(wait_log(&s, "bad authentication tag", 1, 2000));
+
     char *log = finish(&s);
     CHECK(count_in(log, "listening on") == 1); /* one loop process all along */
     CHECK(!strstr(log, "starting a fresh")); /* (the supervisor never had to replace the loop) */
@@ -948,7 +966,7 @@ static void isolation_process_limits(void)
     CHECK(rc_open(&a, s.port, 2000) == 0 && rc_open(&b, s.port, 2000) == 0);
     c.fd = vcuda_connect("127.0.0.1", s.port, 2000, why);
     vcuda_buf buf = {0};
-    int rc = vcuda_handshake(c.fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, why);
+    int rc = vcuda_handshake(c.fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, NULL, why);
     CHECK(rc == -2 && strstr(why, "client limit reached"));
     close(c.fd);
     rc_close(&b); /* its end reported, a place is free again */
@@ -966,12 +984,12 @@ static void isolation_process_limits(void)
     CHECK(fn && rc_launch(&a, fn, &ms, 4, VCUDA_FLAG_NOREPLY, 2000) == 0);
     vcuda_msg m = msg(VCUDA_OP_DEVICE_SYNCHRONIZE);
     m.hdr.request_id = ++a.id;
-    CHECK(vcuda_send_frame(a.fd, &m, &a.b, 2000, why) == 0); /* (its reply never comes: stopped) */
+    CHECK(vcuda_send_frame(a.fd, &a.ses, &m, &a.b, 2000, why) == 0); /* (its reply never comes: stopped) */
     usleep(300000);
     kill(t, SIGTERM);
     usleep(300000);
     c.fd = vcuda_connect("127.0.0.1", s.port, 2000, why);
-    rc = vcuda_handshake(c.fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, why);
+    rc = vcuda_handshake(c.fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, NULL, why);
     printf("{\"test\":\"isolation_process_limits\",\"refusal\":\"%s\"}\n", why);
     CHECK(rc == -2 && strstr(why, "--max-tenant-procs"));
     close(c.fd);
@@ -1513,7 +1531,7 @@ static int rc_open_from(rc_t *c, const char *from, uint16_t port, int rtt_us, ch
     c->fd = connect_from(from, port, 0);
     if (c->fd < 0) return snprintf(why, VCUDA_WHY_LEN, "connect from %s failed", from), -1;
     if (rtt_us) usleep((useconds_t)rtt_us);
-    if (vcuda_handshake(c->fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 5000, &c->b, NULL, why)) {
+    if (vcuda_handshake(c->fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 5000, &c->b, NULL, &c->ses, why)) {
         rc_close(c);
         return -1;
     }
@@ -1727,12 +1745,12 @@ static void gone_client(const char *opts)
     }
     for (int k = 0; k < 4; ++k) {
         m[k].hdr.request_id = 100 + (uint64_t)k;
-        CHECK(vcuda_send_frame(c.fd, &m[k], &c.b, 2000, why) == 0);
+        CHECK(vcuda_send_frame(c.fd, &c.ses, &m[k], &c.b, 2000, why) == 0);
     }
     shutdown(c.fd, SHUT_WR); /* all sent; gone */
     int replies = 0, get_device = 0;
     vcuda_msg r;
-    while (vcuda_recv_frame(c.fd, &r, &c.b, 3000, why) == 0) {
+    while (vcuda_recv_frame(c.fd, &c.ses, &r, &c.b, 3000, why) == 0) {
         if (r.hdr.opcode == VCUDA_OP_PROGRESS) continue;
         ++replies, get_device += r.hdr.opcode == VCUDA_OP_GET_DEVICE;
     }

@@ -28,7 +28,10 @@
  * work takes) and writes the replies, so one client's synchronize, slow reading or
  * flood never delays another's PING.  While a worker is busy with a request longer
  * than the client's heartbeat interval, the network loop sends that client PROGRESS
- * frames (its liveness), never waiting for the socket.  Any failed check closes that
+ * frames (its liveness), never waiting for the socket.  Every frame after AUTH carries
+ * a tag (proto.h, "authentication"): the worker checks each request's before decoding
+ * it, and the worker's replies and the loop's PROGRESS frames get theirs under the
+ * connection's write lock, in the order they go out.  Any failed check closes that
  * connection with one stderr line naming the peer and the reason; the others keep
  * being served.  A client that closes its side (EOF, reset) gets nothing more started:
  * requests it pipelined that are still unread or not yet begun are dropped with the
@@ -97,12 +100,12 @@ struct vcuda_handoff {
      * refusal (sent to the client, and logged) in msg, VCUDA_WHY_LEN bytes. */
     int (*room)(void *ctx, const char *tenant, char *msg);
     /* After admission, before the AUTH reply: 0 when c (its fd duplicated, with
-     * everything the worker needs) now belongs to a serving process, which reads the
-     * client's first request only after the loop has sent the reply (the loop then
-     * closes its own copy); -1 refuses the client with the reason in why, which the
-     * client is sent.  From 0 on, the session counts against the caps until the
-     * handoff reports it ended. */
-    int (*hand)(void *ctx, const vcuda_conn *c, int heartbeat_ms, char *why);
+     * everything the worker needs: its frame tags' session ses, no frame tagged yet)
+     * now belongs to a serving process, which reads the client's first request only
+     * after the loop has sent the reply (the loop then closes its own copy); -1 refuses
+     * the client with the reason in why, which the client is sent.  From 0 on, the
+     * session counts against the caps until the handoff reports it ended. */
+    int (*hand)(void *ctx, const vcuda_conn *c, int heartbeat_ms, const vcuda_session *ses, char *why);
     /* Once per loop turn (at least 5x a second): housekeeping, calling ended(arg, id)
      * once for each handed connection whose session is over (its end reported, or its
      * serving process gone). */
@@ -138,9 +141,11 @@ int vcuda_server_run(const vcuda_server_config *cfg);
  * max_per_source and max_preauth of cfg are not used. */
 typedef struct vcuda_server vcuda_server;
 vcuda_server *vcuda_server_new(const vcuda_server_config *cfg); /* NULL: out of memory */
-/* A worker for the authenticated connection `c` (fd, peer, id, tenant are copied; the
- * fd belongs to the server from here, closed by it on failure too).  0, or -1 (why). */
-int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *c, int heartbeat_ms, char *why);
+/* A worker for the authenticated connection `c` (fd, peer, id, tenant and the frame
+ * tags' session ses are copied; the fd belongs to the server from here, closed by it on
+ * failure too).  0, or -1 (why). */
+int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *c, int heartbeat_ms, const vcuda_session *ses,
+                       char *why);
 /* One turn of the sessions' upkeep around the caller's wait: PROGRESS frames for busy
  * workers; a wait (ppoll, with sigmask; NULL: the thread's mask) of at most cap_ms, less
  * when a heartbeat is due, for the caller's pf[0..n) and with them the sessions'
