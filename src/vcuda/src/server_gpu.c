@@ -286,6 +286,15 @@ static int context_lost(CUresult r)
     return r == 700 || r == 702 || r == 710 || (r >= 714 && r <= 719) || r == 721 || r == 999;
 }
 
+/* 999 (unknown) is also what a call that leaves the context usable may answer (measured:
+ * cuModuleLoadData given a validated image the driver cannot load), so one client's bad
+ * image would end every session: it counts as lost only when a synchronize of the context
+ * fails too.  (The other codes come from work that ran, and are sticky.) */
+static int really_lost(vcuda_gpu *g, CUresult r)
+{
+    return context_lost(r) && (r != 999 || g->cu.cuCtxSynchronize() != 0);
+}
+
 /* Error reply from a failed driver call.  CUresult and cudaError_t share numbers for
  * every error a client can provoke here, so the code passes through (bounded to the
  * wire's range). */
@@ -293,7 +302,7 @@ static int reply_cu(vcuda_gpu *g, client *cl, vcuda_msg *r, const char *what, CU
 {
     snprintf(cl->msg, sizeof cl->msg, "%s: %s (CUresult %d)", what, cu_error_text(g, rc), rc);
     vcuda_reply_error(r, rc >= 1 && rc <= VCUDA_MAX_CUDA_ERROR ? rc : 999, cl->msg);
-    if (context_lost(rc) && !cl->fatal) {
+    if (!cl->fatal && really_lost(g, rc)) {
         /* this client's session ends with the error, then every other one, and the
          * server process is replaced (see release_client), so no later client inherits
          * the error: the driver keeps it for the life of the process, in every context
