@@ -17,6 +17,12 @@
  *                      stand-in sends for cudaMemcpy (the handler here drops or makes
  *                      the bytes: no GPU), us per call, the median of --reps samples of
  *                      --calls calls
+ *   bulk_bandwidth     the same loopback connection moving --bulk-mib MiB (default 64)
+ *                      in the stand-in's chunks (VCUDA_CHUNK_KIB, default 1 MiB): H2D
+ *                      (MEMCPY_H2D chunks, dropped by the handler), D2H (the handler
+ *                      answers in 1 MiB reply chunks, as vcuda-server does) and the bare
+ *                      transport (SINK, answered by the server loop: vcuda-bench's
+ *                      "transport" line), GB/s, the median of --bulk-reps copies
  *
  * Tags are always on (protocol 7): a call's cost without them is the same measurement
  * on a build of the protocol before (6).  Every line is one JSON object
@@ -116,17 +122,71 @@ static double key_time(long long reps, long long iters)
 static volatile sig_atomic_t stop_flag;
 static void on_term(int s) { (void)s; stop_flag = 1; }
 
+#define REPLY_CHUNK (1u << 20) /* vcuda-server's default --chunk-kib */
+
 static int handle(void *ctx, vcuda_conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
 {
-    static _Thread_local uint8_t out[1 << 16];
-    (void)ctx, (void)c, (void)why;
+    static uint8_t out[REPLY_CHUNK]; /* only read: its bytes are whatever they are */
+    (void)ctx;
     if (req->hdr.opcode == VCUDA_OP_MEMCPY_H2D) return 0; /* the bytes arrived: dropped */
-    if (req->hdr.opcode == VCUDA_OP_MEMCPY_D2H && req->v[1] <= sizeof out) {
-        r->blob = out, r->blob_len = (uint32_t)req->v[1];
-        return 0;
+    if (req->hdr.opcode == VCUDA_OP_MEMCPY_D2H) { /* in reply chunks, the last one the reply */
+        uint64_t size = req->v[1];
+        for (;;) {
+            r->blob = out, r->blob_len = (uint32_t)(size < REPLY_CHUNK ? size : REPLY_CHUNK);
+            size -= r->blob_len;
+            if (size == 0) return 0;
+            if (vcuda_send_more(c, req, r, why)) return -1;
+            memset(r, 0, sizeof *r);
+        }
     }
     vcuda_reply_error(r, 801, "vcuda-mac-bench: not served here");
     return 0;
+}
+
+/* One copy of `bytes` (MEMCPY_H2D, MEMCPY_D2H or SINK) through the client core. */
+static void copy(int op, uint8_t *buf, size_t bytes, const char *name)
+{
+    vcuda_msg m, rep;
+    vcuda_client_status s;
+    char why[VCUDA_WHY_LEN];
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = (uint16_t)op;
+    if (op == VCUDA_OP_MEMCPY_D2H) {
+        m.v[0] = 0x7f0000000000ull, m.v[1] = bytes, m.nv = 3;
+        s = vcuda_client_recv_chunks(0, &m, buf, bytes, &rep, why);
+    } else {
+        if (op == VCUDA_OP_MEMCPY_H2D) m.v[0] = 0x7f0000000000ull, m.nv = 2;
+        s = vcuda_client_send_chunks(0, &m, 0, buf, bytes, vcuda_client_chunk(), &rep, why);
+    }
+    if (s) ums_fail("%s: %s", name, why);
+}
+
+static void bulk(long long reps, size_t bytes)
+{
+    static const struct { int op; const char *name; } dirs[] = {
+        {VCUDA_OP_MEMCPY_H2D, "H2D"}, {VCUDA_OP_MEMCPY_D2H, "D2H"}, {VCUDA_OP_SINK, "transport"}};
+    uint8_t *buf = malloc(bytes);
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!buf || !t) ums_fail("out of memory");
+    for (size_t i = 0; i < bytes; ++i) buf[i] = (uint8_t)(i * 131);
+    for (size_t d = 0; d < sizeof dirs / sizeof *dirs; ++d) {
+        for (long long r = -1; r < reps; ++r) {
+            double t0 = ums_now();
+            copy(dirs[d].op, buf, bytes, dirs[d].name);
+            if (r >= 0) t[r] = ums_now() - t0;
+        }
+        double med = ums_median(t, (size_t)reps);
+        ums_rec rec;
+        ums_rec_begin(&rec, "bulk_bandwidth", (double)bytes / med / 1e9, "GB/s");
+        ums_rec_str(&rec, "dir", dirs[d].name);
+        ums_rec_int(&rec, "bytes", (long long)bytes);
+        ums_rec_int(&rec, "chunk", (long long)vcuda_client_chunk());
+        ums_rec_num(&rec, "min", (double)bytes / t[reps - 1] / 1e9);
+        ums_rec_num(&rec, "max", (double)bytes / t[0] / 1e9);
+        ums_rec_int(&rec, "proto_version", VCUDA_PROTO_VERSION);
+        ums_rec_emit(&rec);
+    }
+    free(buf), free(t);
 }
 
 static double calls(int op, size_t bytes, long long reps, long long n, const char *name)
@@ -138,20 +198,14 @@ static double calls(int op, size_t bytes, long long reps, long long n, const cha
     for (long long r = -1; r < reps; ++r) {
         double t0 = ums_now();
         for (long long i = 0; i < n; ++i) {
+            if (op != VCUDA_OP_PING) {
+                copy(op, buf, bytes, name);
+                continue;
+            }
             vcuda_msg m, rep;
-            vcuda_client_status s;
             memset(&m, 0, sizeof m);
             m.hdr.opcode = (uint16_t)op;
-            if (op == VCUDA_OP_MEMCPY_H2D) {
-                m.v[0] = 0x7f0000000000ull, m.nv = 2;
-                s = vcuda_client_send_chunks(0, &m, 0, buf, bytes, vcuda_client_chunk(), &rep, why);
-            } else if (op == VCUDA_OP_MEMCPY_D2H) {
-                m.v[0] = 0x7f0000000000ull, m.v[1] = bytes, m.nv = 3;
-                s = vcuda_client_recv_chunks(0, &m, buf, bytes, &rep, why);
-            } else {
-                s = vcuda_client_call(0, &m, &rep, 0, why);
-            }
-            if (s) ums_fail("%s: %s", name, why);
+            if (vcuda_client_call(0, &m, &rep, 0, why)) ums_fail("%s: %s", name, why);
         }
         if (r >= 0) t[r] = (ums_now() - t0) / (double)n;
     }
@@ -168,7 +222,8 @@ static double calls(int op, size_t bytes, long long reps, long long n, const cha
     return med;
 }
 
-static void round_trips(long long reps, long long n, long long spin_us)
+static void round_trips(const char *what, long long reps, long long n, long long spin_us, long long bulk_reps,
+                        size_t bulk_bytes)
 {
     char why[VCUDA_WHY_LEN], servers[64];
     uint16_t port;
@@ -198,11 +253,14 @@ static void round_trips(long long reps, long long n, long long spin_us)
         kill(pid, SIGTERM);
         ums_fail("client: %s", vcuda_client_device_count() ? why : "the server did not answer");
     }
-    calls(VCUDA_OP_PING, 0, reps, n, "ping");
-    calls(VCUDA_OP_MEMCPY_H2D, 8, reps, n, "h2d");
-    calls(VCUDA_OP_MEMCPY_H2D, 1024, reps, n, "h2d");
-    calls(VCUDA_OP_MEMCPY_D2H, 8, reps, n, "d2h");
-    calls(VCUDA_OP_MEMCPY_D2H, 1024, reps, n, "d2h");
+    if (strcmp(what, "bulk")) {
+        calls(VCUDA_OP_PING, 0, reps, n, "ping");
+        calls(VCUDA_OP_MEMCPY_H2D, 8, reps, n, "h2d");
+        calls(VCUDA_OP_MEMCPY_H2D, 1024, reps, n, "h2d");
+        calls(VCUDA_OP_MEMCPY_D2H, 8, reps, n, "d2h");
+        calls(VCUDA_OP_MEMCPY_D2H, 1024, reps, n, "d2h");
+    }
+    if (strcmp(what, "calls")) bulk(bulk_reps, bulk_bytes);
     vcuda_client_close();
     kill(pid, SIGTERM);
     int st;
@@ -211,7 +269,7 @@ static void round_trips(long long reps, long long n, long long spin_us)
 
 int main(int argc, char **argv)
 {
-    long long reps = 101, iters = 2000, n = 200, spin_us = 200;
+    long long reps = 101, iters = 2000, n = 200, spin_us = 200, bulk_reps = 21, bulk_mib = 64;
     const char *sizes = "8,1024,65536,1048576", *what = "all";
     const ums_arg args[] = {
         {"reps", UMS_ARG_INT, &reps, "samples per measurement (median)", 5, 100000, NULL},
@@ -220,7 +278,10 @@ int main(int argc, char **argv)
         {"sizes", UMS_ARG_STRING, &sizes, "payload bytes of the tagged frames, comma-separated", 0, 0, NULL},
         {"spin-us", UMS_ARG_INT, &spin_us, "client's and server's busy-wait for the next frame (VCUDA_SPIN_US)", 0,
          100000, NULL},
-        {"what", UMS_ARG_CHOICE, &what, "which measurements", 0, 0, "all|mac|calls"},
+        {"bulk-reps", UMS_ARG_INT, &bulk_reps, "copies per bulk direction (median)", 5, 100000, NULL},
+        {"bulk-mib", UMS_ARG_INT, &bulk_mib, "MiB per bulk copy", 1, 4096, NULL},
+        {"what", UMS_ARG_CHOICE, &what, "which measurements (calls: round trips, bulk: large copies)", 0, 0,
+         "all|mac|calls|bulk"},
     };
     ums_args_parse(argc, argv, "vcuda-mac-bench: the cost of vcuda's frame tags (CPU only)", args,
                    sizeof args / sizeof *args);
@@ -231,13 +292,13 @@ int main(int argc, char **argv)
     ums_json_init("vcuda-mac-bench");
     ums_param_int("reps", reps);
     ums_param_int("proto_version", VCUDA_PROTO_VERSION);
-    if (strcmp(what, "calls")) {
+    if (!strcmp(what, "all") || !strcmp(what, "mac")) {
         double kt = key_time(reps, iters);
         for (int i = 0; i < nsz; ++i) {
             long long k = sz[i] > 1024 ? (long long)((double)iters * 1024 / sz[i]) : iters;
             frame_time((size_t)sz[i], reps, k < 5 ? 5 : k, kt);
         }
     }
-    if (strcmp(what, "mac")) round_trips(reps, n, spin_us);
+    if (strcmp(what, "mac")) round_trips(what, reps, n, spin_us, bulk_reps, (size_t)bulk_mib << 20);
     return 0;
 }
