@@ -1,10 +1,25 @@
-/* vcuda frame authentication (see mac.h): ChaCha20 and Poly1305 from RFC 8439's
- * definitions, checked against its test vectors in tests/test_proto.c. */
+/* vcuda frame authentication (see mac.h): AES-256 (FIPS 197) and GCM's GHASH (NIST SP
+ * 800-38D) with the CPU's instructions where it has them and a portable constant-time
+ * path elsewhere, checked against NIST's vectors and Python's cryptography package in
+ * tests/test_proto.c and tests/test_mac.py.
+ *
+ * GHASH arithmetic, all paths.  A block's 16 bytes read big-endian are a 128-bit
+ * integer whose bit 127-i is the coefficient of x^i (GCM's bit order).  The carry-less
+ * product of two such integers A, B, taken as 256 bits (Q3 Q2 Q1 Q0, 64 each, Q0 low),
+ * holds x * a * b with bit 255-m the coefficient of x^m: one x too many, so every
+ * stored power of H is H x^-1 ("twisted": a one-bit shift, and x^-1 = x^127 + x^6 + x + 1
+ * folded in when x^0 shifts out), and a product with it is a * H exactly.  Reducing the
+ * 256 bits modulo g = x^128 + x^7 + x^2 + x + 1 folds 64 coefficients at a time from
+ * the top degrees (Q0, then Q1) down by 128: x^128 = 1 + x c with c = 1 + x + x^6, whose
+ * 64-bit reflection is 0xC2 << 56 -- two carry-less 64 x 64 products by that constant,
+ * each giving its qword to the two above it. */
 #include "vcuda/mac.h"
 
 #include "vcuda/sha256.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef unsigned __int128 u128;
@@ -14,6 +29,12 @@ static uint32_t le32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 static uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
+static uint64_t be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = v << 8 | p[i];
+    return v;
+}
 static void put32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> 8 * i);
@@ -22,266 +43,605 @@ static void put64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; ++i) p[i] = (uint8_t)(v >> 8 * i);
 }
-
-/* ---- ChaCha20 (RFC 8439 2.3) ------------------------------------------------------- */
-
-#define ROTL(x, n) (((x) << (n)) | ((x) >> (32 - (n))))
-#define QR(a, b, c, d)                                                                         \
-    (a += b, d ^= a, d = ROTL(d, 16), c += d, b ^= c, b = ROTL(b, 12), a += b, d ^= a,        \
-     d = ROTL(d, 8), c += d, b ^= c, b = ROTL(b, 7))
-
-void vcuda_chacha20_block(const uint8_t key[VCUDA_KEY_SIZE], uint32_t counter, const uint8_t nonce[12],
-                          uint8_t out[64])
+static void putbe64(uint8_t *p, uint64_t v)
 {
-    uint32_t in[16] = {0x61707865, 0x3320646e, 0x79622d32, 0x6b206574}, x[16];
-    for (int i = 0; i < 8; ++i) in[4 + i] = le32(key + 4 * i);
-    in[12] = counter;
-    for (int i = 0; i < 3; ++i) in[13 + i] = le32(nonce + 4 * i);
-    memcpy(x, in, sizeof x);
-    for (int i = 0; i < 10; ++i) { /* a column round and a diagonal round */
-        QR(x[0], x[4], x[8], x[12]), QR(x[1], x[5], x[9], x[13]);
-        QR(x[2], x[6], x[10], x[14]), QR(x[3], x[7], x[11], x[15]);
-        QR(x[0], x[5], x[10], x[15]), QR(x[1], x[6], x[11], x[12]);
-        QR(x[2], x[7], x[8], x[13]), QR(x[3], x[4], x[9], x[14]);
-    }
-    for (int i = 0; i < 16; ++i) put32(out + 4 * i, x[i] + in[i]);
+    for (int i = 0; i < 8; ++i) p[i] = (uint8_t)(v >> (56 - 8 * i));
 }
 
-/* ---- Poly1305 (RFC 8439 2.5), h and r in radix 2^64 -------------------------------- *
- * h = h0 + h1 2^64 + h2 2^128, r = r0 + r1 2^64.  Modulo p = 2^130 - 5, 2^130 is 5, so
- * the product's 2^128 r1 terms fold in as 5 r1 / 4 = s1 (exact: clamping clears r1's
- * low two bits), and the bits above 2^130 of the result fold back as 5 times their
- * value: h stays below 2^131 between blocks, fully reduced only in final. */
+#define GCM_C 0xC200000000000000ull /* x^128 = 1 + x c mod g, c reflected (see above) */
 
-static void blocks(vcuda_poly1305 *p, const uint8_t *m, size_t n, uint64_t hibit)
+/* ---- portable AES, bitsliced --------------------------------------------------------- *
+ * Eight 32-bit words: word i holds bit i of every byte, byte j of the first block at
+ * bit j, of the second at bit 16 + j (byte j = row j % 4, column j / 4).  SubBytes is
+ * GF(2^8) inversion as x^254 (four multiplies, seven squarings) and the affine map;
+ * ShiftRows and MixColumns move bits within the 4-bit columns and 16-bit blocks. */
+
+/* An 8 x 8 bit matrix (byte r = row r) transposed: bit 8r + c <-> bit 8c + r. */
+static uint64_t transpose8(uint64_t x)
 {
-    const uint64_t r0 = p->r0, r1 = p->r1, s1 = p->s1;
-    uint64_t h0 = p->h0, h1 = p->h1, h2 = p->h2;
-    for (; n >= 16; m += 16, n -= 16) {
-        u128 t = (u128)h0 + le64(m);
-        h0 = (uint64_t)t;
-        t = (u128)h1 + le64(m + 8) + (uint64_t)(t >> 64);
-        h1 = (uint64_t)t;
-        h2 += (uint64_t)(t >> 64) + hibit;
-        u128 d0 = (u128)h0 * r0 + (u128)h1 * s1;
-        u128 d1 = (u128)h0 * r1 + (u128)h1 * r0 + (u128)(h2 * s1);
-        h2 *= r0;
-        h0 = (uint64_t)d0;
-        d1 += (uint64_t)(d0 >> 64);
-        h1 = (uint64_t)d1;
-        h2 += (uint64_t)(d1 >> 64);
-        uint64_t c = (h2 >> 2) + (h2 & ~(uint64_t)3); /* 5 x (the bits above 2^130) */
-        h2 &= 3;
-        t = (u128)h0 + c;
-        h0 = (uint64_t)t;
-        t = (u128)h1 + (uint64_t)(t >> 64);
-        h1 = (uint64_t)t;
-        h2 += (uint64_t)(t >> 64);
-    }
-    p->h0 = h0, p->h1 = h1, p->h2 = h2;
+    uint64_t t;
+    t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAull, x ^= t ^ (t << 7);
+    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCull, x ^= t ^ (t << 14);
+    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ull, x ^= t ^ (t << 28);
+    return x;
 }
 
-/* ---- Poly1305, four blocks at a time (AVX2) ------------------------------------------ *
- * Four interleaved accumulators, lane j taking blocks j, j+4, j+8, ...: each step adds
- * four blocks and multiplies every lane by r^4; the last step multiplies the lanes by
- * r^4, r^3, r^2, r instead, so that their sum is the sequential result.  26-bit limbs
- * (vpmuludq takes 32-bit operands): 2^130 = 5 mod p folds the products above limb 4
- * back as 5 times the multiplier's limbs. */
+static void bs_in(uint32_t s[8], const uint8_t *b0, const uint8_t *b1)
+{
+    const uint8_t *blk[2] = {b0, b1};
+    memset(s, 0, 8 * sizeof *s);
+    for (int b = 0; b < 2; ++b)
+        for (int half = 0; half < 2; ++half) {
+            uint64_t t = transpose8(le64(blk[b] + 8 * half));
+            for (int i = 0; i < 8; ++i) s[i] |= (uint32_t)((t >> 8 * i) & 0xff) << (16 * b + 8 * half);
+        }
+}
+
+static void bs_out(const uint32_t s[8], uint8_t *b0, uint8_t *b1)
+{
+    uint8_t *blk[2] = {b0, b1};
+    for (int b = 0; b < 2; ++b)
+        for (int half = 0; b < 2 && blk[b] && half < 2; ++half) {
+            uint64_t t = 0;
+            for (int i = 0; i < 8; ++i) t |= (uint64_t)((s[i] >> (16 * b + 8 * half)) & 0xff) << 8 * i;
+            put64(blk[b] + 8 * half, transpose8(t));
+        }
+}
+
+/* GF(2^8) modulo x^8 + x^4 + x^3 + x + 1, bitsliced: the 15 product terms, then
+ * x^k for k >= 8 folded as x^(k-8) (x^4 + x^3 + x + 1), from the top down. */
+static void gf8_mul(const uint32_t a[8], const uint32_t b[8], uint32_t o[8])
+{
+#define AB(i, j) (a[i] & b[j])
+    uint32_t t0 = AB(0, 0), t1 = AB(0, 1) ^ AB(1, 0), t2 = AB(0, 2) ^ AB(1, 1) ^ AB(2, 0);
+    uint32_t t3 = AB(0, 3) ^ AB(1, 2) ^ AB(2, 1) ^ AB(3, 0), t4 = AB(0, 4) ^ AB(1, 3) ^ AB(2, 2) ^ AB(3, 1) ^ AB(4, 0);
+    uint32_t t5 = AB(0, 5) ^ AB(1, 4) ^ AB(2, 3) ^ AB(3, 2) ^ AB(4, 1) ^ AB(5, 0);
+    uint32_t t6 = AB(0, 6) ^ AB(1, 5) ^ AB(2, 4) ^ AB(3, 3) ^ AB(4, 2) ^ AB(5, 1) ^ AB(6, 0);
+    uint32_t t7 = AB(0, 7) ^ AB(1, 6) ^ AB(2, 5) ^ AB(3, 4) ^ AB(4, 3) ^ AB(5, 2) ^ AB(6, 1) ^ AB(7, 0);
+    uint32_t t8 = AB(1, 7) ^ AB(2, 6) ^ AB(3, 5) ^ AB(4, 4) ^ AB(5, 3) ^ AB(6, 2) ^ AB(7, 1);
+    uint32_t t9 = AB(2, 7) ^ AB(3, 6) ^ AB(4, 5) ^ AB(5, 4) ^ AB(6, 3) ^ AB(7, 2);
+    uint32_t t10 = AB(3, 7) ^ AB(4, 6) ^ AB(5, 5) ^ AB(6, 4) ^ AB(7, 3), t11 = AB(4, 7) ^ AB(5, 6) ^ AB(6, 5) ^ AB(7, 4);
+    uint32_t t12 = AB(5, 7) ^ AB(6, 6) ^ AB(7, 5), t13 = AB(6, 7) ^ AB(7, 6), t14 = AB(7, 7);
+#undef AB
+    t10 ^= t14, t9 ^= t14, t7 ^= t14, t6 ^= t14;
+    t9 ^= t13, t8 ^= t13, t6 ^= t13, t5 ^= t13;
+    t8 ^= t12, t7 ^= t12, t5 ^= t12, t4 ^= t12;
+    t7 ^= t11, t6 ^= t11, t4 ^= t11, t3 ^= t11;
+    t6 ^= t10, t5 ^= t10, t3 ^= t10, t2 ^= t10;
+    t5 ^= t9, t4 ^= t9, t2 ^= t9, t1 ^= t9;
+    t4 ^= t8, t3 ^= t8, t1 ^= t8, t0 ^= t8;
+    o[0] = t0, o[1] = t1, o[2] = t2, o[3] = t3, o[4] = t4, o[5] = t5, o[6] = t6, o[7] = t7;
+}
+
+/* a^2: bit i of a goes to x^2i, which for i >= 4 is x^8 = 0x1b, x^10 = 0x6c,
+ * x^12 = 0xab, x^14 = 0x9a. */
+static void gf8_sq(const uint32_t a[8], uint32_t o[8])
+{
+    uint32_t r[8] = {a[0] ^ a[4] ^ a[6], a[4] ^ a[6] ^ a[7], a[1] ^ a[5], a[4] ^ a[5] ^ a[6] ^ a[7],
+                     a[2] ^ a[4] ^ a[7], a[5] ^ a[6],        a[3] ^ a[5], a[6] ^ a[7]};
+    memcpy(o, r, sizeof r);
+}
+
+static void bs_sbox(uint32_t s[8])
+{
+    uint32_t x2[8], x3[8], x12[8], t[8], u[8];
+    gf8_sq(s, x2), gf8_mul(x2, s, x3);
+    gf8_sq(x3, t), gf8_sq(t, x12);
+    gf8_mul(x12, x3, t);                                   /* x^15 */
+    gf8_sq(t, u), gf8_sq(u, t), gf8_sq(t, u), gf8_sq(u, t); /* x^240 */
+    gf8_mul(t, x12, u), gf8_mul(u, x2, t);                 /* x^252, x^254 = 1/x (0 for 0) */
+    for (int i = 0; i < 8; ++i) /* FIPS 197 5.1.1: b_i + b_i+4 + b_i+5 + b_i+6 + b_i+7 + 0x63_i */
+        s[i] = t[i] ^ t[(i + 4) % 8] ^ t[(i + 5) % 8] ^ t[(i + 6) % 8] ^ t[(i + 7) % 8] ^
+               (0x63 >> i & 1 ? 0xffffffffu : 0);
+}
+
+/* Row r (bits r, r+4, r+8, r+12 of each block) rotated by r columns: 4r bits right. */
+static void bs_shiftrows(uint32_t s[8])
+{
+    for (int i = 0; i < 8; ++i) {
+        uint32_t v = s[i], r1 = v & 0x22222222u, r2 = v & 0x44444444u, r3 = v & 0x88888888u;
+        s[i] = (v & 0x11111111u) | ((r1 >> 4) & 0x0fff0fffu) | ((r1 << 12) & 0xf000f000u) |
+               ((r2 >> 8) & 0x00ff00ffu) | ((r2 << 8) & 0xff00ff00u) | ((r3 << 4) & 0xfff0fff0u) |
+               ((r3 >> 12) & 0x000f000fu);
+    }
+}
+
+/* out_r = 2 (a_r + a_r+1) + a_r+1 + a_r+2 + a_r+3 in each column (a 4-bit group). */
+static void bs_mixcolumns(uint32_t s[8])
+{
+    uint32_t r1[8], t[8];
+    for (int i = 0; i < 8; ++i) {
+        r1[i] = ((s[i] >> 1) & 0x77777777u) | ((s[i] << 3) & 0x88888888u);
+        t[i] = s[i] ^ r1[i];
+    }
+    const uint32_t x2[8] = {t[7], t[0] ^ t[7], t[1], t[2] ^ t[7], t[3] ^ t[7], t[4], t[5], t[6]};
+    for (int i = 0; i < 8; ++i)
+        s[i] = x2[i] ^ r1[i] ^ ((t[i] >> 2) & 0x33333333u) ^ ((t[i] << 2) & 0xccccccccu);
+}
+
+static void bs_encrypt(const uint32_t rk[15][8], uint32_t s[8])
+{
+    for (int i = 0; i < 8; ++i) s[i] ^= rk[0][i];
+    for (int r = 1; r < 15; ++r) {
+        bs_sbox(s);
+        bs_shiftrows(s);
+        if (r < 14) bs_mixcolumns(s);
+        for (int i = 0; i < 8; ++i) s[i] ^= rk[r][i];
+    }
+}
+
+static void sub_word_portable(uint8_t w[4])
+{
+    uint8_t b[16] = {w[0], w[1], w[2], w[3]};
+    uint32_t s[8];
+    bs_in(s, b, b);
+    bs_sbox(s);
+    bs_out(s, b, NULL);
+    memcpy(w, b, 4);
+}
+
+/* ---- portable GHASH ------------------------------------------------------------------ *
+ * A carry-less 64 x 64 product from integer multiplies: each operand split into five
+ * parts holding every fifth bit, so a part-by-part product sums at most 13 one-bit
+ * terms into each kept position and its carries stay inside the four bits above it,
+ * which belong to the other parts' positions and are masked off. */
+
+static const uint64_t M5[5] = {0x1084210842108421ull, 0x2108421084210842ull, 0x4210842108421084ull,
+                               0x8421084210842108ull, 0x0842108421084210ull};
+
+/* The parts of b, each thinned to every fifth bit. */
+static void thin(uint64_t b, uint64_t bm[5])
+{
+    for (int i = 0; i < 5; ++i) bm[i] = b & M5[i];
+}
+
+static u128 clmul64(uint64_t a, const uint64_t bm[5])
+{
+    const uint64_t a0 = a & M5[0], a1 = a & M5[1], a2 = a & M5[2], a3 = a & M5[3], a4 = a & M5[4];
+#define P(i, j) ((u128)a##i * bm[j])
+    /* part i times part j lands on positions i + j mod 5 */
+    u128 z0 = P(0, 0) ^ P(1, 4) ^ P(2, 3) ^ P(3, 2) ^ P(4, 1), z1 = P(0, 1) ^ P(1, 0) ^ P(2, 4) ^ P(3, 3) ^ P(4, 2);
+    u128 z2 = P(0, 2) ^ P(1, 1) ^ P(2, 0) ^ P(3, 4) ^ P(4, 3), z3 = P(0, 3) ^ P(1, 2) ^ P(2, 1) ^ P(3, 0) ^ P(4, 4);
+    u128 z4 = P(0, 4) ^ P(1, 3) ^ P(2, 2) ^ P(3, 1) ^ P(4, 0);
+#undef P
+#define KEEP(t) ((u128)M5[((t) + 1) % 5] << 64 | M5[t]) /* positions t mod 5 of 128 */
+    return (z0 & KEEP(0)) | (z1 & KEEP(1)) | (z2 & KEEP(2)) | (z3 & KEEP(3)) | (z4 & KEEP(4));
+#undef KEEP
+}
+
+static u128 clmul_c(uint64_t w) /* w times GCM_C (bits 63, 62, 57) */
+{
+    u128 x = w;
+    return x << 63 ^ x << 62 ^ x << 57;
+}
+
+/* y = y * H; hm: H twisted (see above), its halves and their XOR thinned. */
+static void gf_mul(uint64_t y[2], const uint64_t hm[3][5])
+{
+    u128 lo = clmul64(y[0], hm[0]), hi = clmul64(y[1], hm[1]);
+    u128 mid = clmul64(y[0] ^ y[1], hm[2]) ^ lo ^ hi;
+    uint64_t q0 = (uint64_t)lo, q1 = (uint64_t)(lo >> 64) ^ (uint64_t)mid;
+    uint64_t q2 = (uint64_t)hi ^ (uint64_t)(mid >> 64), q3 = (uint64_t)(hi >> 64);
+    u128 t = clmul_c(q0); /* Q0 folded: into Q2 itself, times c into Q2:Q1 */
+    uint64_t x2 = q0 ^ (uint64_t)(t >> 64), x1 = q1 ^ (uint64_t)t;
+    t = clmul_c(x1); /* Q1 folded: into Q3, times c into Q3:Q2 */
+    y[1] = q3 ^ x1 ^ (uint64_t)(t >> 64);
+    y[0] = q2 ^ x2 ^ (uint64_t)t;
+}
+
+static void thin_h(const uint64_t h[2], uint64_t hm[3][5])
+{
+    thin(h[0], hm[0]), thin(h[1], hm[1]), thin(h[0] ^ h[1], hm[2]);
+}
+
+static void ghash_portable(const vcuda_gcm_key *k, uint64_t y[2], const uint8_t *p, size_t nb)
+{
+    for (; nb; --nb, p += 16) {
+        y[1] ^= be64(p), y[0] ^= be64(p + 8);
+        gf_mul(y, k->h1m);
+    }
+}
+
+/* ---- x86-64: AES-NI and PCLMULQDQ ---------------------------------------------------- */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define HAVE_AVX2_PATH 1
-#define M26 0x3ffffffu
+#define HAVE_X86 1
+#define X86 __attribute__((target("aes,pclmul,sse4.1")))
+#define X86_INLINE __attribute__((target("aes,pclmul,sse4.1"), always_inline)) static inline
 
-static void to26(uint64_t h0, uint64_t h1, uint64_t h2, uint64_t l[5])
+X86 static __m128i x86_encrypt(const vcuda_gcm_key *k, __m128i b)
 {
-    l[0] = h0 & M26, l[1] = (h0 >> 26) & M26, l[2] = ((h0 >> 52) | (h1 << 12)) & M26;
-    l[3] = (h1 >> 14) & M26, l[4] = (h1 >> 40) | (h2 << 24);
+    b = _mm_xor_si128(b, _mm_loadu_si128((const __m128i *)k->rk[0]));
+    for (int r = 1; r < 14; ++r) b = _mm_aesenc_si128(b, _mm_loadu_si128((const __m128i *)k->rk[r]));
+    return _mm_aesenclast_si128(b, _mm_loadu_si128((const __m128i *)k->rk[14]));
 }
 
-/* a * b mod p in 26-bit limbs (limbs up to a few bits over 26 in, the same out: carried once) */
-static void mul26(const uint64_t a[5], const uint64_t b[5], uint64_t o[5])
+/* SubWord: AESENCLAST of the word in all four columns (ShiftRows then moves nothing). */
+X86 static void sub_word_x86(uint8_t w[4])
 {
-    const uint64_t s1 = b[1] * 5, s2 = b[2] * 5, s3 = b[3] * 5, s4 = b[4] * 5;
-    u128 d[5] = {(u128)a[0] * b[0] + (u128)a[1] * s4 + (u128)a[2] * s3 + (u128)a[3] * s2 + (u128)a[4] * s1,
-                 (u128)a[0] * b[1] + (u128)a[1] * b[0] + (u128)a[2] * s4 + (u128)a[3] * s3 + (u128)a[4] * s2,
-                 (u128)a[0] * b[2] + (u128)a[1] * b[1] + (u128)a[2] * b[0] + (u128)a[3] * s4 + (u128)a[4] * s3,
-                 (u128)a[0] * b[3] + (u128)a[1] * b[2] + (u128)a[2] * b[1] + (u128)a[3] * b[0] + (u128)a[4] * s4,
-                 (u128)a[0] * b[4] + (u128)a[1] * b[3] + (u128)a[2] * b[2] + (u128)a[3] * b[1] + (u128)a[4] * b[0]};
-    uint64_t c = 0;
-    for (int i = 0; i < 5; ++i) d[i] += c, o[i] = (uint64_t)d[i] & M26, c = (uint64_t)(d[i] >> 26);
-    o[0] += c * 5, c = o[0] >> 26, o[0] &= M26, o[1] += c;
+    __m128i x = _mm_set1_epi32((int)le32(w));
+    put32(w, (uint32_t)_mm_cvtsi128_si32(_mm_aesenclast_si128(x, _mm_setzero_si128())));
 }
 
-__attribute__((target("avx2"))) static void blocks4(vcuda_poly1305 *p, const uint8_t *m, size_t n)
+X86 static void x86_block(const vcuda_gcm_key *k, const uint8_t in[16], uint8_t out[16])
 {
-    if (!p->have_pw) { /* r, r^2, r^3, r^4 once per key */
-        uint64_t r[4][5];
-        to26(p->r0, p->r1, 0, r[0]);
-        mul26(r[0], r[0], r[1]), mul26(r[1], r[0], r[2]), mul26(r[1], r[1], r[3]);
-        for (int k = 0; k < 4; ++k)
-            for (int i = 0; i < 5; ++i) p->pw[k][i] = (uint32_t)r[k][i];
-        p->have_pw = 1;
-    }
-    uint64_t h[5];
-    to26(p->h0, p->h1, p->h2, h);
-    const __m256i mask = _mm256_set1_epi64x(M26), hibit = _mm256_set1_epi64x(1 << 24);
-    __m256i R[5], S[5], H[5];
-    for (int i = 0; i < 5; ++i) {
-        R[i] = _mm256_set1_epi64x(p->pw[3][i]), S[i] = _mm256_set1_epi64x(5ll * p->pw[3][i]);
-        H[i] = _mm256_set_epi64x(0, 0, 0, (long long)h[i]); /* the state so far goes into lane 0 */
-    }
-#define MUL(x, y) _mm256_mul_epu32(x, y)
-#define ADD(x, y) _mm256_add_epi64(x, y)
-#define CARRY(a, b) (c = _mm256_srli_epi64(a, 26), a = _mm256_and_si256(a, mask), b = ADD(b, c))
-    for (; n >= 64; m += 64, n -= 64) {
-        /* four blocks, transposed: lane j gets block j's low and high 64 bits */
-        __m256i a = _mm256_loadu_si256((const __m256i *)m), b = _mm256_loadu_si256((const __m256i *)(m + 32));
-        __m256i lo = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(a, b), 0xd8);
-        __m256i hi = _mm256_permute4x64_epi64(_mm256_unpackhi_epi64(a, b), 0xd8);
-        H[0] = ADD(H[0], _mm256_and_si256(lo, mask));
-        H[1] = ADD(H[1], _mm256_and_si256(_mm256_srli_epi64(lo, 26), mask));
-        H[2] = ADD(H[2], _mm256_and_si256(_mm256_or_si256(_mm256_srli_epi64(lo, 52), _mm256_slli_epi64(hi, 12)), mask));
-        H[3] = ADD(H[3], _mm256_and_si256(_mm256_srli_epi64(hi, 14), mask));
-        H[4] = ADD(H[4], _mm256_or_si256(_mm256_srli_epi64(hi, 40), hibit));
-        if (n < 128) /* the last step: lane j by r^(4-j) */
-            for (int i = 0; i < 5; ++i) {
-                R[i] = _mm256_set_epi64x(p->pw[0][i], p->pw[1][i], p->pw[2][i], p->pw[3][i]);
-                S[i] = _mm256_set_epi64x(5ll * p->pw[0][i], 5ll * p->pw[1][i], 5ll * p->pw[2][i], 5ll * p->pw[3][i]);
-            }
-        __m256i d0 = ADD(ADD(ADD(MUL(H[0], R[0]), MUL(H[1], S[4])), ADD(MUL(H[2], S[3]), MUL(H[3], S[2]))), MUL(H[4], S[1]));
-        __m256i d1 = ADD(ADD(ADD(MUL(H[0], R[1]), MUL(H[1], R[0])), ADD(MUL(H[2], S[4]), MUL(H[3], S[3]))), MUL(H[4], S[2]));
-        __m256i d2 = ADD(ADD(ADD(MUL(H[0], R[2]), MUL(H[1], R[1])), ADD(MUL(H[2], R[0]), MUL(H[3], S[4]))), MUL(H[4], S[3]));
-        __m256i d3 = ADD(ADD(ADD(MUL(H[0], R[3]), MUL(H[1], R[2])), ADD(MUL(H[2], R[1]), MUL(H[3], R[0]))), MUL(H[4], S[4]));
-        __m256i d4 = ADD(ADD(ADD(MUL(H[0], R[4]), MUL(H[1], R[3])), ADD(MUL(H[2], R[2]), MUL(H[3], R[1]))), MUL(H[4], R[0]));
-        __m256i c;
-        CARRY(d0, d1), CARRY(d3, d4), CARRY(d1, d2);
-        c = _mm256_srli_epi64(d4, 26), d4 = _mm256_and_si256(d4, mask), d0 = ADD(d0, ADD(c, _mm256_slli_epi64(c, 2)));
-        CARRY(d2, d3), CARRY(d0, d1), CARRY(d3, d4);
-        H[0] = d0, H[1] = d1, H[2] = d2, H[3] = d3, H[4] = d4;
-    }
-#undef MUL
-#undef ADD
-#undef CARRY
-    /* the lanes' sum, carried, back into radix 2^64 (below 2^131: the scalar code's bound) */
-    uint64_t t[5][4], o[5], c = 0;
-    for (int i = 0; i < 5; ++i) _mm256_storeu_si256((__m256i *)t[i], H[i]);
-    for (int i = 0; i < 5; ++i) {
-        u128 l = (u128)t[i][0] + t[i][1] + t[i][2] + t[i][3] + c;
-        o[i] = (uint64_t)l & M26, c = (uint64_t)(l >> 26);
-    }
-    o[0] += c * 5; /* (limbs may exceed 26 bits a little: the sums below add, never OR) */
-    u128 v = (u128)o[0] + ((u128)o[1] << 26) + ((u128)o[2] << 52);
-    p->h0 = (uint64_t)v;
-    v = (v >> 64) + ((u128)o[3] << 14) + ((u128)o[4] << 40); /* o3 2^78, o4 2^104, over 2^64 */
-    p->h1 = (uint64_t)v, p->h2 = (uint64_t)(v >> 64);
+    _mm_storeu_si128((__m128i *)out, x86_encrypt(k, _mm_loadu_si128((const __m128i *)in)));
 }
 
-static int avx2_ok(void)
+/* Karatsuba: lo, hi and middle products summed over a group, reduced once; h and hk
+ * are the power for this block. */
+X86_INLINE void x86_mul_acc(__m128i x, const uint64_t h[2], const uint64_t hk[2], __m128i *lo, __m128i *hi,
+                            __m128i *mid)
 {
-    static int ok = -1; /* the CPU does not change under us: a benign race at worst */
-    if (ok < 0) ok = __builtin_cpu_supports("avx2") ? 1 : 0;
-    return ok;
+    __m128i hv = _mm_loadu_si128((const __m128i *)h), hkv = _mm_loadu_si128((const __m128i *)hk);
+    *lo = _mm_xor_si128(*lo, _mm_clmulepi64_si128(x, hv, 0x00));
+    *hi = _mm_xor_si128(*hi, _mm_clmulepi64_si128(x, hv, 0x11));
+    *mid = _mm_xor_si128(*mid, _mm_clmulepi64_si128(_mm_xor_si128(x, _mm_shuffle_epi32(x, 0x4e)), hkv, 0x00));
+}
+
+X86_INLINE __m128i x86_reduce(__m128i lo, __m128i hi, __m128i mid)
+{
+    const __m128i c = _mm_set_epi64x(0, (long long)GCM_C);
+    mid = _mm_xor_si128(mid, _mm_xor_si128(lo, hi));
+    lo = _mm_xor_si128(lo, _mm_slli_si128(mid, 8));
+    hi = _mm_xor_si128(hi, _mm_srli_si128(mid, 8));
+    lo = _mm_xor_si128(_mm_shuffle_epi32(lo, 0x4e), _mm_clmulepi64_si128(lo, c, 0x00));
+    lo = _mm_xor_si128(_mm_shuffle_epi32(lo, 0x4e), _mm_clmulepi64_si128(lo, c, 0x00));
+    return _mm_xor_si128(hi, lo);
+}
+
+#define BSWAP128 _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) /* big-endian */
+
+/* Y = (Y + X_0) H^n + X_1 H^(n-1) + ... + X_n-1 H, one reduction (n <= VCUDA_GHASH_GROUP). */
+X86_INLINE __m128i x86_group(const vcuda_gcm_key *k, __m128i y, const uint8_t *p, size_t n)
+{
+    __m128i lo = _mm_setzero_si128(), hi = lo, mid = lo;
+    for (size_t i = 0; i < n; ++i) {
+        __m128i x = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), BSWAP128);
+        x86_mul_acc(i ? x : _mm_xor_si128(x, y), k->h[VCUDA_GHASH_GROUP - n + i], k->hk[VCUDA_GHASH_GROUP - n + i], &lo, &hi, &mid);
+    }
+    return x86_reduce(lo, hi, mid);
+}
+
+X86 static void ghash_x86(const vcuda_gcm_key *k, uint64_t y[2], const uint8_t *p, size_t nb)
+{
+    __m128i Y = _mm_loadu_si128((const __m128i *)y);
+    for (; nb >= VCUDA_GHASH_GROUP; nb -= VCUDA_GHASH_GROUP, p += 16 * VCUDA_GHASH_GROUP) Y = x86_group(k, Y, p, VCUDA_GHASH_GROUP);
+    if (nb) Y = x86_group(k, Y, p, nb);
+    _mm_storeu_si128((__m128i *)y, Y);
+}
+
+/* The same two blocks per instruction: VPCLMULQDQ on 256-bit registers (AVX2), a block
+ * and its power in each 128-bit lane, the lanes summed before the one reduction. */
+#define X86V_TARGET "aes,pclmul,sse4.1,avx2,vpclmulqdq"
+#define X86V_INLINE __attribute__((target(X86V_TARGET), always_inline)) static inline
+
+X86V_INLINE __m128i x86v_group(const vcuda_gcm_key *k, __m128i y, const uint8_t *p, size_t n)
+{
+    const __m256i bswap = _mm256_broadcastsi128_si256(BSWAP128);
+    __m256i lo = _mm256_setzero_si256(), hi = lo, mid = lo;
+    size_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        __m256i x = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(p + 16 * i)), bswap);
+        if (i == 0) x = _mm256_xor_si256(x, _mm256_set_m128i(_mm_setzero_si128(), y));
+        __m256i h = _mm256_loadu_si256((const __m256i *)k->h[VCUDA_GHASH_GROUP - n + i]);
+        __m256i hk = _mm256_loadu_si256((const __m256i *)k->hk[VCUDA_GHASH_GROUP - n + i]);
+        lo = _mm256_xor_si256(lo, _mm256_clmulepi64_epi128(x, h, 0x00));
+        hi = _mm256_xor_si256(hi, _mm256_clmulepi64_epi128(x, h, 0x11));
+        mid = _mm256_xor_si256(mid, _mm256_clmulepi64_epi128(_mm256_xor_si256(x, _mm256_shuffle_epi32(x, 0x4e)), hk, 0x00));
+    }
+    __m128i l = _mm_xor_si128(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+    __m128i h = _mm_xor_si128(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
+    __m128i m = _mm_xor_si128(_mm256_castsi256_si128(mid), _mm256_extracti128_si256(mid, 1));
+    if (i < n) { /* an odd block last (or alone) */
+        __m128i x = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), BSWAP128);
+        x86_mul_acc(i ? x : _mm_xor_si128(x, y), k->h[VCUDA_GHASH_GROUP - n + i], k->hk[VCUDA_GHASH_GROUP - n + i], &l, &h, &m);
+    }
+    return x86_reduce(l, h, m);
+}
+
+__attribute__((target(X86V_TARGET))) static void ghash_x86v(const vcuda_gcm_key *k, uint64_t y[2], const uint8_t *p,
+                                                          size_t nb)
+{
+    __m128i Y = _mm_loadu_si128((const __m128i *)y);
+    for (; nb >= VCUDA_GHASH_GROUP; nb -= VCUDA_GHASH_GROUP, p += 16 * VCUDA_GHASH_GROUP) Y = x86v_group(k, Y, p, VCUDA_GHASH_GROUP);
+    if (nb) Y = x86v_group(k, Y, p, nb);
+    _mm_storeu_si128((__m128i *)y, Y);
+}
+
+/* ---- aarch64: the ARMv8 crypto extension (AESE/AESMC, PMULL) ------------------------- *
+ * GCC declares the intrinsics for functions that ask for +crypto; clang (before 16)
+ * only where the whole file is built for it (-march=armv8-a+crypto, -mcpu=neoverse-v2,
+ * ...), so a clang build without that keeps aarch64 on the portable path. */
+#elif defined(__aarch64__) && ((defined(__GNUC__) && !defined(__clang__)) || defined(__ARM_FEATURE_CRYPTO) || \
+                               defined(__ARM_FEATURE_AES))
+#include <arm_neon.h>
+#include <sys/auxv.h>
+#define HAVE_ARM 1
+#ifndef HWCAP_AES
+#define HWCAP_AES (1ul << 3)
+#endif
+#ifndef HWCAP_PMULL
+#define HWCAP_PMULL (1ul << 4)
+#endif
+#if defined(__ARM_FEATURE_CRYPTO) || defined(__ARM_FEATURE_AES)
+#define ARM
+#define ARM_INLINE __attribute__((always_inline)) static inline
+#else
+#define ARM __attribute__((target("+crypto")))
+#define ARM_INLINE __attribute__((target("+crypto"), always_inline)) static inline
+#endif
+
+ARM static uint8x16_t arm_encrypt(const vcuda_gcm_key *k, uint8x16_t b)
+{
+    for (int r = 0; r < 13; ++r) b = vaesmcq_u8(vaeseq_u8(b, vld1q_u8(k->rk[r])));
+    return veorq_u8(vaeseq_u8(b, vld1q_u8(k->rk[13])), vld1q_u8(k->rk[14]));
+}
+
+/* SubWord: AESE of the word in all four columns (ShiftRows then moves nothing). */
+ARM static void sub_word_arm(uint8_t w[4])
+{
+    uint8x16_t x = vreinterpretq_u8_u32(vdupq_n_u32(le32(w)));
+    put32(w, vgetq_lane_u32(vreinterpretq_u32_u8(vaeseq_u8(x, vdupq_n_u8(0))), 0));
+}
+
+ARM static void arm_block(const vcuda_gcm_key *k, const uint8_t in[16], uint8_t out[16])
+{
+    vst1q_u8(out, arm_encrypt(k, vld1q_u8(in)));
+}
+
+ARM_INLINE uint64x2_t arm_pmull_lo(uint64x2_t a, uint64x2_t b)
+{
+    return vreinterpretq_u64_p128(vmull_p64((poly64_t)vgetq_lane_u64(a, 0), (poly64_t)vgetq_lane_u64(b, 0)));
+}
+
+ARM_INLINE void arm_mul_acc(uint64x2_t x, const uint64_t hp[2], uint64_t hk, uint64x2_t *lo, uint64x2_t *hi,
+                            uint64x2_t *mid)
+{
+    uint64x2_t h = vld1q_u64(hp);
+    *lo = veorq_u64(*lo, arm_pmull_lo(x, h));
+    *hi = veorq_u64(*hi, vreinterpretq_u64_p128(vmull_high_p64(vreinterpretq_p64_u64(x), vreinterpretq_p64_u64(h))));
+    *mid = veorq_u64(*mid, arm_pmull_lo(veorq_u64(x, vextq_u64(x, x, 1)), vdupq_n_u64(hk)));
+}
+
+ARM_INLINE uint64x2_t arm_reduce(uint64x2_t lo, uint64x2_t hi, uint64x2_t mid)
+{
+    const uint64x2_t zero = vdupq_n_u64(0), c = vdupq_n_u64(GCM_C);
+    mid = veorq_u64(mid, veorq_u64(lo, hi));
+    lo = veorq_u64(lo, vextq_u64(zero, mid, 1));
+    hi = veorq_u64(hi, vextq_u64(mid, zero, 1));
+    lo = veorq_u64(vextq_u64(lo, lo, 1), arm_pmull_lo(lo, c));
+    lo = veorq_u64(vextq_u64(lo, lo, 1), arm_pmull_lo(lo, c));
+    return veorq_u64(hi, lo);
+}
+
+ARM_INLINE uint64x2_t arm_group(const vcuda_gcm_key *k, uint64x2_t y, const uint8_t *p, size_t n)
+{
+    uint64x2_t lo = vdupq_n_u64(0), hi = lo, mid = lo;
+    for (size_t i = 0; i < n; ++i) {
+        uint8x16_t b = vrev64q_u8(vld1q_u8(p + 16 * i)); /* big-endian: bytes reversed, halves swapped */
+        uint64x2_t x = vreinterpretq_u64_u8(vextq_u8(b, b, 8));
+        arm_mul_acc(i ? x : veorq_u64(x, y), k->h[VCUDA_GHASH_GROUP - n + i], k->hk[VCUDA_GHASH_GROUP - n + i][0], &lo, &hi, &mid);
+    }
+    return arm_reduce(lo, hi, mid);
+}
+
+ARM static void ghash_arm(const vcuda_gcm_key *k, uint64_t y[2], const uint8_t *p, size_t nb)
+{
+    uint64x2_t Y = vld1q_u64(y);
+    for (; nb >= VCUDA_GHASH_GROUP; nb -= VCUDA_GHASH_GROUP, p += 16 * VCUDA_GHASH_GROUP) Y = arm_group(k, Y, p, VCUDA_GHASH_GROUP);
+    if (nb) Y = arm_group(k, Y, p, nb);
+    vst1q_u64(y, Y);
 }
 #endif
 
-/* Whole blocks: four at a time where that pays (runs of 512 bytes and more, AVX2). */
-static void whole_blocks(vcuda_poly1305 *p, const uint8_t *m, size_t n)
+/* ---- which path ---------------------------------------------------------------------- */
+
+enum { PORTABLE, X86_NI, X86_NI_V, ARM_CE };
+
+/* The best the CPU has, or less where VCUDA_MAC_IMPL asks for less (mac.h). */
+static int path(void)
 {
-#ifdef HAVE_AVX2_PATH
-    if (n >= 512 && avx2_ok()) {
-        size_t k = n & ~(size_t)63;
-        blocks4(p, m, k);
-        m += k, n -= k;
-    }
+    static atomic_int chosen = -1; /* the CPU and the setting do not change under us */
+    int p = atomic_load_explicit(&chosen, memory_order_relaxed);
+    if (p >= 0) return p;
+    const char *e = getenv("VCUDA_MAC_IMPL");
+    int cap = 2;
+    if (e && !strcmp(e, "portable")) cap = 0;
+    else if (e && !strcmp(e, "pclmul")) cap = 1;
+    else if (e && *e && strcmp(e, "auto"))
+        fprintf(stderr, "vcuda: VCUDA_MAC_IMPL=%s is none of auto, pclmul, portable: auto\n", e);
+    p = PORTABLE;
+#if defined(HAVE_X86)
+    __builtin_cpu_init();
+    if (cap >= 1 && __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul") &&
+        __builtin_cpu_supports("sse4.1"))
+        p = cap >= 2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") ? X86_NI_V : X86_NI;
+#elif defined(HAVE_ARM)
+    unsigned long hw = getauxval(AT_HWCAP);
+    if (cap >= 1 && (hw & HWCAP_AES) && (hw & HWCAP_PMULL)) p = ARM_CE;
+#else
+    (void)cap; /* no instructions to use here */
 #endif
-    if (n) blocks(p, m, n, 1);
+    atomic_store_explicit(&chosen, p, memory_order_relaxed);
+    return p;
 }
 
-void vcuda_poly1305_init(vcuda_poly1305 *p, const uint8_t key[VCUDA_KEY_SIZE])
+const char *vcuda_mac_impl(void)
 {
-    p->r0 = le64(key) & 0x0ffffffc0fffffffull; /* RFC 8439's clamp */
-    p->r1 = le64(key + 8) & 0x0ffffffc0ffffffcull;
-    p->s1 = p->r1 + (p->r1 >> 2);
-    p->h0 = p->h1 = p->h2 = 0;
-    p->k0 = le64(key + 16), p->k1 = le64(key + 24);
-    p->nbuf = 0;
-    p->have_pw = 0;
-}
-
-void vcuda_poly1305_update(vcuda_poly1305 *p, const void *msg, size_t n)
-{
-    const uint8_t *m = msg;
-    if (p->nbuf) { /* complete the block a previous piece left open */
-        size_t k = 16 - p->nbuf < n ? 16 - p->nbuf : n;
-        memcpy(p->buf + p->nbuf, m, k);
-        p->nbuf += k, m += k, n -= k;
-        if (p->nbuf < 16) return;
-        blocks(p, p->buf, 16, 1);
-        p->nbuf = 0;
+    switch (path()) {
+    case X86_NI: return "x86-64 AES-NI + PCLMULQDQ";
+    case X86_NI_V: return "x86-64 AES-NI + VPCLMULQDQ (AVX2)";
+    case ARM_CE: return "ARMv8 AES + PMULL";
+    default: return "portable (bitsliced AES, constant-time GHASH)";
     }
-    size_t whole = n & ~(size_t)15;
-    if (whole) whole_blocks(p, m, whole); /* straight from where the bytes lie */
-    if (n > whole) memcpy(p->buf, m + whole, n - whole), p->nbuf = n - whole;
 }
 
-void vcuda_poly1305_final(vcuda_poly1305 *p, uint8_t tag[VCUDA_TAG_SIZE])
+static void ghash(const vcuda_gcm_key *k, uint64_t y[2], const uint8_t *p, size_t nb)
 {
-    if (p->nbuf) { /* the last, short block: its bytes, a 1, zeros (and no 2^128 bit) */
-        p->buf[p->nbuf] = 1;
-        memset(p->buf + p->nbuf + 1, 0, 15 - p->nbuf);
-        blocks(p, p->buf, 16, 0);
+    switch (path()) {
+#if defined(HAVE_X86)
+    case X86_NI: return ghash_x86(k, y, p, nb);
+    case X86_NI_V: return ghash_x86v(k, y, p, nb);
+#elif defined(HAVE_ARM)
+    case ARM_CE: return ghash_arm(k, y, p, nb);
+#endif
+    default: return ghash_portable(k, y, p, nb);
     }
-    /* h mod p: h + 5 reaches 2^130 exactly when h >= p; then h - p is the low bits of h + 5 */
-    u128 t = (u128)p->h0 + 5;
-    uint64_t g0 = (uint64_t)t;
-    t = (u128)p->h1 + (uint64_t)(t >> 64);
-    uint64_t g1 = (uint64_t)t, g2 = p->h2 + (uint64_t)(t >> 64);
-    uint64_t take = 0 - (g2 >> 2); /* all ones if h >= p: no branch on the secret */
-    uint64_t h0 = (p->h0 & ~take) | (g0 & take), h1 = (p->h1 & ~take) | (g1 & take);
-    t = (u128)h0 + p->k0;
-    put64(tag, (uint64_t)t);
-    put64(tag + 8, h1 + p->k1 + (uint64_t)(t >> 64));
 }
 
-/* ---- the AEAD tag (RFC 8439 2.8) --------------------------------------------------- */
-
-static const uint8_t zeros[16];
-
-void vcuda_aead_otk(const uint8_t key[VCUDA_KEY_SIZE], const uint8_t nonce[12], uint8_t otk[VCUDA_KEY_SIZE])
+/* One block, or two at once (in1/out1 not NULL: the bitsliced path does both for the
+ * price of one). */
+static void aes_blocks(const vcuda_gcm_key *k, const uint8_t *in0, uint8_t *out0, const uint8_t *in1, uint8_t *out1)
 {
-    uint8_t block[64];
-    vcuda_chacha20_block(key, 0, nonce, block); /* 2.6: the one-time key is its first half */
-    memcpy(otk, block, VCUDA_KEY_SIZE);
+    switch (path()) {
+#if defined(HAVE_X86)
+    case X86_NI:
+    case X86_NI_V:
+        x86_block(k, in0, out0);
+        if (in1) x86_block(k, in1, out1);
+        return;
+#elif defined(HAVE_ARM)
+    case ARM_CE:
+        arm_block(k, in0, out0);
+        if (in1) arm_block(k, in1, out1);
+        return;
+#endif
+    default: {
+        uint32_t s[8];
+        bs_in(s, in0, in1 ? in1 : in0);
+        bs_encrypt(k->rks, s);
+        bs_out(s, out0, in1 ? out1 : NULL);
+    }
+    }
 }
 
-void vcuda_aead_start(vcuda_aead *a, const uint8_t otk[VCUDA_KEY_SIZE])
+void vcuda_aes256_block(const vcuda_gcm_key *k, const uint8_t in[16], uint8_t out[16])
 {
-    vcuda_poly1305_init(&a->p, otk);
+    aes_blocks(k, in, out, NULL, NULL);
+}
+
+/* x^-1 times a (see the top of the file) */
+static void twist(const uint64_t a[2], uint64_t o[2])
+{
+    uint64_t c = 0 - (a[1] >> 63);
+    o[1] = (a[1] << 1 | a[0] >> 63) ^ (c & GCM_C);
+    o[0] = (a[0] << 1) ^ (c & 1);
+}
+
+void vcuda_gcm_init(vcuda_gcm_key *k, const uint8_t key[VCUDA_KEY_SIZE])
+{
+    /* FIPS 197 5.2 for Nk = 8; SubWord by whatever does AES here */
+    void (*sub_word)(uint8_t w[4]) = sub_word_portable;
+#if defined(HAVE_X86)
+    if (path() == X86_NI || path() == X86_NI_V) sub_word = sub_word_x86;
+#elif defined(HAVE_ARM)
+    if (path() == ARM_CE) sub_word = sub_word_arm;
+#endif
+    uint8_t w[240], rcon = 1;
+    memcpy(w, key, VCUDA_KEY_SIZE);
+    for (int i = 32; i < 240; i += 4) {
+        uint8_t t[4] = {w[i - 4], w[i - 3], w[i - 2], w[i - 1]};
+        if (i % 32 == 0) { /* RotWord, SubWord, Rcon */
+            uint8_t r = t[0];
+            t[0] = t[1], t[1] = t[2], t[2] = t[3], t[3] = r;
+            sub_word(t);
+            t[0] ^= rcon;
+            rcon = (uint8_t)(rcon << 1 ^ (rcon >> 7) * 0x1b);
+        } else if (i % 32 == 16) {
+            sub_word(t);
+        }
+        for (int j = 0; j < 4; ++j) w[i + j] = w[i - 32 + j] ^ t[j];
+    }
+    memcpy(k->rk, w, sizeof k->rk);
+    for (int r = 0; r < 15; ++r) bs_in(k->rks[r], k->rk[r], k->rk[r]);
+    /* H = E_K(0); the powers H^1..H^16, each twisted */
+    uint8_t hb[16] = {0};
+    vcuda_aes256_block(k, hb, hb);
+    uint64_t p[2] = {be64(hb + 8), be64(hb)}, ht[2];
+    twist(p, ht);
+    thin_h(ht, k->h1m);
+    for (int i = 1; i <= VCUDA_GHASH_GROUP; ++i) {
+        uint64_t *h = k->h[VCUDA_GHASH_GROUP - i];
+        twist(p, h);
+        k->hk[VCUDA_GHASH_GROUP - i][0] = k->hk[VCUDA_GHASH_GROUP - i][1] = h[0] ^ h[1];
+        gf_mul(p, k->h1m);
+    }
+}
+
+/* ---- the GCM tag ----------------------------------------------------------------------- */
+
+static void j0_of(const uint8_t iv[VCUDA_IV_SIZE], uint8_t j0[16])
+{
+    memcpy(j0, iv, VCUDA_IV_SIZE); /* SP 800-38D 7.1: a 96-bit IV, then the block counter 1 */
+    j0[12] = j0[13] = j0[14] = 0, j0[15] = 1;
+}
+
+void vcuda_aead_mask(const vcuda_gcm_key *k, const uint8_t iv[VCUDA_IV_SIZE], uint8_t mask[16])
+{
+    uint8_t j0[16];
+    j0_of(iv, j0);
+    aes_blocks(k, j0, mask, NULL, NULL);
+}
+
+void vcuda_aead_start(vcuda_aead *a, const vcuda_gcm_key *k, const uint8_t mask[16])
+{
+    a->k = k;
+    a->y[0] = a->y[1] = 0;
     a->aad_len = 0;
+    memcpy(a->mask, mask, 16);
+    a->nbuf = 0;
 }
 
-void vcuda_aead_begin(vcuda_aead *a, const uint8_t key[VCUDA_KEY_SIZE], const uint8_t nonce[12])
+void vcuda_aead_begin(vcuda_aead *a, const vcuda_gcm_key *k, const uint8_t iv[VCUDA_IV_SIZE])
 {
-    uint8_t otk[VCUDA_KEY_SIZE];
-    vcuda_aead_otk(key, nonce, otk);
-    vcuda_aead_start(a, otk);
+    uint8_t mask[16];
+    vcuda_aead_mask(k, iv, mask);
+    vcuda_aead_start(a, k, mask);
+}
+
+/* Whole groups of eight blocks go straight from where the bytes lie; what is left waits
+ * in buf (up to 127 bytes) for more, or for the tag. */
+static void feed(vcuda_aead *a, const uint8_t *m, size_t n)
+{
+    if (a->nbuf) {
+        size_t k = 128 - a->nbuf < n ? 128 - a->nbuf : n;
+        memcpy(a->buf + a->nbuf, m, k);
+        a->nbuf += k, m += k, n -= k;
+        if (a->nbuf < 128) return;
+        ghash(a->k, a->y, a->buf, 8);
+        a->nbuf = 0;
+    }
+    size_t whole = n & ~(size_t)127;
+    if (whole) ghash(a->k, a->y, m, whole / 16);
+    if (n > whole) memcpy(a->buf, m + whole, n - whole), a->nbuf = n - whole;
+}
+
+/* What waits, zero-padded to whole blocks (SP 800-38D: A and C each padded), with
+ * `more` bytes after it (the lengths block, at most 16) hashed too. */
+static void flush(vcuda_aead *a, const uint8_t *more, size_t mn)
+{
+    size_t n = (a->nbuf + 15) & ~(size_t)15;
+    memset(a->buf + a->nbuf, 0, n - a->nbuf);
+    if (mn) memcpy(a->buf + n, more, mn), n += mn;
+    if (n) ghash(a->k, a->y, a->buf, n / 16);
+    a->nbuf = 0;
 }
 
 void vcuda_aead_aad(vcuda_aead *a, const void *p, size_t n)
 {
-    vcuda_poly1305_update(&a->p, p, n);
+    feed(a, p, n);
     a->aad_len += n;
 }
 
 void vcuda_aead_tag(vcuda_aead *a, const uint8_t *ct, size_t ct_len, uint8_t tag[VCUDA_TAG_SIZE])
 {
     uint8_t lens[16];
-    vcuda_poly1305_update(&a->p, zeros, (16 - a->aad_len % 16) % 16);
-    if (ct_len) vcuda_poly1305_update(&a->p, ct, ct_len);
-    vcuda_poly1305_update(&a->p, zeros, (16 - ct_len % 16) % 16);
-    put64(lens, a->aad_len), put64(lens + 8, (uint64_t)ct_len);
-    vcuda_poly1305_update(&a->p, lens, 16);
-    vcuda_poly1305_final(&a->p, tag);
+    putbe64(lens, a->aad_len * 8), putbe64(lens + 8, (uint64_t)ct_len * 8);
+    if (ct_len) flush(a, NULL, 0), feed(a, ct, ct_len);
+    flush(a, lens, 16); /* up to nine blocks: the last group of eight, then one */
+    putbe64(tag, a->y[1]), putbe64(tag + 8, a->y[0]);
+    for (int i = 0; i < VCUDA_TAG_SIZE; ++i) tag[i] ^= a->mask[i];
 }
 
 int vcuda_tag_equal(const uint8_t a[VCUDA_TAG_SIZE], const uint8_t b[VCUDA_TAG_SIZE])
@@ -306,34 +666,43 @@ void vcuda_session_start(vcuda_session *s, int server, const uint8_t *token, siz
     put32(msg + 13 + 2 * VCUDA_NONCE_SIZE, heartbeat_ms);
     put32(msg + 17 + 2 * VCUDA_NONCE_SIZE, device);
     vcuda_hmac_sha256(token, token_len, msg, sizeof msg, s->key);
+    vcuda_gcm_init(&s->gk, s->key);
     s->tx_dir = server ? 1 : 0, s->rx_dir = server ? 0 : 1;
     s->sent = s->received = 0;
     s->tx_ahead = s->rx_ahead = UINT64_MAX;
     if (peer) snprintf(s->peer, sizeof s->peer, "%s", peer);
 }
 
-/* A frame's one-time key: ChaCha20 block 0 under the session key, nonce = direction
- * word || sequence number. */
-static void one_time_key(const vcuda_session *s, uint32_t dir, uint64_t seq, uint8_t otk[VCUDA_KEY_SIZE])
+/* A frame's J0: nonce = direction word || sequence number, then the counter 1. */
+static void frame_j0(uint32_t dir, uint64_t seq, uint8_t j0[16])
 {
-    uint8_t nonce[12];
-    put32(nonce, dir), put64(nonce + 4, seq);
-    vcuda_aead_otk(s->key, nonce, otk);
+    uint8_t iv[VCUDA_IV_SIZE];
+    put32(iv, dir), put64(iv + 4, seq);
+    j0_of(iv, j0);
 }
 
 void vcuda_session_prepare(vcuda_session *s)
 {
-    if (s->tx_ahead != s->sent) one_time_key(s, s->tx_dir, s->sent, s->tx_otk), s->tx_ahead = s->sent;
-    if (s->rx_ahead != s->received) one_time_key(s, s->rx_dir, s->received, s->rx_otk), s->rx_ahead = s->received;
+    uint8_t jt[16], jr[16];
+    int tx = s->tx_ahead != s->sent, rx = s->rx_ahead != s->received;
+    if (tx) frame_j0(s->tx_dir, s->sent, jt), s->tx_ahead = s->sent;
+    if (rx) frame_j0(s->rx_dir, s->received, jr), s->rx_ahead = s->received;
+    if (tx && rx) aes_blocks(&s->gk, jt, s->tx_mask, jr, s->rx_mask);
+    else if (tx || rx) aes_blocks(&s->gk, tx ? jt : jr, tx ? s->tx_mask : s->rx_mask, NULL, NULL);
 }
 
 void vcuda_session_begin(vcuda_session *s, int tx, vcuda_aead *x)
 {
-    uint8_t otk[VCUDA_KEY_SIZE];
+    uint8_t mask[16];
     uint64_t seq = tx ? s->sent : s->received;
-    if ((tx ? s->tx_ahead : s->rx_ahead) == seq) memcpy(otk, tx ? s->tx_otk : s->rx_otk, sizeof otk); /* made ahead */
-    else one_time_key(s, tx ? s->tx_dir : s->rx_dir, seq, otk);
-    vcuda_aead_start(x, otk);
+    if ((tx ? s->tx_ahead : s->rx_ahead) == seq) { /* made ahead */
+        vcuda_aead_start(x, &s->gk, tx ? s->tx_mask : s->rx_mask);
+        return;
+    }
+    uint8_t j0[16];
+    frame_j0(tx ? s->tx_dir : s->rx_dir, seq, j0);
+    aes_blocks(&s->gk, j0, mask, NULL, NULL);
+    vcuda_aead_start(x, &s->gk, mask);
 }
 
 void vcuda_session_seal_end(vcuda_session *s, vcuda_aead *x, uint8_t tag[VCUDA_TAG_SIZE])

@@ -1,14 +1,26 @@
 /* vcuda frame authentication after the handshake (proto.h, "authentication"): the
- * primitives -- ChaCha20 and Poly1305 as in RFC 8439, and that RFC's AEAD tag, which
- * vcuda uses with an empty plaintext and the frame as additional data -- and the
- * per-connection session that tags every frame a side sends and checks every frame it
- * receives, each against a sequence number both sides count and never send.
+ * primitive -- AES-256-GCM's tag (NIST SP 800-38D) with an empty plaintext and the frame
+ * as additional data, i.e. GMAC: GHASH under H = E_K(0^128) over the frame, zero-padded,
+ * and a block of its bit length, then XOR E_K(J0), J0 = the 12-byte nonce || 0^31 || 1 --
+ * and the per-connection session that tags every frame a side sends and checks every
+ * frame it receives, each against a sequence number both sides count and never send.
  *
- * Poly1305 here works on 64-bit limbs (h in 2^64 radix, products in unsigned __int128):
- * about 0.75 cycles a byte, so a 1 KiB frame costs well under a microsecond to tag and
- * to check; longer runs go four blocks at a time through AVX2 where the CPU has it
- * (26-bit limbs, the lanes multiplied by r^4 and at the end by r^4..r), about 0.45
- * cycles a byte, for bulk data.  Nothing in either branches on secret data. */
+ * Where the CPU has them, the AES and carry-less multiply instructions do the work, chosen
+ * at run time: on x86-64 AES-NI (key schedule and encryption) and PCLMULQDQ, on aarch64
+ * the ARMv8 crypto extension (AESE/AESMC, PMULL; getauxval's HWCAP_AES and HWCAP_PMULL).
+ * GHASH there takes eight blocks per reduction (sum of X_i H^(8-i), H^1..H^8 made once
+ * per session): about 0.1-0.2 cycles a byte, so a 1 KiB frame costs tens of nanoseconds
+ * to tag or check and bulk data runs at memory-like rates; E_K(J0) is a single block.
+ *
+ * Elsewhere a portable path gives the same tags: AES bitsliced (the S-box computed as
+ * the GF(2^8) inverse x^254 and the affine map, with AND/XOR only, 16 bytes per 16-bit
+ * lane of eight words), GHASH with carry-less products built from ordinary integer
+ * multiplies on operands thinned to every fifth bit (so no carry reaches a bit that is
+ * kept).  Nothing on either path indexes memory or branches by secret data.  It is slow
+ * beside the instructions (a few microseconds per AES block, a few hundred MB/s of
+ * GHASH), and it is only used where they are missing or where VCUDA_MAC_PORTABLE=1 (read
+ * once per process; any value but "0") asks for it, as the tests do to check it.  Both
+ * paths keep the same key material, so a session made on one works on the other. */
 #ifndef VCUDA_MAC_H
 #define VCUDA_MAC_H
 
@@ -23,36 +35,44 @@ extern "C" {
 
 #define VCUDA_TAG_SIZE 16
 #define VCUDA_KEY_SIZE 32
+#define VCUDA_IV_SIZE 12
 
-/* RFC 8439 2.3: one 64-byte block of the ChaCha20 keystream. */
-void vcuda_chacha20_block(const uint8_t key[VCUDA_KEY_SIZE], uint32_t counter, const uint8_t nonce[12],
-                          uint8_t out[64]);
-
-/* RFC 8439 2.5: Poly1305, streamed (update takes any number of pieces of any length). */
+/* An AES-256 key ready for GCM: the round keys twice (as bytes for the instructions,
+ * bitsliced for the portable path) and H^1..H^16 for GHASH. */
+#define VCUDA_GHASH_GROUP 16 /* blocks per reduction with the instructions */
 typedef struct {
-    uint64_t r0, r1, s1; /* clamped r; s1 = r1 + r1/4, i.e. 5 r1 / 4 (r1's low 2 bits are 0) */
-    uint64_t h0, h1, h2; /* the accumulator, 130 bits and a few of carry */
-    uint64_t k0, k1;     /* the key's second half, added at the end */
-    uint8_t buf[16];
-    size_t nbuf;
-    uint32_t pw[4][5]; /* AVX2 path: r, r^2, r^3, r^4 in 26-bit limbs, made at its first use */
-    int have_pw;
-} vcuda_poly1305;
-void vcuda_poly1305_init(vcuda_poly1305 *p, const uint8_t key[VCUDA_KEY_SIZE]);
-void vcuda_poly1305_update(vcuda_poly1305 *p, const void *m, size_t n);
-void vcuda_poly1305_final(vcuda_poly1305 *p, uint8_t tag[VCUDA_TAG_SIZE]);
+    uint8_t rk[15][16];  /* round keys, FIPS 197's byte order */
+    uint32_t rks[15][8]; /* the same bitsliced: word i holds bit i of every byte, twice */
+    /* h[16-k] = H^k times x^-1 mod the GCM polynomial, the block's bits reflected into a
+     * 128-bit integer (bit 127 = the coefficient of x^0): [0] the low 64 bits, [1] the
+     * high (descending: a group of n blocks takes the last n in order); hk: the two halves
+     * XORed (Karatsuba's middle product), twice; h1m: H's halves and their XOR, each
+     * thinned to every fifth bit (the portable multiply) */
+    uint64_t h[VCUDA_GHASH_GROUP][2], hk[VCUDA_GHASH_GROUP][2], h1m[3][5];
+} vcuda_gcm_key;
+void vcuda_gcm_init(vcuda_gcm_key *k, const uint8_t key[VCUDA_KEY_SIZE]);
+/* One AES-256 block (FIPS 197). */
+void vcuda_aes256_block(const vcuda_gcm_key *k, const uint8_t in[16], uint8_t out[16]);
+/* Which path runs here: "x86-64 AES-NI + PCLMULQDQ", "ARMv8 AES + PMULL" or "portable
+ * (bitsliced AES, constant-time GHASH)". */
+const char *vcuda_mac_impl(void);
 
-/* RFC 8439 2.8: the AEAD_CHACHA20_POLY1305 tag, streamed: begin (the one-time Poly1305
- * key is block 0 of ChaCha20 under key and nonce, 2.6), the additional data in any
- * number of pieces, then the ciphertext (none for a vcuda frame). */
+/* The GCM tag, streamed: start from E_K(J0) (vcuda_aead_mask; made ahead by the session),
+ * the additional data in any number of pieces of any length, then the ciphertext (none
+ * for a vcuda frame) and the tag. */
 typedef struct {
-    vcuda_poly1305 p;
+    const vcuda_gcm_key *k;
+    uint64_t y[2]; /* GHASH so far, reflected as vcuda_gcm_key's h */
     uint64_t aad_len;
+    uint8_t mask[16]; /* E_K(J0) */
+    /* bytes not yet hashed: up to eight blocks wait, so that a small frame's pieces
+     * (header, fields, data, padding, lengths) take one reduction together */
+    uint8_t buf[144];
+    size_t nbuf;
 } vcuda_aead;
-void vcuda_aead_begin(vcuda_aead *a, const uint8_t key[VCUDA_KEY_SIZE], const uint8_t nonce[12]);
-/* The same from a one-time key made beforehand (vcuda_aead_otk: the block-0 half). */
-void vcuda_aead_otk(const uint8_t key[VCUDA_KEY_SIZE], const uint8_t nonce[12], uint8_t otk[VCUDA_KEY_SIZE]);
-void vcuda_aead_start(vcuda_aead *a, const uint8_t otk[VCUDA_KEY_SIZE]);
+void vcuda_aead_mask(const vcuda_gcm_key *k, const uint8_t iv[VCUDA_IV_SIZE], uint8_t mask[16]);
+void vcuda_aead_start(vcuda_aead *a, const vcuda_gcm_key *k, const uint8_t mask[16]);
+void vcuda_aead_begin(vcuda_aead *a, const vcuda_gcm_key *k, const uint8_t iv[VCUDA_IV_SIZE]);
 void vcuda_aead_aad(vcuda_aead *a, const void *p, size_t n);
 void vcuda_aead_tag(vcuda_aead *a, const uint8_t *ct, size_t ct_len, uint8_t tag[VCUDA_TAG_SIZE]);
 
@@ -63,12 +83,13 @@ int vcuda_tag_equal(const uint8_t a[VCUDA_TAG_SIZE], const uint8_t b[VCUDA_TAG_S
  * themselves: the client holds the device's lock, the server's worker owns the
  * receiving side and every sender takes the connection's write lock. */
 typedef struct {
-    uint8_t key[VCUDA_KEY_SIZE];
-    uint32_t tx_dir, rx_dir; /* the nonce's direction word: 0 client to server, 1 back */
-    uint64_t sent, received; /* frames so far each way: the next frame's sequence number */
-    /* the one-time keys of the next frames, made ahead (vcuda_session_prepare), and the
-     * sequence numbers they are for (UINT64_MAX: none) */
-    uint8_t tx_otk[VCUDA_KEY_SIZE], rx_otk[VCUDA_KEY_SIZE];
+    uint8_t key[VCUDA_KEY_SIZE]; /* K */
+    vcuda_gcm_key gk;            /* K expanded (no pointers: a session is copied between processes) */
+    uint32_t tx_dir, rx_dir;     /* the nonce's direction word: 0 client to server, 1 back */
+    uint64_t sent, received;     /* frames so far each way: the next frame's sequence number */
+    /* E_K(J0) of the next frames, made ahead (vcuda_session_prepare), and the sequence
+     * numbers they are for (UINT64_MAX: none) */
+    uint8_t tx_mask[16], rx_mask[16];
     uint64_t tx_ahead, rx_ahead;
     char peer[288];          /* who the frames come from ("addr:port"), for a refusal's message */
 } vcuda_session;
@@ -76,7 +97,9 @@ typedef struct {
 /* The session of a completed handshake, for either side: K = HMAC-SHA256(token,
  * "vcuda session" || Nc || Ns || heartbeat_ms || server device), the last two as the AUTH
  * frames carried them (u32 little-endian), so a relay that changed them leaves the two
- * sides with different keys.  peer may be NULL (keeps s->peer as the caller set it). */
+ * sides with different keys; a frame's nonce (GCM's IV) is its direction word (u32) ||
+ * its sequence number (u64), both little-endian.  peer may be NULL (keeps s->peer as
+ * the caller set it). */
 void vcuda_session_start(vcuda_session *s, int server, const uint8_t *token, size_t token_len,
                          const uint8_t nc[VCUDA_NONCE_SIZE], const uint8_t ns[VCUDA_NONCE_SIZE],
                          uint32_t heartbeat_ms, uint32_t device, const char *peer);
@@ -104,12 +127,13 @@ void vcuda_session_begin(vcuda_session *s, int tx, vcuda_aead *x);
 void vcuda_session_seal_end(vcuda_session *s, vcuda_aead *x, uint8_t tag[VCUDA_TAG_SIZE]);
 int vcuda_session_open_end(vcuda_session *s, vcuda_aead *x, const uint8_t tag[VCUDA_TAG_SIZE], char *why);
 
-/* Makes the one-time keys of the next frame each way (a ChaCha20 block each, a quarter
- * of a small frame's cost) ahead of it, so that the time a side waits for its peer pays
- * for them rather than its next call: net.c's send does it once a frame is out (the
- * client then waits for the reply, the server's worker for the next request).  Only a
- * caller that owns both directions may (the client; the server's worker, under the
- * write lock); seal and open make a key that was not made ahead themselves. */
+/* Makes E_K(J0) of the next frame each way ahead of it (an AES block each: next to
+ * nothing with the instructions, most of a small frame's cost on the portable path,
+ * which makes the two together), so that the time a side waits for its peer pays for
+ * them rather than its next call: net.c's send does it once a frame is out (the client
+ * then waits for the reply, the server's worker for the next request).  Only a caller
+ * that owns both directions may (the client; the server's worker, under the write
+ * lock); seal and open make one that was not made ahead themselves. */
 void vcuda_session_prepare(vcuda_session *s);
 
 /* m encoded whole into buf with its tag after it (s NULL: no tag, as a handshake

@@ -409,16 +409,18 @@ vcuda_status vcuda_desc_encode(vcuda_desc_kind kind, const uint64_t *w, uint8_t 
  * that altered either leaves the sides with different keys), and every frame after the
  * AUTH reply, either way -- requests, the chunks of a chunked copy, replies, D2H reply
  * chunks, error replies, PROGRESS, PING/TOUCH/SINK -- is followed on the wire by a
- * 16-byte tag: RFC 8439's AEAD_CHACHA20_POLY1305 tag under K with an empty plaintext and
- * the frame (header and payload as sent) as additional data, nonce = u32 direction (0
- * client to server, 1 server to client) || u64 sequence number, the number of frames
- * that side sent before this one after AUTH.  The sequence number is never sent: both
- * sides count, so a frame injected, replayed (also from another connection: K is new
- * with every Ns), reordered, dropped or altered fails its tag, and the receiver closes
- * the connection ("frame N from PEER: bad authentication tag (injected, replayed or
- * corrupted)"; N is the sequence number it expected).  payload_len does not count the
- * tag; a receiver checks the header, reads payload and tag, and checks the tag before it
- * decodes the payload (mac.h; net.c and server_loop.c).
+ * 16-byte tag: AES-256-GCM's tag (NIST SP 800-38D) under K with an empty plaintext and
+ * the frame (header and payload as sent) as additional data -- GMAC -- with the 96-bit
+ * IV = u32 direction (0 client to server, 1 server to client) || u64 sequence number
+ * (both little-endian), the number of frames that side sent before this one after AUTH.
+ * The sequence number is never sent: both sides count, so a frame injected, replayed
+ * (also from another connection: K is new with every Ns), reordered, dropped or altered
+ * fails its tag, and the receiver closes the connection ("frame N from PEER: bad
+ * authentication tag (injected, replayed or corrupted)"; N is the sequence number it
+ * expected); an IV is never used twice under one K (the direction and the count tell
+ * every frame of a connection apart), which GCM's tag needs.  payload_len does not count
+ * the tag; a receiver checks the header, reads payload and tag, and checks the tag before
+ * it decodes the payload (mac.h; net.c and server_loop.c).
  *
  * What this protects: integrity and authenticity of every frame, and their order and
  * completeness within a connection.  What it does not: confidentiality.  Frames travel
