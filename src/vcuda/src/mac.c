@@ -49,6 +49,7 @@ static void putbe64(uint8_t *p, uint64_t v)
 }
 
 #define GCM_C 0xC200000000000000ull /* x^128 = 1 + x c mod g, c reflected (see above) */
+#define GROUP VCUDA_GHASH_GROUP       /* blocks per reduction with the instructions */
 
 /* ---- portable AES, bitsliced --------------------------------------------------------- *
  * Eight 32-bit words: word i holds bit i of every byte, byte j of the first block at
@@ -100,7 +101,8 @@ static void gf8_mul(const uint32_t a[8], const uint32_t b[8], uint32_t o[8])
     uint32_t t7 = AB(0, 7) ^ AB(1, 6) ^ AB(2, 5) ^ AB(3, 4) ^ AB(4, 3) ^ AB(5, 2) ^ AB(6, 1) ^ AB(7, 0);
     uint32_t t8 = AB(1, 7) ^ AB(2, 6) ^ AB(3, 5) ^ AB(4, 4) ^ AB(5, 3) ^ AB(6, 2) ^ AB(7, 1);
     uint32_t t9 = AB(2, 7) ^ AB(3, 6) ^ AB(4, 5) ^ AB(5, 4) ^ AB(6, 3) ^ AB(7, 2);
-    uint32_t t10 = AB(3, 7) ^ AB(4, 6) ^ AB(5, 5) ^ AB(6, 4) ^ AB(7, 3), t11 = AB(4, 7) ^ AB(5, 6) ^ AB(6, 5) ^ AB(7, 4);
+    uint32_t t10 = AB(3, 7) ^ AB(4, 6) ^ AB(5, 5) ^ AB(6, 4) ^ AB(7, 3);
+    uint32_t t11 = AB(4, 7) ^ AB(5, 6) ^ AB(6, 5) ^ AB(7, 4);
     uint32_t t12 = AB(5, 7) ^ AB(6, 6) ^ AB(7, 5), t13 = AB(6, 7) ^ AB(7, 6), t14 = AB(7, 7);
 #undef AB
     t10 ^= t14, t9 ^= t14, t7 ^= t14, t6 ^= t14;
@@ -292,13 +294,13 @@ X86_INLINE __m128i x86_reduce(__m128i lo, __m128i hi, __m128i mid)
 
 #define BSWAP128 _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) /* big-endian */
 
-/* Y = (Y + X_0) H^n + X_1 H^(n-1) + ... + X_n-1 H, one reduction (n <= VCUDA_GHASH_GROUP). */
+/* Y = (Y + X_0) H^n + X_1 H^(n-1) + ... + X_n-1 H, one reduction (n <= GROUP). */
 X86_INLINE __m128i x86_group(const vcuda_gcm_key *k, __m128i y, const uint8_t *p, size_t n)
 {
     __m128i lo = _mm_setzero_si128(), hi = lo, mid = lo;
     for (size_t i = 0; i < n; ++i) {
         __m128i x = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), BSWAP128);
-        x86_mul_acc(i ? x : _mm_xor_si128(x, y), k->h[VCUDA_GHASH_GROUP - n + i], k->hk[VCUDA_GHASH_GROUP - n + i], &lo, &hi, &mid);
+        x86_mul_acc(i ? x : _mm_xor_si128(x, y), k->h[GROUP - n + i], k->hk[GROUP - n + i], &lo, &hi, &mid);
     }
     return x86_reduce(lo, hi, mid);
 }
@@ -306,7 +308,7 @@ X86_INLINE __m128i x86_group(const vcuda_gcm_key *k, __m128i y, const uint8_t *p
 X86 static void ghash_x86(const vcuda_gcm_key *k, uint64_t y[2], const uint8_t *p, size_t nb)
 {
     __m128i Y = _mm_loadu_si128((const __m128i *)y);
-    for (; nb >= VCUDA_GHASH_GROUP; nb -= VCUDA_GHASH_GROUP, p += 16 * VCUDA_GHASH_GROUP) Y = x86_group(k, Y, p, VCUDA_GHASH_GROUP);
+    for (; nb >= GROUP; nb -= GROUP, p += 16 * GROUP) Y = x86_group(k, Y, p, GROUP);
     if (nb) Y = x86_group(k, Y, p, nb);
     _mm_storeu_si128((__m128i *)y, Y);
 }
@@ -324,18 +326,19 @@ X86V_INLINE __m128i x86v_group(const vcuda_gcm_key *k, __m128i y, const uint8_t 
     for (; i + 2 <= n; i += 2) {
         __m256i x = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(p + 16 * i)), bswap);
         if (i == 0) x = _mm256_xor_si256(x, _mm256_set_m128i(_mm_setzero_si128(), y));
-        __m256i h = _mm256_loadu_si256((const __m256i *)k->h[VCUDA_GHASH_GROUP - n + i]);
-        __m256i hk = _mm256_loadu_si256((const __m256i *)k->hk[VCUDA_GHASH_GROUP - n + i]);
+        __m256i h = _mm256_loadu_si256((const __m256i *)k->h[GROUP - n + i]);
+        __m256i hk = _mm256_loadu_si256((const __m256i *)k->hk[GROUP - n + i]);
         lo = _mm256_xor_si256(lo, _mm256_clmulepi64_epi128(x, h, 0x00));
         hi = _mm256_xor_si256(hi, _mm256_clmulepi64_epi128(x, h, 0x11));
-        mid = _mm256_xor_si256(mid, _mm256_clmulepi64_epi128(_mm256_xor_si256(x, _mm256_shuffle_epi32(x, 0x4e)), hk, 0x00));
+        __m256i xk = _mm256_xor_si256(x, _mm256_shuffle_epi32(x, 0x4e));
+        mid = _mm256_xor_si256(mid, _mm256_clmulepi64_epi128(xk, hk, 0x00));
     }
     __m128i l = _mm_xor_si128(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
     __m128i h = _mm_xor_si128(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
     __m128i m = _mm_xor_si128(_mm256_castsi256_si128(mid), _mm256_extracti128_si256(mid, 1));
     if (i < n) { /* an odd block last (or alone) */
         __m128i x = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), BSWAP128);
-        x86_mul_acc(i ? x : _mm_xor_si128(x, y), k->h[VCUDA_GHASH_GROUP - n + i], k->hk[VCUDA_GHASH_GROUP - n + i], &l, &h, &m);
+        x86_mul_acc(i ? x : _mm_xor_si128(x, y), k->h[GROUP - n + i], k->hk[GROUP - n + i], &l, &h, &m);
     }
     return x86_reduce(l, h, m);
 }
@@ -344,7 +347,7 @@ __attribute__((target(X86V_TARGET))) static void ghash_x86v(const vcuda_gcm_key 
                                                           size_t nb)
 {
     __m128i Y = _mm_loadu_si128((const __m128i *)y);
-    for (; nb >= VCUDA_GHASH_GROUP; nb -= VCUDA_GHASH_GROUP, p += 16 * VCUDA_GHASH_GROUP) Y = x86v_group(k, Y, p, VCUDA_GHASH_GROUP);
+    for (; nb >= GROUP; nb -= GROUP, p += 16 * GROUP) Y = x86v_group(k, Y, p, GROUP);
     if (nb) Y = x86v_group(k, Y, p, nb);
     _mm_storeu_si128((__m128i *)y, Y);
 }
@@ -421,7 +424,7 @@ ARM_INLINE uint64x2_t arm_group(const vcuda_gcm_key *k, uint64x2_t y, const uint
     for (size_t i = 0; i < n; ++i) {
         uint8x16_t b = vrev64q_u8(vld1q_u8(p + 16 * i)); /* big-endian: bytes reversed, halves swapped */
         uint64x2_t x = vreinterpretq_u64_u8(vextq_u8(b, b, 8));
-        arm_mul_acc(i ? x : veorq_u64(x, y), k->h[VCUDA_GHASH_GROUP - n + i], k->hk[VCUDA_GHASH_GROUP - n + i][0], &lo, &hi, &mid);
+        arm_mul_acc(i ? x : veorq_u64(x, y), k->h[GROUP - n + i], k->hk[GROUP - n + i][0], &lo, &hi, &mid);
     }
     return arm_reduce(lo, hi, mid);
 }
@@ -429,7 +432,7 @@ ARM_INLINE uint64x2_t arm_group(const vcuda_gcm_key *k, uint64x2_t y, const uint
 ARM static void ghash_arm(const vcuda_gcm_key *k, uint64_t y[2], const uint8_t *p, size_t nb)
 {
     uint64x2_t Y = vld1q_u64(y);
-    for (; nb >= VCUDA_GHASH_GROUP; nb -= VCUDA_GHASH_GROUP, p += 16 * VCUDA_GHASH_GROUP) Y = arm_group(k, Y, p, VCUDA_GHASH_GROUP);
+    for (; nb >= GROUP; nb -= GROUP, p += 16 * GROUP) Y = arm_group(k, Y, p, GROUP);
     if (nb) Y = arm_group(k, Y, p, nb);
     vst1q_u64(y, Y);
 }
@@ -561,10 +564,10 @@ void vcuda_gcm_init(vcuda_gcm_key *k, const uint8_t key[VCUDA_KEY_SIZE])
     uint64_t p[2] = {be64(hb + 8), be64(hb)}, ht[2];
     twist(p, ht);
     thin_h(ht, k->h1m);
-    for (int i = 1; i <= VCUDA_GHASH_GROUP; ++i) {
-        uint64_t *h = k->h[VCUDA_GHASH_GROUP - i];
+    for (int i = 1; i <= GROUP; ++i) {
+        uint64_t *h = k->h[GROUP - i];
         twist(p, h);
-        k->hk[VCUDA_GHASH_GROUP - i][0] = k->hk[VCUDA_GHASH_GROUP - i][1] = h[0] ^ h[1];
+        k->hk[GROUP - i][0] = k->hk[GROUP - i][1] = h[0] ^ h[1];
         gf_mul(p, k->h1m);
     }
 }
@@ -604,6 +607,7 @@ void vcuda_aead_begin(vcuda_aead *a, const vcuda_gcm_key *k, const uint8_t iv[VC
  * in buf (up to 127 bytes) for more, or for the tag. */
 static void feed(vcuda_aead *a, const uint8_t *m, size_t n)
 {
+    if (!n) return; /* (m may be NULL then) */
     if (a->nbuf) {
         size_t k = 128 - a->nbuf < n ? 128 - a->nbuf : n;
         memcpy(a->buf + a->nbuf, m, k);
