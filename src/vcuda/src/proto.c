@@ -654,22 +654,9 @@ vcuda_status vcuda_token_load(uint8_t *out, size_t *len, char *why)
     }
     if (!path || !*path)
         return fail(why, VCUDA_E_NO_TOKEN, "set VCUDA_TOKEN or VCUDA_TOKEN_FILE");
-    /* fstat the opened file, not the path, so the checked file is the one read */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return fail(why, VCUDA_E_TOKEN_FILE, "cannot open token file %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(why, VCUDA_E_TOKEN_FILE, "token file %s is not a regular file", path);
-    }
-    if ((st.st_mode & 077) || st.st_uid != geteuid()) {
-        close(fd);
-        return fail(why, VCUDA_E_TOKEN_PERMS,
-                    "token file %s has mode %03o owner %u: it must be owned by uid %u and "
-                    "not accessible by group or others (chmod 600)",
-                    path, (unsigned)(st.st_mode & 0777), (unsigned)st.st_uid, (unsigned)geteuid());
-    }
+    int fd;
+    vcuda_status st = vcuda_private_file_open(path, "token file", &fd, why);
+    if (st) return st;
     ssize_t r = read(fd, buf, sizeof buf);
     close(fd);
     if (r < 0)
@@ -686,6 +673,27 @@ vcuda_status vcuda_token_load(uint8_t *out, size_t *len, char *why)
                     VCUDA_MAX_TOKEN);
     memcpy(out, buf, n);
     *len = n;
+    return VCUDA_OK;
+}
+
+vcuda_status vcuda_private_file_open(const char *path, const char *what, int *fd_out, char *why)
+{
+    /* fstat the opened file, not the path, so the checked file is the one read */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return fail(why, VCUDA_E_TOKEN_FILE, "cannot open %s %s: %s", what, path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(why, VCUDA_E_TOKEN_FILE, "%s %s is not a regular file", what, path);
+    }
+    if ((st.st_mode & 077) || st.st_uid != geteuid()) {
+        close(fd);
+        return fail(why, VCUDA_E_TOKEN_PERMS,
+                    "%s %s has mode %03o owner %u: it must be owned by uid %u and "
+                    "not accessible by group or others (chmod 600)",
+                    what, path, (unsigned)(st.st_mode & 0777), (unsigned)st.st_uid, (unsigned)geteuid());
+    }
+    *fd_out = fd;
     return VCUDA_OK;
 }
 

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE /* MSG_NOSIGNAL, pthread_tryjoin-free portable subset */
 #include "vcuda/server_loop.h"
 
+#include "vcuda/tenants.h"
+
 #include "ucx.h"
 
 #include <errno.h>
@@ -16,8 +18,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Largest handshake payload: HELLO "u t" or AUTH "t u" with a token-sized field. */
-#define HANDSHAKE_MAX (4u + 4u + VCUDA_MAX_TOKEN + 4u)
+/* Largest handshake payload: HELLO "u t s" with a token-sized field and the longest
+ * tenant name (AUTH "t u" is smaller). */
+#define HANDSHAKE_MAX (4u + 4u + VCUDA_MAX_TOKEN + 4u + VCUDA_TENANT_NAME_MAX)
 #define ACCEPTS_PER_TURN 64 /* then the handshakes in progress get their turn */
 #define NONCE_MEMORY 4096   /* client nonces remembered against replayed HELLOs */
 #define IDLE_SHRINK_MS 1000 /* an idle client's buffers above SHRINK_ABOVE are freed */
@@ -39,6 +42,8 @@ typedef struct conn {
     size_t got;
     vcuda_header h;
     uint8_t nc[VCUDA_NONCE_SIZE], ns[VCUDA_NONCE_SIZE];
+    vcuda_tenant *claimed;  /* the tenant HELLO named, NULL if none such */
+    char claimed_name[VCUDA_TENANT_NAME_MAX + 1]; /* (for the log; "" if not a valid name) */
     /* authenticated: the worker's */
     pthread_t thread;
     pthread_mutex_t wlock; /* one writer at a time: the worker, or a PROGRESS frame */
@@ -56,6 +61,7 @@ typedef struct conn {
 
 struct server {
     const vcuda_server_config *cfg;
+    const vcuda_tenants *tenants;
     pthread_mutex_t mu; /* the authenticated list */
     conn *authed;
     int nauthed;
@@ -327,6 +333,7 @@ static void *worker_main(void *arg)
     }
 out:
     if (h->disconnect) h->disconnect(h->ctx, &c->pub);
+    vcuda_tenant_leave(c->pub.tenant); /* (its memory went with the handler's disconnect) */
     vcuda_log_limited(cfg->log_prefix, "peer %s: closed: %s", c->pub.peer, why);
     pthread_mutex_lock(&c->wlock);
     vcuda_close(c->pub.fd);
@@ -364,6 +371,31 @@ static int send_small(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
 
 static int start_worker(server *s, conn *c, char *why);
 
+/* Whether an authenticated connection is served: the server's limit on clients, and its
+ * tenant's on connections at once.  Every admission rule is here.  0 with the
+ * connection counted in its tenant (c->pub.tenant set; the worker's end or a failed
+ * start counts it out), or -1 with the client's message in refusal and the log's in
+ * why (VCUDA_WHY_LEN each). */
+static int admit(server *s, conn *c, char *refusal, char *why)
+{
+    const vcuda_server_config *cfg = s->cfg;
+    vcuda_tenant *t = c->claimed;
+    int max = cfg->max_conns > 0 ? cfg->max_conns : 256;
+    pthread_mutex_lock(&s->mu);
+    int full = s->nauthed >= max;
+    pthread_mutex_unlock(&s->mu);
+    if (full) {
+        snprintf(refusal, VCUDA_WHY_LEN, "vcuda: server full: client limit reached");
+        return snprintf(why, VCUDA_WHY_LEN, "client limit %d reached", max), -1;
+    }
+    if (vcuda_tenant_join(t)) {
+        snprintf(refusal, VCUDA_WHY_LEN, "vcuda: tenant %s: connection limit %u reached", t->name, t->max_conns);
+        return snprintf(why, VCUDA_WHY_LEN, "tenant %s: connection limit %u reached", t->name, t->max_conns), -1;
+    }
+    c->pub.tenant = t;
+    return 0;
+}
+
 /* A complete handshake frame.  0 to keep the connection, 1 if it moved to a worker,
  * -1 to close it (why set). */
 static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
@@ -380,6 +412,10 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
             return snprintf(why, VCUDA_WHY_LEN, "HELLO nonce of %u bytes, not %d", m->blob_len, VCUDA_NONCE_SIZE), -1;
         if (nonce_seen(s, m->blob))
             return snprintf(why, VCUDA_WHY_LEN, "replayed HELLO (client nonce seen before)"), -1;
+        /* a tenant nobody knows is answered as any other (see proto.h, "authentication") */
+        c->claimed = vcuda_tenant_find(s->tenants, m->str, m->str_len);
+        if (vcuda_tenant_name_ok((const char *)m->str, m->str_len))
+            memcpy(c->claimed_name, m->str, m->str_len), c->claimed_name[m->str_len] = 0;
         memcpy(c->nc, m->blob, VCUDA_NONCE_SIZE);
         if (vcuda_random(c->ns, VCUDA_NONCE_SIZE))
             return snprintf(why, VCUDA_WHY_LEN, "no random bytes for a server nonce"), -1;
@@ -390,33 +426,41 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
         return 0;
     }
     uint8_t want[VCUDA_PROOF_SIZE], mine[VCUDA_PROOF_SIZE];
-    vcuda_auth_proof(cfg->token, cfg->token_len, 0, c->nc, c->ns, want);
-    if (!vcuda_token_equal(m->blob, m->blob_len, want, sizeof want)) {
-        /* tell the client why (it would otherwise see only EOF), then close */
+    const vcuda_tenant *t = c->claimed;
+    vcuda_auth_proof(t ? t->secret : s->tenants->nobody, t ? t->secret_len : sizeof s->tenants->nobody, 0, c->nc,
+                     c->ns, want);
+    int proven = vcuda_token_equal(m->blob, m->blob_len, want, sizeof want);
+    if (!proven || !t) {
+        /* tell the client why (it would otherwise see only EOF), then close; the same
+         * answer whether the tenant or the proof was wrong, the log says which */
         char ignore[VCUDA_WHY_LEN];
         vcuda_reply_error(&r, 800 /* cudaErrorNotPermitted */, "vcuda: authentication failed");
         send_small(c, m, &r, ignore);
-        return snprintf(why, VCUDA_WHY_LEN, "authentication failed (wrong proof: wrong token or replayed AUTH)"), -1;
+        if (!t)
+            return snprintf(why, VCUDA_WHY_LEN, "authentication failed (unknown tenant \"%s\")",
+                            *c->claimed_name ? c->claimed_name : "(not a tenant name)"), -1;
+        return snprintf(why, VCUDA_WHY_LEN, "authentication failed (tenant %s: wrong proof: wrong secret or "
+                        "replayed AUTH)", t->name), -1;
     }
-    int max = cfg->max_conns > 0 ? cfg->max_conns : 256;
-    pthread_mutex_lock(&s->mu);
-    int full = s->nauthed >= max;
-    pthread_mutex_unlock(&s->mu);
-    if (full) {
+    char refusal[VCUDA_WHY_LEN];
+    if (admit(s, c, refusal, why)) {
         char ignore[VCUDA_WHY_LEN];
-        vcuda_reply_error(&r, 2 /* cudaErrorMemoryAllocation */, "vcuda: server full: client limit reached");
+        vcuda_reply_error(&r, 2 /* cudaErrorMemoryAllocation */, refusal);
         send_small(c, m, &r, ignore);
-        return snprintf(why, VCUDA_WHY_LEN, "client limit %d reached", max), -1;
+        return -1;
     }
-    vcuda_auth_proof(cfg->token, cfg->token_len, 1, c->nc, c->ns, mine);
+    vcuda_auth_proof(t->secret, t->secret_len, 1, c->nc, c->ns, mine);
     r.blob = mine, r.blob_len = sizeof mine;
     r.v[0] = (uint64_t)cfg->device, r.nv = 1;
-    if (send_small(c, m, &r, why)) return -1;
     uint64_t hb = m->v[0];
     c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
-    fprintf(stderr, "%s: peer %s: authenticated (connection %llu)\n", cfg->log_prefix, c->pub.peer,
-            (unsigned long long)c->pub.id);
-    return start_worker(s, c, why) ? -1 : 1;
+    if (send_small(c, m, &r, why) || start_worker(s, c, why)) {
+        vcuda_tenant_leave(c->pub.tenant); /* admitted, never served */
+        return -1;
+    }
+    fprintf(stderr, "%s: peer %s: authenticated (connection %llu, tenant %s)\n", cfg->log_prefix, c->pub.peer,
+            (unsigned long long)c->pub.id, t->name);
+    return 1;
 }
 
 static int start_worker(server *s, conn *c, char *why)
@@ -569,6 +613,15 @@ int vcuda_server_run(const vcuda_server_config *cfg)
         return -1;
     }
     s->cfg = cfg;
+    vcuda_tenants single; /* without a table: the token is the secret of "default" */
+    memset(&single, 0, sizeof single);
+    if (cfg->tenants) s->tenants = cfg->tenants;
+    else if (vcuda_tenants_single(&single, cfg->token, cfg->token_len, 0, why) == 0) s->tenants = &single;
+    else {
+        fprintf(stderr, "%s: %s\n", cfg->log_prefix, why);
+        free(s), free(pre), free(pf), free(pending);
+        return -1;
+    }
     pthread_mutex_init(&s->mu, NULL);
     int listen_ucx = vcuda_ucx_is(cfg->listen_fd);
     /* several accepts per turn: the last one must find the queue empty, not wait */
@@ -652,6 +705,7 @@ int vcuda_server_run(const vcuda_server_config *cfg)
     reap(s, 1);
     log_tick();
     pthread_mutex_destroy(&s->mu);
+    vcuda_tenants_free(&single);
     free(s), free(pre), free(pf), free(pending);
     return 0;
 }

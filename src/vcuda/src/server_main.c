@@ -1,5 +1,5 @@
 /* vcuda-server --device N --listen ADDR:PORT: serves one GPU to vcuda clients.
- * Exit codes: 2 usage (no token, bad address), 77 nothing to serve (no driver, no such
+ * Exit codes: 2 usage (no token, bad address, a bad tenants file), 77 nothing to serve (no driver, no such
  * GPU, a driver without cuFuncGetParamInfo), 1 the loop failed.  Over TCP a supervising
  * process holds the socket and replaces the serving process after a sticky error. */
 #define _POSIX_C_SOURCE 200809L
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
     long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200, max_clients = 256, max_preauth = 128,
               max_frame_kib = VCUDA_MAX_PAYLOAD / 1024 + 1, client_mem_mib = 0, max_handles = 16384, max_modules = 256,
               cache_mib = 256;
-    const char *listen_at = "127.0.0.1:7470", *isolation = "shared";
+    const char *listen_at = "127.0.0.1:7470", *isolation = "shared", *tenants_file = "";
     const ums_arg args[] = {
         {"device", UMS_ARG_INT, &device, "GPU ordinal this server exports", 0, VCUDA_MAX_DEVICES - 1, NULL},
         {"listen", UMS_ARG_STRING, &listen_at, "[tcp://|ucx://]ADDR:PORT (ADDR defaults to 127.0.0.1)", 1, 0, NULL},
@@ -70,13 +70,27 @@ int main(int argc, char **argv)
         {"max-clients", UMS_ARG_INT, &max_clients, "authenticated clients at once", 1, 4096, NULL},
         {"max-preauth", UMS_ARG_INT, &max_preauth, "connections not yet authenticated (oldest idle dropped first)", 4, 65536, NULL},
         {"max-frame-kib", UMS_ARG_INT, &max_frame_kib, "largest request a client may send (its receive buffer)", 4, VCUDA_MAX_PAYLOAD / 1024 + 1, NULL},
-        {"client-mem-mib", UMS_ARG_INT, &client_mem_mib, "device memory one client may hold (0: no quota)", 0, 1 << 30, NULL},
+        {"tenants", UMS_ARG_STRING, &tenants_file,
+         "FILE of tenants, one per line: NAME MEM_MIB MAX_CONNS SECRET (blank-separated; '#' starts a comment line; "
+         "NAME 1-64 of [A-Za-z0-9._-]; MEM_MIB: device memory all its connections hold together, 0 no quota; "
+         "MAX_CONNS: its connections at once, 0 no own limit; SECRET: its clients' token). Mode 0600, owned by the "
+         "server's user. Clients name theirs with VCUDA_TENANT. Without it: one tenant, \"default\", whose secret "
+         "is the token", 0, 0, NULL},
+        {"client-mem-mib", UMS_ARG_INT, &client_mem_mib,
+         "device memory the \"default\" tenant (all clients of the token together) may hold, without --tenants "
+         "(0: no quota)", 0, 1 << 30, NULL},
         {"max-handles", UMS_ARG_INT, &max_handles, "streams+events+modules+functions of one client", 16, 1 << 20, NULL},
         {"max-modules", UMS_ARG_INT, &max_modules, "modules one client may have loaded", 1, 65536, NULL},
         {"isolation", UMS_ARG_STRING, &isolation, "shared (one context, per-client modules and streams) or context (one per client)", 0, 0, NULL},
         {"cache-mib", UMS_ARG_INT, &cache_mib, "validated module images kept for later clients", 0, 1 << 20, NULL},
     };
-    ums_args_parse(argc, argv, "vcuda-server: serves one GPU to vcuda clients (token: VCUDA_TOKEN or VCUDA_TOKEN_FILE)",
+    ums_args_parse(argc, argv,
+                   "vcuda-server: serves one GPU to vcuda clients (token: VCUDA_TOKEN or VCUDA_TOKEN_FILE, or the "
+                   "secrets of --tenants). A tenant's quota counts what all its connections make the GPU hold: "
+                   "allocations (plain, pitched, arrays, graph allocation nodes), the __device__/__constant__ data and "
+                   "code of the modules they load, and the memory their context limits reserve (cudaLimitStackSize: "
+                   "size x resident threads; heap, printf FIFO: the size), given back to the context's previous "
+                   "values when the tenant's last connection leaves",
                    args, sizeof args / sizeof args[0]);
     char addr[256], why[VCUDA_WHY_LEN];
     uint16_t port;
@@ -90,20 +104,39 @@ int main(int argc, char **argv)
         return UMS_EXIT_USAGE;
     }
     /* usage problems first, so they are reported the same with or without a GPU */
-    uint8_t token[VCUDA_MAX_TOKEN];
-    size_t token_len = 0;
-    if (vcuda_token_load(token, &token_len, why) != VCUDA_OK) {
-        fprintf(stderr, "vcuda-server: error: no usable token: %s; refusing to serve without one\n", why);
-        return UMS_EXIT_USAGE;
+    static vcuda_tenants tenants;
+    if (*tenants_file) {
+        if (client_mem_mib) {
+            fprintf(stderr, "vcuda-server: error: --client-mem-mib is the quota of the single-token tenant; with "
+                            "--tenants each tenant's line gives its own (MEM_MIB)\n");
+            return UMS_EXIT_USAGE;
+        }
+        if (vcuda_tenants_load(&tenants, tenants_file, why)) {
+            fprintf(stderr, "vcuda-server: error: %s\n", why);
+            return UMS_EXIT_USAGE;
+        }
+        fprintf(stderr, "vcuda-server: %zu tenant(s) from %s\n", tenants.n, tenants_file);
+    } else {
+        uint8_t token[VCUDA_MAX_TOKEN];
+        size_t token_len = 0;
+        if (vcuda_token_load(token, &token_len, why) != VCUDA_OK) {
+            fprintf(stderr, "vcuda-server: error: no usable token: %s; refusing to serve without one\n", why);
+            return UMS_EXIT_USAGE;
+        }
+        if (vcuda_tenants_single(&tenants, token, token_len, (uint64_t)client_mem_mib << 20, why)) {
+            fprintf(stderr, "vcuda-server: error: %s\n", why);
+            return UMS_EXIT_FAILED;
+        }
+        memset(token, 0, sizeof token);
     }
     if (strcmp(isolation, "shared") && strcmp(isolation, "context")) {
         fprintf(stderr, "vcuda-server: error: --isolation %s: expected shared or context\n", isolation);
         return UMS_EXIT_USAGE;
     }
-    vcuda_gpu_limits lim = {(uint64_t)client_mem_mib << 20, (uint32_t)max_handles, (uint32_t)max_modules,
-                            (size_t)cache_mib << 20, !strcmp(isolation, "context")};
+    vcuda_gpu_limits lim = {(uint32_t)max_handles, (uint32_t)max_modules, (size_t)cache_mib << 20,
+                            !strcmp(isolation, "context")};
     vcuda_gpu_set_limits(&lim);
-    vcuda_server_config cfg = {.token = token, .token_len = token_len,
+    vcuda_server_config cfg = {.tenants = &tenants,
                                .device = (int)device, .frame_timeout_ms = (int)timeout,
                                .max_conns = (int)max_clients, .max_preauth = (int)max_preauth,
                                .max_frame = (uint32_t)(max_frame_kib * 1024 > VCUDA_MAX_PAYLOAD ? VCUDA_MAX_PAYLOAD : max_frame_kib * 1024),

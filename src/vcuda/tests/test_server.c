@@ -67,19 +67,25 @@ typedef struct {
     int progress; /* PROGRESS frames seen */
 } rc_t;
 
-static int rc_open(rc_t *c, uint16_t port, int tmo)
+/* A connection as `tenant` (NULL: "default") holding `secret`: 0, or -1 with the
+ * reason in why (when not NULL). */
+static int rc_open_as(rc_t *c, uint16_t port, int tmo, const char *tenant, const char *secret, char *why)
 {
-    char why[VCUDA_WHY_LEN];
+    char ignore[VCUDA_WHY_LEN];
+    if (!why) why = ignore;
     memset(c, 0, sizeof *c);
     c->fd = vcuda_connect("127.0.0.1", port, tmo, why);
     if (c->fd < 0) return -1;
-    if (vcuda_handshake(c->fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, tmo, &c->b, NULL, why)) {
+    if (vcuda_handshake(c->fd, tenant, (const uint8_t *)secret, strlen(secret), 250, tmo, &c->b, NULL, why)) {
         close(c->fd);
+        vcuda_buf_free(&c->b);
         return -1;
     }
     c->id = 10;
     return 0;
 }
+
+static int rc_open(rc_t *c, uint16_t port, int tmo) { return rc_open_as(c, port, tmo, NULL, TOKEN, NULL); }
 
 static void rc_close(rc_t *c)
 {
@@ -462,6 +468,7 @@ static void auth(void)
     int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
     m = msg(VCUDA_OP_HELLO);
     m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
+    m.str = (const uint8_t *)"default", m.str_len = 7;
     CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
     CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR) && r.blob_len == 32);
     memcpy(ns, r.blob, 32);
@@ -483,20 +490,36 @@ static void auth(void)
     vcuda_random(nc, sizeof nc);
     m = msg(VCUDA_OP_HELLO);
     m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
+    m.str = (const uint8_t *)"default", m.str_len = 7;
     CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
     CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
     CHECK(vcuda_write_all(fd, authf, an, 1000, why) == 0);
     CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && (r.hdr.flags & VCUDA_FLAG_ERROR) && r.v[0] == 800);
     close(fd);
     /* a wrong token */
+    char wrong_secret[VCUDA_WHY_LEN], unknown_tenant[VCUDA_WHY_LEN];
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
-    CHECK(vcuda_handshake(fd, (const uint8_t *)"wrong", 5, 1000, 1000, &b, NULL, why) == -2 && strstr(why, "authentication failed"));
+    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)"wrong", 5, 1000, 1000, &b, NULL, why) == -2 && strstr(why, "authentication failed"));
+    snprintf(wrong_secret, sizeof wrong_secret, "%s", why);
+    close(fd);
+    /* a tenant the server does not know, with the right token: the same answer, so a
+     * client cannot tell unknown tenants from wrong secrets (the log can) */
+    fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    CHECK(vcuda_handshake(fd, "no-such-tenant", (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 1000, &b, NULL, why) == -2);
+    snprintf(unknown_tenant, sizeof unknown_tenant, "%s", why);
+    CHECK(!strcmp(unknown_tenant, wrong_secret));
+    close(fd);
+    /* a name that cannot be a tenant's is refused by the client before it connects */
+    fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    CHECK(vcuda_handshake(fd, "bad name", (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 1000, &b, NULL, why) == -1 &&
+          strstr(why, "tenant name"));
     close(fd);
     /* the right token works, and the token is not in any frame: nothing sent contains it */
     CHECK(!memmem(hello, hn, TOKEN, strlen(TOKEN)) && !memmem(authf, an, TOKEN, strlen(TOKEN)));
     char *log = finish(&s);
     CHECK(strstr(log, "replayed HELLO"));
-    CHECK(strstr(log, "authentication failed"));
+    CHECK(strstr(log, "authentication failed (tenant default: wrong proof"));
+    CHECK(strstr(log, "authentication failed (unknown tenant \"no-such-tenant\")"));
     /* a server that does not hold the token cannot pass for ours */
     uint16_t port;
     int lfd = vcuda_listen(NULL, 0, &port, why);
@@ -504,7 +527,7 @@ static void auth(void)
     pthread_t t;
     pthread_create(&t, NULL, rogue_server, &lfd);
     fd = vcuda_connect("127.0.0.1", port, 1000, why);
-    CHECK(vcuda_handshake(fd, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 2000, &b, NULL, why) == -1 &&
+    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 2000, &b, NULL, why) == -1 &&
           strstr(why, "could not prove"));
     close(fd);
     pthread_join(t, NULL);

@@ -28,6 +28,26 @@ int vcuda_image_check(const uint8_t *p, size_t n, char *why);
 /* The ELF check alone (a cubin, or a fatbin entry's contents). */
 int vcuda_elf_check(const uint8_t *p, size_t n, char *why);
 
+/* The bytes of device memory a module loaded from the image takes for its data, as far
+ * as the image tells before the driver loads it (what a tenant's quota is charged for a
+ * module, server_gpu.h):
+ *   a cubin: every section, NOBITS ones included (.nv.global, uninitialized __device__
+ *     data, has no bytes in the image however large it is), each rounded up to its
+ *     alignment, or its loadable segments' memory sizes if they add up to more;
+ *   PTX (JIT-compiled by the driver): the module-scope .global and .const variables,
+ *     sized from their declarations (image.c says how they are read);
+ *   a fatbin: the largest of its entries -- the driver loads one, the one for its GPU,
+ *     and which one is the driver's choice; the entries of one program built for several
+ *     targets take about the same.
+ * A PTX variable of a type this reader does not know is passed to unsized(name, length,
+ * arg), to be sized by the driver once loaded (cuModuleGetGlobal); with unsized NULL it
+ * fails the call.  The image must have passed vcuda_image_check (the function checks
+ * what it reads again).  0 with *bytes set (saturating at UINT64_MAX), or -1 with the
+ * reason in why (a PTX declaration this reader cannot follow). */
+typedef void vcuda_image_unsized_fn(const char *name, size_t len, void *arg);
+int vcuda_image_footprint(const uint8_t *p, size_t n, uint64_t *bytes, vcuda_image_unsized_fn *unsized, void *arg,
+                          char *why);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,8 @@
  * per authenticated client.
  *
  * The network loop (the caller's thread) accepts connections and authenticates them
- * (HELLO/AUTH challenge-response, see proto.h) reading each incrementally, so a peer
+ * as one of the server's tenants (HELLO/AUTH challenge-response, see proto.h, with the
+ * secret of the tenant HELLO names, tenants.h) reading each incrementally, so a peer
  * that stalls delays nobody.  Before authentication nothing larger than a HELLO/AUTH
  * payload is read or allocated; unauthenticated connections are capped (max_preauth):
  * when the cap is reached the oldest connection that has not even sent a HELLO is
@@ -10,7 +11,9 @@
  * anyone cannot lock out clients that speak the protocol.  Rejections are logged one
  * line each up to a few per second, then summarized once a second.
  *
- * An authenticated connection gets its own worker thread: it reads that client's
+ * An authenticated connection is admitted if the server has room for another client
+ * (max_conns) and its tenant for another connection (its MAX_CONNS); refused ones get
+ * the reason by name.  An admitted connection gets its own worker thread: it reads that client's
  * requests, runs the handler (which may block in the driver for as long as the GPU
  * work takes) and writes the replies, so one client's synchronize, slow reading or
  * flood never delays another's PING.  While a worker is busy with a request longer
@@ -23,6 +26,7 @@
 #define VCUDA_SERVER_LOOP_H
 
 #include "vcuda/net.h"
+#include "vcuda/tenants.h"
 
 #include <signal.h>
 
@@ -37,6 +41,7 @@ typedef struct vcuda_conn {
     uint64_t id;   /* unique per server run */
     void *user;
     int end_session; /* a handler sets it to close the connection after this reply */
+    vcuda_tenant *tenant; /* the tenant it authenticated as (tenants.h) */
 } vcuda_conn;
 
 struct vcuda_handler {
@@ -58,6 +63,9 @@ struct vcuda_handler {
 
 typedef struct {
     int listen_fd;
+    /* who may connect: the tenants table (tenants.h), or, if NULL, the one tenant
+     * "default" whose secret is token (no quota, no connection limit of its own) */
+    const vcuda_tenants *tenants;
     const uint8_t *token;
     size_t token_len;
     int device;           /* reported in the AUTH reply */
