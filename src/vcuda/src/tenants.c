@@ -177,7 +177,7 @@ vcuda_tenant *vcuda_tenant_find(const vcuda_tenants *ts, const uint8_t *name, si
     /* no early exit: each entry costs the same whether it matches or not */
     vcuda_tenant *found = NULL;
     uint8_t want[VCUDA_TENANT_NAME_MAX];
-    int ok = len >= 1 && len <= VCUDA_TENANT_NAME_MAX;
+    int ok = vcuda_tenant_name_ok((const char *)name, len); /* (no NUL: names compare zero-padded) */
     memset(want, 0, sizeof want);
     if (ok) memcpy(want, name, len);
     for (size_t i = 0; i < ts->n; ++i) {

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -750,7 +751,8 @@ static void isolation(const char *opts)
     finish(&s);
 }
 
-/* Per-client quotas: memory and handles; another client is unaffected by one at its limits. */
+/* Quotas: memory is the tenant's (here "default", every client of the token: one quota
+ * for all its connections), handles each client's own. */
 static void quotas(void)
 {
     server s;
@@ -759,21 +761,132 @@ static void quotas(void)
     CHECK(rc_open(&a, s.port, 2000) == 0 && rc_open(&b, s.port, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && a.r.v[0] == 2 &&
-          memmem(a.r.str, a.r.str_len, "quota", 5));
+          memmem(a.r.str, a.r.str_len, "tenant default's quota", 22));
     int events = 0;
     for (int i = 0; i < 40; ++i) events += rc_simple(&a, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0;
     CHECK(events == 16);
-    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0); /* b has its own quota */
-    CHECK(rc_simple(&b, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0);
-    /* arrays count too: b's 256 KiB left hold one 512 x 512 uchar array, not a second */
+    /* b is of the same tenant: what a holds counts against b too (the quota is not per
+     * connection: eight connections do not hold eight quotas) */
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && b.r.v[0] == 2);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 256 << 10, 0, 0, 2000) == 0); /* exactly the quota, together */
+    uint64_t bp = b.r.v[0];
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 1, 0, 0, 2000) == 1 && b.r.v[0] == 2);
+    CHECK(rc_simple(&b, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0); /* handles are b's own */
+    /* arrays count too: with b's 256 KiB freed, one 512 x 512 uchar array fits, not a second */
+    CHECK(rc_simple(&b, VCUDA_OP_FREE, bp, 0, 0, 2000) == 0);
     vcuda_msg m = msg(VCUDA_OP_ARRAY_CREATE);
     m.v[0] = 0x01, m.v[1] = 1, m.v[2] = 512, m.v[3] = 512, m.v[4] = 0, m.v[5] = 0, m.nv = 6;
     CHECK(rc_call(&b, &m, 0, 2000) == 0);
     uint64_t arr = b.r.v[0];
     CHECK(rc_call(&b, &m, 0, 2000) == 1 && b.r.v[0] == 2 && memmem(b.r.str, b.r.str_len, "quota", 5));
     CHECK(rc_simple(&b, VCUDA_OP_ARRAY_DESTROY, arr, 0, 0, 2000) == 0 && rc_call(&b, &m, 0, 2000) == 0);
-    rc_close(&a), rc_close(&b);
+    /* what a client holds goes back to its tenant when it goes */
+    rc_close(&a);
+    CHECK(wait_log(&s, "closed: client disconnected", 1, 5000));
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
+    rc_close(&b);
     finish(&s);
+}
+
+/* ---- tenants ------------------------------------------------------------------------ */
+
+static char tenants_path[64];
+
+/* A tenants file (mode 0600) with these lines; its path in tenants_path. */
+static const char *tenants_file(const char *lines)
+{
+    snprintf(tenants_path, sizeof tenants_path, "tenants-%d", (int)getpid());
+    unlink(tenants_path);
+    FILE *f = fopen(tenants_path, "w");
+    fputs(lines, f);
+    fclose(f);
+    chmod(tenants_path, 0600);
+    return tenants_path;
+}
+
+/* The server's exit status and log for a command line that should refuse to start. */
+static int server_refuses(const char *extra, char *log, size_t cap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "env LD_LIBRARY_PATH='%s' VCUDA_TOKEN='%s' '%s' --device 0 --listen 127.0.0.1:0 %s "
+             "2>tenants-refusal-%d.log", fake_dir, TOKEN, server_exe, extra, (int)getpid());
+    int st = system(cmd);
+    snprintf(cmd, sizeof cmd, "tenants-refusal-%d.log", (int)getpid());
+    FILE *f = fopen(cmd, "r");
+    size_t n = f ? fread(log, 1, cap - 1, f) : 0;
+    log[n] = 0;
+    if (f) fclose(f);
+    unlink(cmd);
+    printf("  refused: %s", log);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Tenants of one server: one quota per tenant across its connections, separate quotas
+ * for separate tenants, a connection limit per tenant, secrets per tenant; and a
+ * tenants file the server refuses to start with. */
+static void tenants(void)
+{
+    char why[VCUDA_WHY_LEN], extra[128], log[4096];
+    /* refused at start: a bad line (by number), a readable file, a quota beside it */
+    snprintf(extra, sizeof extra, "--tenants %s", tenants_file("alice 1 2 a\nbob 1 x b\n"));
+    CHECK(server_refuses(extra, log, sizeof log) == 2 && strstr(log, "line 2: MAX_CONNS"));
+    snprintf(extra, sizeof extra, "--tenants %s", tenants_file("alice 1 2 a\nalice 1 2 b\n"));
+    CHECK(server_refuses(extra, log, sizeof log) == 2 && strstr(log, "line 2: tenant alice is already defined"));
+    chmod(tenants_file("alice 1 2 a\n"), 0644);
+    CHECK(server_refuses(extra, log, sizeof log) == 2 && strstr(log, "chmod 600"));
+    snprintf(extra, sizeof extra, "--tenants %s --client-mem-mib 4", tenants_file("alice 1 2 a\n"));
+    CHECK(server_refuses(extra, log, sizeof log) == 2 && strstr(log, "--client-mem-mib"));
+
+    server s;
+    snprintf(extra, sizeof extra, "--tenants %s",
+             tenants_file("# name  MiB  conns  secret\nalice 1 2 alice-secret\nbob 1 0 bob-secret\n"));
+    start(&s, extra);
+    rc_t a1, a2, a3, b;
+    CHECK(rc_open_as(&a1, s.port, 2000, "alice", "alice-secret", why) == 0);
+    CHECK(rc_open_as(&a2, s.port, 2000, "alice", "alice-secret", why) == 0);
+    CHECK(rc_open_as(&b, s.port, 2000, "bob", "bob-secret", why) == 0);
+    /* alice's two connections share her 1 MiB */
+    CHECK(rc_simple(&a1, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a2, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && a2.r.v[0] == 2 &&
+          memmem(a2.r.str, a2.r.str_len, "tenant alice's quota", 20));
+    CHECK(rc_simple(&a2, VCUDA_OP_MALLOC, 256 << 10, 0, 0, 2000) == 0);
+    /* bob's quota is his own */
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 1 << 20, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 1, 0, 0, 2000) == 1 && memmem(b.r.str, b.r.str_len, "tenant bob's quota", 18));
+    /* alice's connection limit (2), by name; bob has none of his own */
+    CHECK(rc_open_as(&a3, s.port, 2000, "alice", "alice-secret", why) == -1 &&
+          strstr(why, "vcuda: tenant alice: connection limit 2 reached"));
+    rc_t more[4];
+    for (int i = 0; i < 4; ++i) CHECK(rc_open_as(&more[i], s.port, 2000, "bob", "bob-secret", why) == 0);
+    for (int i = 0; i < 4; ++i) rc_close(&more[i]);
+    /* secrets are per tenant; an unknown tenant is a wrong secret */
+    CHECK(rc_open_as(&a3, s.port, 2000, "bob", "alice-secret", why) == -1 && strstr(why, "authentication failed"));
+    CHECK(rc_open_as(&a3, s.port, 2000, "carol", "alice-secret", why) == -1 && strstr(why, "authentication failed"));
+    CHECK(rc_open_as(&a3, s.port, 2000, NULL, TOKEN, why) == -1 && strstr(why, "authentication failed")); /* no "default" */
+    /* a1 goes: its connection and its 768 KiB are alice's again */
+    rc_close(&a1);
+    int admitted = -1; /* (once the server has let a1 go) */
+    for (int64_t end = now_ms() + 5000; admitted && now_ms() < end; usleep(20000))
+        admitted = rc_open_as(&a3, s.port, 2000, "alice", "alice-secret", why);
+    CHECK(admitted == 0);
+    CHECK(rc_simple(&a3, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a3, VCUDA_OP_MALLOC, 1, 0, 0, 2000) == 1);
+    rc_close(&a2), rc_close(&a3), rc_close(&b);
+    /* the client core names its tenant with VCUDA_TENANT */
+    char servers[64];
+    snprintf(servers, sizeof servers, "127.0.0.1:%u", s.port);
+    setenv("VCUDA_SERVERS", servers, 1);
+    setenv("VCUDA_TOKEN", "bob-secret", 1);
+    setenv("VCUDA_TENANT", "bob", 1);
+    CHECK(vcuda_client_open(why) == 0 && vcuda_client_device_count() == 1);
+    vcuda_client_close();
+    setenv("VCUDA_TENANT", "not a name", 1);
+    CHECK(vcuda_client_open(why) == -1 && strstr(why, "VCUDA_TENANT"));
+    unsetenv("VCUDA_TENANT");
+    char *text = finish(&s);
+    CHECK(strstr(text, "authenticated (connection 1, tenant alice)"));
+    CHECK(strstr(text, "tenant alice: connection limit 2 reached"));
+    unlink(tenants_path);
 }
 
 /* Resident memory of the serving process (the supervisor's child), in KiB. */
@@ -1604,6 +1717,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "isolation_context")) isolation("--max-modules 16 --isolation context");
     else if (!strcmp(c, "images")) images();
     else if (!strcmp(c, "quotas")) quotas();
+    else if (!strcmp(c, "tenants")) tenants();
     else if (!strcmp(c, "shrink")) shrink();
     else if (!strcmp(c, "runtime_calls")) runtime_calls();
     else if (!strcmp(c, "graphs")) graphs(NULL);
