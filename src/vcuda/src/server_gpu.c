@@ -1904,8 +1904,10 @@ static int limit_charge_take(vcuda_gpu *g, client *cl, vcuda_msg *r, int own, in
     uint64_t used = 0;
     vcuda_tenant *t = cl->tenant;
     if (!bytes) return 0;
-    if (own) return charge(cl, r, "LIMIT_SET", bytes) ? -1 : 0;
-    if (!t || !vcuda_tenant_charge(t, bytes, &used)) return 0;
+    if (!t || !vcuda_tenant_charge(t, bytes, &used)) {
+        if (own) cl->mem_bytes += bytes; /* (its own context's: given back at its end) */
+        return 0;
+    }
     if (which == LIMIT_STACK)
         reply_invalid(cl, r, 2, "LIMIT_SET: %s of %llu bytes reserves %llu bytes of device memory (x %llu resident "
                       "threads): over tenant %s's quota of %llu bytes (%llu in use)", limit_names[which],

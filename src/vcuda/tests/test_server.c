@@ -149,6 +149,15 @@ static uint64_t rc_module(rc_t *c, const char *tag, int lookup_first)
     return rc_call(c, &m, 0, 2000) == 0 ? c->r.v[0] : 0;
 }
 
+/* Loads the image (MODULE_LOAD): the module handle, or 0 (the error reply in c->r). */
+static uint64_t rc_module_image(rc_t *c, const uint8_t *img, size_t n)
+{
+    vcuda_msg m = msg(VCUDA_OP_MODULE_LOAD);
+    vcuda_sha256(img, n, m.hash);
+    m.blob = img, m.blob_len = (uint32_t)n;
+    return rc_call(c, &m, 0, 5000) == 0 ? c->r.v[0] : 0;
+}
+
 static uint64_t rc_function(rc_t *c, uint64_t mod, const char *name)
 {
     vcuda_msg m = msg(VCUDA_OP_FUNCTION_GET);
@@ -886,6 +895,269 @@ static void tenants(void)
     char *text = finish(&s);
     CHECK(strstr(text, "authenticated (connection 1, tenant alice)"));
     CHECK(strstr(text, "tenant alice: connection limit 2 reached"));
+    unlink(tenants_path);
+}
+
+/* ---- module data ---------------------------------------------------------------------- */
+
+/* A fatbin of n entries (kind 1 PTX, 2 cubin), each its bytes as given (PTX: text with
+ * its NUL).  Returns its size. */
+static size_t fatbin_of(uint8_t *out, int n, const int *kind, const uint8_t *const *data, const size_t *len)
+{
+    size_t at = 16;
+    for (int i = 0; i < n; ++i) {
+        memset(out + at, 0, 64);
+        fc_put(out + at, (uint64_t)kind[i], 2), fc_put(out + at + 2, 0x101, 2), fc_put(out + at + 4, 64, 4);
+        fc_put(out + at + 8, len[i], 8), fc_put(out + at + 0x1c, 90, 4);
+        memcpy(out + at + 64, data[i], len[i]);
+        at += 64 + len[i];
+    }
+    fc_put(out, 0xba55ed50u, 4), fc_put(out + 4, 1, 2), fc_put(out + 6, 16, 2), fc_put(out + 8, at - 16, 8);
+    return at;
+}
+
+static size_t ptx_fatbin(uint8_t *out, const char *ptx)
+{
+    int kind = 1;
+    const uint8_t *d = (const uint8_t *)ptx;
+    size_t len = strlen(ptx) + 1;
+    return fatbin_of(out, 1, &kind, &d, &len);
+}
+
+static char unsized_seen[256];
+static void note_unsized(const char *name, size_t len, void *arg)
+{
+    (void)arg;
+    size_t at = strlen(unsized_seen);
+    snprintf(unsized_seen + at, sizeof unsized_seen - at, "%.*s;", (int)len, name);
+}
+
+/* Bytes the data of a PTX text takes, -1 if it cannot be read (reason printed). */
+static int64_t ptx_bytes(const char *ptx)
+{
+    static uint8_t fat[8192];
+    char why[VCUDA_WHY_LEN];
+    uint64_t b = 0;
+    size_t n = ptx_fatbin(fat, ptx);
+    if (vcuda_image_check(fat, n, why)) return printf("  invalid: %s\n", why), -2;
+    if (vcuda_image_footprint(fat, n, &b, note_unsized, NULL, why)) return printf("  refused: %s\n", why), -1;
+    return (int64_t)b;
+}
+
+/* vcuda_image_footprint: cubins by their sections, fatbins by their largest entry, PTX
+ * by its declarations. */
+static void footprint(void)
+{
+    static uint8_t img[2048], big[2048], fat[8192];
+    char why[VCUDA_WHY_LEN];
+    uint64_t b = 0;
+    size_t n = fake_cubin(img, "fp"), nb = fake_cubin_global(big, "fp", 1ull << 30);
+    CHECK(vcuda_image_check(big, nb, why) == 0);
+    CHECK(vcuda_image_footprint(img, n, &b, NULL, NULL, why) == 0 && b > 0 && b < 4096);
+    printf("  small cubin (%zu bytes): %llu bytes\n", n, (unsigned long long)b);
+    CHECK(vcuda_image_footprint(big, nb, &b, NULL, NULL, why) == 0 && b >= 1ull << 30 && b < (1ull << 30) + 4096);
+    printf("  cubin of %zu bytes with a 1 GiB .nv.global: %llu bytes\n", nb, (unsigned long long)b);
+    /* a fatbin: its largest entry, wherever it is */
+    int kinds[2] = {2, 2};
+    const uint8_t *data[2] = {img, big};
+    size_t lens[2] = {n, nb};
+    size_t nf = fatbin_of(fat, 2, kinds, data, lens);
+    CHECK(vcuda_image_check(fat, nf, why) == 0);
+    CHECK(vcuda_image_footprint(fat, nf, &b, NULL, NULL, why) == 0 && b >= 1ull << 30);
+    data[0] = big, data[1] = img, lens[0] = nb, lens[1] = n;
+    nf = fatbin_of(fat, 2, kinds, data, lens);
+    CHECK(vcuda_image_footprint(fat, nf, &b, NULL, NULL, why) == 0 && b >= 1ull << 30);
+    /* a patched section header size is seen: 2^62 bytes of .nv.global saturate, never wrap */
+    fc_put(big + (size_t)(big[40] | big[41] << 8) + 11 * 64 + 32, 1ull << 62, 8);
+    CHECK(vcuda_image_footprint(big, nb, &b, NULL, NULL, why) == 0 && b >= 1ull << 62);
+    fc_put(big + (size_t)(big[40] | big[41] << 8) + 11 * 64 + 32, UINT64_MAX - 8, 8);
+    CHECK(vcuda_image_footprint(big, nb, &b, NULL, NULL, why) == 0 && b == UINT64_MAX);
+
+    /* PTX as nvcc writes it: module data counted, function bodies and comments not */
+    const char *nvcc_like =
+        ".version 8.5\n.target sm_90\n.address_size 64\n.file 1 \"a;b{c}.cu\"\n\n"
+        "// .globl\tk\n"
+        ".visible .global .align 4 .b8 big[1073741824];\n"
+        ".global .align 4 .u32 counter;\n"
+        ".const .align 4 .f32 coef[4] = {0f3F800000, 0f40000000, 0f40400000, 0f40800000};\n"
+        "/* .global .b8 not_this[99999999]; */\n"
+        "// .global .b8 nor_this[999];\n"
+        ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);\n"
+        ".visible .entry k(\n\t.param .u64 k_param_0\n)\n.maxntid 256, 1, 1\n{\n"
+        "\t.local .align 8 .b8 __local_depot0[100000];\n\t.shared .align 4 .b8 tile[4096];\n"
+        "\t.reg .b32 %r<3>;\n\tret;\n}\n"
+        ".section .debug_info { .b32 17 .b8 0 }\n";
+    CHECK(ptx_bytes(nvcc_like) == (1ll << 30) + 4 + 16);
+    CHECK(ptx_bytes(".global .v4 .f32 v[2];") == 32);
+    CHECK(ptx_bytes(".global .align 1 .b8 $str[] = {104, 105, 0};") == 3);
+    CHECK(ptx_bytes(".global .s32 m[3][4];\n.global .u16 n[][2] = {{1, 2}, {3, 4}, {5, 6}};") == 48 + 12);
+    CHECK(ptx_bytes(".global .u64 a, b[2] = {1, 2}, c;") == 8 + 16 + 8);
+    CHECK(ptx_bytes(".global .b8 s[3];\n.global .u64 ptr = generic(s);\n.global .u64 tab[2] = {generic(s), generic(s)};") ==
+          3 + 8 + 16);
+    CHECK(ptx_bytes(".extern .global .b8 ext[];\n.global .attribute(.managed) .align 8 .u64 man;") == 8);
+    CHECK(ptx_bytes(".global .b8 hex[0x10];\n.weak .const .b16 w[010];") == 16 + 16);
+    CHECK(ptx_bytes(".global .b8 arr[]; ") == -1);                 /* an open dimension, nothing to size it */
+    CHECK(ptx_bytes(".global .b8 x[12") == -1);                    /* unterminated */
+    CHECK(ptx_bytes(".global .b8 x[12] = {1, 2") == -1);
+    CHECK(ptx_bytes(".global .b8 x[1][] = {1};") == -1);           /* only the first may be open */
+    CHECK(ptx_bytes(".global .b8 x[y];") == -1);
+    unsized_seen[0] = 0;
+    CHECK(ptx_bytes(".global .b8 known[8];\n.global .x96 odd, odd2[4];") == 8 && !strcmp(unsized_seen, "odd;odd2;"));
+    /* without a callback for them, such variables fail the call */
+    n = ptx_fatbin(fat, ".global .x96 odd;");
+    CHECK(vcuda_image_footprint(fat, n, &b, NULL, NULL, why) == -1 && strstr(why, "odd"));
+    printf("  refused: %s\n", why);
+}
+
+/* A module's data counts against its tenant's quota: refused by name before the driver
+ * loads it when it does not fit, accepted without a quota, given back on unload and
+ * when the connection goes. */
+static void module_globals(void)
+{
+    static uint8_t big[2048], mid[2048], fat[8192];
+    char why[VCUDA_WHY_LEN], extra[128];
+    size_t nb = fake_cubin_global(big, "big", 1ull << 30), nm = fake_cubin_global(mid, "mid", 100ull << 20);
+    server s;
+    snprintf(extra, sizeof extra, "--tenants %s", tenants_file("tight 256 0 t-secret\nfree 0 0 f-secret\n"));
+    start(&s, extra);
+    rc_t t[4], f[4];
+    for (int i = 0; i < 4; ++i) {
+        CHECK(rc_open_as(&t[i], s.port, 2000, "tight", "t-secret", why) == 0);
+        CHECK(rc_open_as(&f[i], s.port, 2000, "free", "f-secret", why) == 0);
+    }
+    /* the 4 KiB image declaring 1 GiB, four times: refused each time under 256 MiB ... */
+    for (int i = 0; i < 4; ++i) {
+        vcuda_msg m = msg(VCUDA_OP_MODULE_LOAD);
+        vcuda_sha256(big, nb, m.hash);
+        m.blob = big, m.blob_len = (uint32_t)nb;
+        CHECK(rc_call(&t[i], &m, 0, 2000) == 1 && t[i].r.v[0] == 2 &&
+              memmem(t[i].r.str, t[i].r.str_len, "vcuda: module load: its __device__ data (", 41) &&
+              memmem(t[i].r.str, t[i].r.str_len, "exceeds tenant tight's quota", 28));
+        if (i == 0) printf("  refused: %.*s\n", (int)t[i].r.str_len, (const char *)t[i].r.str);
+        /* ... also when cached (a lookup loads the same image) ... */
+        m.hdr.opcode = VCUDA_OP_MODULE_LOOKUP, m.blob = NULL, m.blob_len = 0;
+        int rc = rc_call(&t[i], &m, 0, 2000);
+        CHECK(rc == 1 && (t[i].r.v[0] == 2 || t[i].r.v[0] == 500));
+    }
+    /* ... and accepted where there is no quota, four times over (the free tenant first:
+     * then the image is cached, and tight's lookups above find it the second time) */
+    for (int i = 0; i < 4; ++i) CHECK(rc_module_image(&f[i], big, nb) != 0);
+    vcuda_msg look = msg(VCUDA_OP_MODULE_LOOKUP);
+    vcuda_sha256(big, nb, look.hash);
+    CHECK(rc_call(&t[0], &look, 0, 2000) == 1 && t[0].r.v[0] == 2 && memmem(t[0].r.str, t[0].r.str_len, "exceeds", 7));
+    /* 100 MiB of module data: charged while loaded, given back on unload */
+    uint64_t mod = rc_module_image(&t[0], mid, nm);
+    CHECK(mod != 0);
+    CHECK(rc_simple(&t[1], VCUDA_OP_MALLOC, 156u << 20, 0, 0, 2000) == 1 && t[1].r.v[0] == 2);
+    CHECK(rc_simple(&t[1], VCUDA_OP_MALLOC, 155u << 20, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t[1], VCUDA_OP_FREE, t[1].r.v[0], 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t[0], VCUDA_OP_MODULE_UNLOAD, mod, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t[1], VCUDA_OP_MALLOC, 255u << 20, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t[1], VCUDA_OP_FREE, t[1].r.v[0], 0, 0, 2000) == 0);
+    /* ... and when the connection goes without unloading it */
+    CHECK(rc_module_image(&t[0], mid, nm) != 0);
+    CHECK(rc_module_image(&t[1], mid, nm) != 0 && rc_module_image(&t[2], mid, nm) == 0); /* 3 x 100 MiB: no */
+    rc_close(&t[0]);
+    int loaded = 0;
+    for (int64_t end = now_ms() + 5000; !loaded && now_ms() < end; usleep(20000)) loaded = rc_module_image(&t[2], mid, nm) != 0;
+    CHECK(loaded);
+    /* PTX: sized from its declarations before it is compiled ... */
+    size_t nf = ptx_fatbin(fat, ".version 8.5\n.target sm_90\n.address_size 64\n"
+                                ".visible .global .align 4 .b8 big[1073741824];\n");
+    CHECK(rc_module_image(&t[3], fat, nf) == 0 && t[3].r.v[0] == 2 && memmem(t[3].r.str, t[3].r.str_len, "(1073741824 bytes)", 18));
+    CHECK(rc_module_image(&f[0], fat, nf) != 0);
+    /* ... or, for a type the server does not know, by the driver after loading: then
+     * unloaded again when it does not fit */
+    nf = ptx_fatbin(fat, ".global .x96 odd;\n// vcuda-fake-global odd 1073741824\n");
+    CHECK(rc_module_image(&t[3], fat, nf) == 0 && t[3].r.v[0] == 2 && memmem(t[3].r.str, t[3].r.str_len, "exceeds", 7));
+    nf = ptx_fatbin(fat, ".global .x96 odd;\n// vcuda-fake-global odd 4096\n");
+    CHECK(rc_module_image(&t[3], fat, nf) != 0);
+    for (int i = 1; i < 4; ++i) rc_close(&t[i]);
+    for (int i = 0; i < 4; ++i) rc_close(&f[i]);
+    char *log = finish(&s);
+    CHECK(!strstr(log, "Segmentation"));
+    unlink(tenants_path);
+}
+
+/* Context limits: what they reserve is charged to the tenant (the stack: its size x
+ * the device's 8192 resident threads), over-quota values refused by name, and the
+ * context's previous values back when the tenant's last connection goes. */
+static void limits(const char *opts)
+{
+    char why[VCUDA_WHY_LEN], extra[160];
+    int own = opts != NULL; /* --isolation context: each client's own context */
+    server s;
+    snprintf(extra, sizeof extra, "--tenants %s %s", tenants_file("tight 256 0 t-secret\nother 256 0 o-secret\n"),
+             opts ? opts : "");
+    start(&s, extra);
+    rc_t t1, t2, t3, o1;
+    CHECK(rc_open_as(&t1, s.port, 2000, "tight", "t-secret", why) == 0);
+    /* 64 KiB of stack per thread: 512 MiB of device memory, over 256 MiB */
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 0, 64 << 10, 0, 2000) == 1 && t1.r.v[0] == 2 &&
+          memmem(t1.r.str, t1.r.str_len, "cudaLimitStackSize", 18) && memmem(t1.r.str, t1.r.str_len, "tenant tight", 12));
+    printf("  refused: %.*s\n", (int)t1.r.str_len, (const char *)t1.r.str);
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t1.r.v[0] == 0); /* unchanged */
+    /* 16 KiB: 128 MiB, charged */
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 0, 16 << 10, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_MALLOC, 129u << 20, 0, 0, 2000) == 1 && t1.r.v[0] == 2);
+    CHECK(rc_simple(&t1, VCUDA_OP_MALLOC, 128u << 20, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_FREE, t1.r.v[0], 0, 0, 2000) == 0);
+    /* lowered to 8 KiB: 64 MiB; the heap adds its size; the device runtime's limits
+     * reserve what the server cannot know: refused under a quota */
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 0, 8 << 10, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 2, 100u << 20, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_MALLOC, 93u << 20, 0, 0, 2000) == 1);
+    CHECK(rc_simple(&t1, VCUDA_OP_MALLOC, 92u << 20, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_FREE, t1.r.v[0], 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 4, 4096, 0, 2000) == 1 && t1.r.v[0] == 801 &&
+          memmem(t1.r.str, t1.r.str_len, "cudaLimitDevRuntimePendingLaunchCount", 37));
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 9, 1, 0, 2000) == 1 && t1.r.v[0] == 217);
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 6, 1 << 20, 0, 2000) == 0); /* persisting L2: no device memory */
+    /* another connection of the tenant: the limits stay while one of its connections does */
+    CHECK(rc_open_as(&t2, s.port, 2000, "tight", "t-secret", why) == 0);
+    if (!own) CHECK(rc_simple(&t2, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t2.r.v[0] == 8 << 10);
+    rc_close(&t1);
+    if (!own) {
+        usleep(200000);
+        CHECK(rc_simple(&t2, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t2.r.v[0] == 8 << 10);
+        CHECK(rc_simple(&t2, VCUDA_OP_MALLOC, 93u << 20, 0, 0, 2000) == 1); /* still charged */
+    }
+    rc_close(&t2);
+    /* the tenant gone: the next client finds the context as it was, the tenant its quota */
+    int back = 0;
+    for (int64_t end = now_ms() + 5000; !back && now_ms() < end; usleep(20000)) {
+        CHECK(rc_open_as(&t3, s.port, 2000, "tight", "t-secret", why) == 0);
+        back = rc_simple(&t3, VCUDA_OP_MALLOC, 256u << 20, 0, 0, 2000) == 0;
+        if (!back) rc_close(&t3);
+    }
+    CHECK(back);
+    if (!own) {
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 2, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 6, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
+    }
+    rc_close(&t3);
+    if (!own) {
+        /* another tenant's limit goes back when that tenant goes, whoever else is on */
+        usleep(200000);
+        CHECK(rc_open_as(&o1, s.port, 2000, "other", "o-secret", why) == 0);
+        int set = 0;
+        for (int64_t end = now_ms() + 5000; !set && now_ms() < end; usleep(20000)) /* (alone once t3 is released) */
+            set = rc_simple(&o1, VCUDA_OP_LIMIT_SET, 0, 4096, 0, 2000) == 0;
+        CHECK(set);
+        CHECK(rc_open_as(&t3, s.port, 2000, "tight", "t-secret", why) == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 4096);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_SET, 0, 1024, 0, 2000) == 1 && t3.r.v[0] == 801); /* shared with o1 */
+        CHECK(rc_simple(&t3, VCUDA_OP_MALLOC, 256u << 20, 0, 0, 2000) == 0); /* o1's stack is not tight's */
+        rc_close(&o1);
+        int restored = 0;
+        for (int64_t end = now_ms() + 5000; !restored && now_ms() < end; usleep(20000))
+            restored = rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 0;
+        CHECK(restored);
+        rc_close(&t3);
+    }
+    char *log = finish(&s);
+    CHECK(!strstr(log, "could not be set back"));
     unlink(tenants_path);
 }
 
@@ -1718,6 +1990,10 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "images")) images();
     else if (!strcmp(c, "quotas")) quotas();
     else if (!strcmp(c, "tenants")) tenants();
+    else if (!strcmp(c, "footprint")) footprint();
+    else if (!strcmp(c, "module_globals")) module_globals();
+    else if (!strcmp(c, "limits")) limits(NULL);
+    else if (!strcmp(c, "limits_isolation")) limits("--isolation context");
     else if (!strcmp(c, "shrink")) shrink();
     else if (!strcmp(c, "runtime_calls")) runtime_calls();
     else if (!strcmp(c, "graphs")) graphs(NULL);
