@@ -1967,8 +1967,17 @@ int main(int argc, char **argv)
         fc_put(fat + 16 + 0x28, 0x11, 8);
         memcpy(fat + 80, img, n);
         CHECK(vcuda_image_check(fat, 80 + n, NULL) == 0);
-        const struct { const char *name; const uint8_t *p; size_t n; } seeds[] = {{"cubin", img, n}, {"fatbin", fat, 80 + n}};
-        for (int i = 0; i < 2; ++i) {
+        /* a PTX entry with declarations of every kind the footprint reader follows */
+        static uint8_t ptx[4096];
+        size_t np = ptx_fatbin(ptx, ".version 8.5\n.target sm_90\n.address_size 64\n.file 1 \"a.cu\"\n"
+                                    "/* c */ // d\n.visible .global .align 4 .b8 big[1073741824];\n"
+                                    ".global .v4 .f32 v[2][3];\n.const .u16 n[][2] = {{1, 2}, {3, 4}};\n"
+                                    ".global .u64 a, p = generic(a);\n.global .x96 odd;\n"
+                                    ".visible .entry k(.param .u64 q)\n{\n\t.local .b8 l[8];\n\tret;\n}\n");
+        CHECK(vcuda_image_check(ptx, np, NULL) == 0);
+        const struct { const char *name; const uint8_t *p; size_t n; } seeds[] = {
+            {"cubin", img, n}, {"fatbin", fat, 80 + n}, {"ptx-fatbin", ptx, np}};
+        for (int i = 0; i < 3; ++i) {
             snprintf(path, sizeof path, "%s/%s", argv[2], seeds[i].name);
             FILE *f = fopen(path, "wb");
             if (!f || fwrite(seeds[i].p, 1, seeds[i].n, f) != seeds[i].n) return 1;
