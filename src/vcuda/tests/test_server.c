@@ -1817,8 +1817,9 @@ static void twins(const char *opts)
     CHECK(!strstr(log, "Segmentation") && !strstr(log, "AddressSanitizer"));
 }
 
-/* Every FILE (a cubin or fatbin nvcc wrote) must pass the validator: images real
- * programs send are accepted, whatever the fuzzer and the patched variants refuse. */
+/* Every FILE (a cubin or fatbin nvcc wrote) must pass the validator, and what its data
+ * takes must be read from it with every PTX variable sized: images real programs send
+ * are accepted, whatever the fuzzer and the patched variants refuse. */
 static int check_images(int n, char **files)
 {
     static uint8_t img[64 << 20];
@@ -1828,10 +1829,14 @@ static int check_images(int n, char **files)
         size_t len = f ? fread(img, 1, sizeof img, f) : 0;
         if (f) fclose(f);
         char why[VCUDA_WHY_LEN] = "";
+        uint64_t bytes = 0;
         int ok = len > 0 && vcuda_image_check(img, len, why) == 0;
-        printf("{\"test\":\"nvcc_image\",\"file\":\"%s\",\"bytes\":%zu,\"accepted\":%s,\"why\":\"%s\"}\n",
-               files[i], len, ok ? "true" : "false", why);
-        bad |= !ok;
+        unsized_seen[0] = 0;
+        int sized = ok && vcuda_image_footprint(img, len, &bytes, note_unsized, NULL, why) == 0 && !unsized_seen[0];
+        printf("{\"test\":\"nvcc_image\",\"file\":\"%s\",\"bytes\":%zu,\"accepted\":%s,\"device_bytes\":%llu,"
+               "\"sized\":%s,\"unsized\":\"%s\",\"why\":\"%s\"}\n", files[i], len, ok ? "true" : "false",
+               (unsigned long long)bytes, sized ? "true" : "false", unsized_seen, why);
+        bad |= !ok || !sized;
     }
     return bad;
 }
