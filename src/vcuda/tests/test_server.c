@@ -830,6 +830,10 @@ static int server_refuses(const char *extra, char *log, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static int rc_twin_node(rc_t *c, uint64_t graph, uint32_t index, const vcuda_graph_node *n);
+static vcuda_graph_node twin_node(uint32_t kind, uint64_t a, uint32_t type, uint32_t size, uint32_t ndeps,
+                                  const uint32_t *deps);
+
 /* Tenants of one server: one quota per tenant across its connections, separate quotas
  * for separate tenants, a connection limit per tenant, secrets per tenant; and a
  * tenants file the server refuses to start with. */
@@ -862,6 +866,26 @@ static void tenants(void)
     /* bob's quota is his own */
     CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 1 << 20, 0, 0, 2000) == 0);
     CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 1, 0, 0, 2000) == 1 && memmem(b.r.str, b.r.str_len, "tenant bob's quota", 18));
+    /* graph allocation nodes count too, across the tenant's connections, until their
+     * graph goes (not launched: the allocation never happened) */
+    rc_t b2;
+    CHECK(rc_open_as(&b2, s.port, 2000, "bob", "bob-secret", why) == 0);
+    CHECK(rc_simple(&b2, VCUDA_OP_MALLOC, 1 << 20, 0, 0, 2000) == 1); /* b holds bob's 1 MiB */
+    CHECK(rc_simple(&b2, VCUDA_OP_GRAPH_TWIN_CREATE, 0, 0, 0, 2000) == 0);
+    uint64_t graph = b2.r.v[0];
+    vcuda_graph_node gn = twin_node(VCUDA_GNODE_ALLOC, 768 << 10, 0, 0, 0, NULL);
+    CHECK(rc_twin_node(&b2, graph, 0, &gn) == 1 && b2.r.v[0] == 2 && memmem(b2.r.str, b2.r.str_len, "tenant bob's quota", 18));
+    rc_close(&b);
+    int freed = 0; /* (once the server has let b go, its 1 MiB is bob's again) */
+    for (int64_t end = now_ms() + 5000; !freed && now_ms() < end; usleep(20000))
+        freed = rc_twin_node(&b2, graph, 0, &gn) == 0;
+    CHECK(freed);
+    CHECK(rc_open_as(&b, s.port, 2000, "bob", "bob-secret", why) == 0);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && b.r.v[0] == 2);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 256 << 10, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&b2, VCUDA_OP_GRAPH_TWIN_DESTROY, graph, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 0);
+    rc_close(&b2);
     /* alice's connection limit (2), by name; bob has none of his own */
     CHECK(rc_open_as(&a3, s.port, 2000, "alice", "alice-secret", why) == -1 &&
           strstr(why, "vcuda: tenant alice: connection limit 2 reached"));
