@@ -454,12 +454,16 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
     r.v[0] = (uint64_t)cfg->device, r.nv = 1;
     uint64_t hb = m->v[0];
     c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
-    if (send_small(c, m, &r, why) || start_worker(s, c, why)) {
+    if (send_small(c, m, &r, why)) {
         vcuda_tenant_leave(c->pub.tenant); /* admitted, never served */
         return -1;
     }
     fprintf(stderr, "%s: peer %s: authenticated (connection %llu, tenant %s)\n", cfg->log_prefix, c->pub.peer,
             (unsigned long long)c->pub.id, t->name);
+    if (start_worker(s, c, why)) {
+        vcuda_tenant_leave(c->pub.tenant);
+        return -1;
+    }
     return 1;
 }
 

@@ -89,8 +89,8 @@ int main(int argc, char **argv)
                    "secrets of --tenants). A tenant's quota counts what all its connections make the GPU hold: "
                    "allocations (plain, pitched, arrays, graph allocation nodes), the __device__/__constant__ data and "
                    "code of the modules they load, and the memory their context limits reserve (cudaLimitStackSize: "
-                   "size x resident threads; heap, printf FIFO: the size), given back to the context's previous "
-                   "values when the tenant's last connection leaves",
+                   "size x resident threads; heap, printf FIFO: the size); a tenant's limits go back to the context's "
+                   "previous values when its last connection leaves",
                    args, sizeof args / sizeof args[0]);
     char addr[256], why[VCUDA_WHY_LEN];
     uint16_t port;
