@@ -18,6 +18,8 @@
 #   quota-stack    cudaLimitStackSize 64 KiB: refused under 256 MiB; without a quota,
 #                  set (the memory it reserves, measured), and back to the default for the
 #                  next client once the first has left
+#   quota-local    (measured, not checked) a kernel with 64 KiB of local memory per thread
+#                  under a 256 MiB quota: the free memory its launch takes (not charged)
 #   quota-conns    8 clients of one tenant holding 64 MiB each under 256 MiB: 4 served;
 #                  a tenant of MAX_CONNS 4 (--tenants): 4 of 8 connect
 #   latency        1 KiB H2D and launch+synchronize, medians of 3000 calls, 3 runs each,
@@ -136,6 +138,10 @@ for quota in 256 0; do
   [ -n "$s0" ] && [ "$s2" = "$s0" ] && [ -n "$f2" ] && [ $((f0 - f2)) -lt 512 ]
   check "quota-stack: the next client finds stack $s2 (was $s0), free $f2 MiB (was $f0)" $?
   if [ "$quota" = 256 ]; then
+    remote "$build" "$app" local >"$out/quota-local.log" 2>&1
+    grep -h '^{' "$out/quota-local.log" | sed 's/}$/,"quota_mib":256,"charged":false}/' >>"$out/tenancy.jsonl"
+    note "info quota-local: $(grep -h '^{' "$out/quota-local.log")"
+    sleep 0.5
     pids=()
     for i in $(seq 8); do remote "$build" "$app" hold 64 3000 >"$out/quota-conns-$i.log" 2>&1 & pids+=($!); done
     ok=0; for p in "${pids[@]}"; do wait "$p" && ok=$((ok + 1)); done

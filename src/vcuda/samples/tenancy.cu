@@ -15,6 +15,10 @@
 //                                exit 0 when the limit was set
 //   vcuda-tenancy limits         prints the stack, heap and printf FIFO limits and the
 //                                free device memory: what the next client finds
+//   vcuda-tenancy local          a kernel with a 64 KiB local array per thread: prints the
+//                                free device memory before and after (the driver grows its
+//                                local memory reservation at the launch; not charged to a
+//                                tenant, see server_gpu.h: this measures what that leaves)
 // Results are JSON lines on stdout; exit 0 when the expectation holds, 77 with no GPU.
 // (A module declaring a 1 GiB __device__ array: vcuda-tenancy-global, tenancy_global.cu.)
 #undef NDEBUG // the device-side assert must stay in a release build
@@ -45,6 +49,13 @@ __global__ void spin(unsigned long long ns)
 }
 
 __global__ void nothing() {}
+
+__global__ void local_frame(int n, int *out)
+{
+    volatile char buf[64 << 10]; // indexed at run time: in local memory
+    for (int i = 0; i < n; ++i) buf[(i * 4099) & 0xffff] = (char)i;
+    *out = buf[n & 0xffff];
+}
 
 static double now_us()
 {
@@ -135,6 +146,18 @@ int main(int argc, char **argv)
                "\"sync\":\"%s\",\"free_before_mib\":%zu,\"free_after_mib\":%zu}\n", kib, cudaGetErrorName(e), got,
                cudaGetErrorName(e2), f0 >> 20, f1 >> 20);
         return e == cudaSuccess && e2 == cudaSuccess ? 0 : 1;
+    }
+    if (!strcmp(mode, "local")) {
+        size_t f0 = 0, f1 = 0, total = 0;
+        int *d = nullptr;
+        cudaMalloc(&d, sizeof(int));
+        cudaMemGetInfo(&f0, &total);
+        local_frame<<<1, 32>>>(1000, d);
+        cudaError_t e = cudaDeviceSynchronize();
+        cudaMemGetInfo(&f1, &total);
+        printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"local\",\"local_kib\":64,\"error\":\"%s\",\"free_before_mib\":%zu,"
+               "\"free_after_mib\":%zu}\n", cudaGetErrorName(e), f0 >> 20, f1 >> 20);
+        return e == cudaSuccess ? 0 : 1;
     }
     if (!strcmp(mode, "limits")) {
         size_t stack = 0, heap = 0, fifo = 0, f = 0, total = 0;
