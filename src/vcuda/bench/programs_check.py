@@ -1,40 +1,62 @@
 #!/usr/bin/env python3
-"""Unmodified public CUDA programs on the real runtime and through vcuda, compared.
+"""Unmodified CUDA programs, built by their user, on the real runtime and through vcuda,
+compared.
 
-    programs_check.py --vcuda-build DIR --samples CUDA_SAMPLES_TREE
-                      [--babelstream TREE ...] [--rodinia TREE] [--work DIR] [--out DIR]
-                      [--jobs N] [--run-jobs N] [--arch 90] [--only NAME,...]
-                      [--timeout-s S] [--budget-s S] [--select-only | --build-only]
+    programs_check.py --vcuda-build DIR (--programs LIST ... | [--name NAME] -- PROGRAM [ARGS...])
+                      [--cwd DIR] [--out DIR] [--run-jobs N] [--only NAME,...]
+                      [--timeout-s S] [--budget-s S] [--strict] [--list-only]
 
 (--vcuda-build: the vcuda directory of a build tree, build/default/vcuda after `make`.)
 
-For each program: build it unmodified with the shared runtime (`nvcc -cudart shared`,
-sm_<arch>, arch from --arch or $CUDA_ARCH, default 90), run it on the real runtime,
-then through vcuda (`vcuda-run --gpus 1`: one fresh local server per program), and
-compare exit status and normalised output (NORMALISE below, the only place the rules
-live).  One JSON line per program goes to OUT/programs.jsonl (name, suite, path, args,
-built, local_rc, vcuda_rc, local_s, vcuda_s, same_output, unsupported: the calls vcuda
-refused by name, vcuda_said: the stand-in's other messages, verdict, reason; BabelStream also its bandwidths and whether its own
-check of the results passed each way), a short table to stdout and OUT/programs.txt,
-every program's build log, output and server log under OUT/logs/.  Programs build in
-parallel (--jobs) and run as soon as they are built, --run-jobs at a time (default 1:
-the GPU to itself; more shortens the check, and the table says how it was run).
+This script builds nothing.  Build the programs yourself against the shared CUDA
+runtime, which is what vcuda stands in for: `nvcc -cudart shared ...` (CMake:
+-DCMAKE_CUDA_RUNTIME_LIBRARY=Shared; a Makefile: add `-cudart shared` to its nvcc
+flags), e.g. `nvcc -cudart shared -arch=sm_90 -o vectorAdd vectorAdd.cu`.  nvcc's
+default, the static runtime, cannot be remoted: such a program is reported
+"not-remotable" and not run through vcuda.  Then list them, one command a line:
 
-Which cuda-samples are taken: those that use the runtime API only, decided from their
-sources and CMakeLists (EXCLUDE below): no CUDA library, no driver API call, no
-graphics interop, no MPI, IPC or second process, nothing platform-specific.  Each
-excluded sample gets a JSON line with verdict "excluded" and the rule that excluded it.
-Arguments are upstream's own (the tree's test_args.json), or ARGS below where a sample
-is capped by its own options to keep the whole check short.
+    # blank lines and comments are ignored; quoting as in a shell (shlex)
+    vectorAdd: cwd=/home/me/build ./vectorAdd
+    matrixMul: cwd=/home/me/build timeout=120 ./matrixMul -wA=320 -hA=320
+    seeded: cwd=/home/me/build src=/home/me/src/seeded.cu ./seeded --n "1 2"
+    /home/me/bin/stream -s 33554432 -n 20
+
+A line: [NAME:] [cwd=DIR] [timeout=S] [src=PATH] PROGRAM [ARGS...].  NAME (letters,
+digits, _ . + -; default: the program's file name, made unique) names the program in
+the results and logs.  cwd=: the directory both runs start in (default --cwd, itself
+the current directory).  A PROGRAM with a slash is taken relative to that directory,
+one without is looked up on PATH, as a shell does; it is run as given, with no shell.
+timeout=: seconds for its runs instead of --timeout-s.  src=: its sources (a file or a
+directory), read only to see whether it seeds its data from the clock (see
+varies-locally).  A relative cwd= or src= is taken from --cwd.  A word that starts
+with `#` outside quotes starts a comment, as in a shell.  A program whose name ends with
+':' or starts with cwd=, timeout= or src= is given as ./NAME.  --programs - reads the
+list from stdin; or check one program: `[--name NAME] -- PROGRAM ARGS`.
+
+For each program: run it on the real runtime, then through vcuda (`vcuda-run --gpus
+1`: one fresh local server per program), and compare exit status and normalised output
+(NORMALISE below, the only place the rules live).  Both runs start in the same
+directory: what a program writes there, it writes on each run.  One JSON line per
+program goes to OUT/programs.jsonl (name, at: LIST:LINE, command, cwd, program: the
+executable found, linkage: shared, static or none (see not-remotable), note, local_rc, vcuda_rc, local_s, vcuda_s, same_output,
+unsupported: the calls vcuda refused by name, vcuda_said: the stand-in's other
+messages, verdict, reason; a program that prints a STREAM-style table (a `Function
+MBytes/sec ...` header and Copy, Mul, Add, Triad, Dot rows, as BabelStream does) also
+its bandwidths and whether its own check of the results passed each way), a short
+table to stdout and OUT/programs.txt, every program's output and server log under
+OUT/logs/.  Programs run --run-jobs at a time (default 1: the GPU to itself; more
+shortens the check, and the table says how it was run).  --list-only reads the list
+and looks at each program (found? linked against the shared runtime?) without running
+anything: no GPU needed.
 
 Verdicts (one per program):
   identical        same exit status, same normalised stdout and stderr, line for line
   same-as-set      same exit status, the same normalised lines in another order (the
                    reason says why the order may vary; see UNORDERED)
   varies-locally   the outputs differ, and two runs on the real runtime differ as well
-                   (timing-dependent paths), or the sample seeds its data from the clock
-                   (srand(time(...)) in its source) and the outputs agree with every
-                   number masked: not a vcuda difference
+                   (timing-dependent paths), or the program seeds its data from the
+                   clock (srand(time(...)) in the sources src= names) and the outputs
+                   agree with every number masked: not a vcuda difference
   refused-by-name  vcuda refused a zero-copy or managed-memory call by name
                    ("vcuda: NAME is not supported remotely", or a kernel given pinned
                    host memory: "vcuda: CALL: kernel argument I points into host memory
@@ -50,20 +72,26 @@ Verdicts (one per program):
                    attribute that vcuda reports absent: managedMemory, canMapHostMemory
   differs          anything else that is not the same (reason: what differs)
   fails-both       the program failed on the real runtime and through vcuda
-  not-built        the build failed (reason: its first error)
+  not-found        the program (or its cwd) does not exist or is not executable (reason)
+  not-remotable    it does not use the shared CUDA runtime: its executable has no
+                   libcudart.so.N among its ELF NEEDED entries and carries the runtime's
+                   own functions or device code (linked statically: not run at all), or,
+                   with neither (a script, an interpreter), through vcuda it never
+                   connected to the server
   not-run          the time budget was spent before it ran
-  excluded         not a runtime-API-only program (reason: the rule)
-Exit status: 1 when a program differs (or, with --strict, was not built or not run),
-else 0; 2 on bad usage.  (A sample that does not build with this toolkit is a fact about
-the sample, reported, not a vcuda result.)
+Exit status: 1 when a program differs (or, with --strict, was not found, not remotable
+or not run), else 0; 2 on bad usage or a bad list.
 """
 import argparse
 import concurrent.futures as cf
 import json
+import mmap
 import os
 import re
+import shlex
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -155,231 +183,239 @@ def split_own(stderr):
     return "\n".join(kept), names, reasons, other
 
 
-# ---- which cuda-samples: runtime API only ----------------------------------------------
-LIBS = r"cublas|cublasLt|cufft|cufftw|curand|cusparse|cusolver|cusolverDn|npp\w*|nvjpeg|nvrtc|nvJitLink|nvvm|" \
-       r"cudla|nvml|cupti|nvToolsExt|nvtx3?|cudnn|cutensor|nvblas|nvgraph|cufile|nvfatbin|nvptxcompiler"
-EXCLUDE = [  # (rule, where: "src" | "cmake" | "path", pattern)
-    ("CUDA library", "src", re.compile(r"#\s*include\s*[<\"](?:" + LIBS + r")[\w/]*\.h", re.I)),
-    ("CUDA library", "cmake", re.compile(r"CUDA::(?:" + LIBS + r")\b|-l(?:" + LIBS + r")\b|\b(?:" + LIBS + r")_static\b", re.I)),
-    ("driver API", "cmake", re.compile(r"CUDA::cuda_driver\b|-lcuda\b")),
-    ("graphics interop", "src", re.compile(r"#\s*include\s*[<\"](?:GL/|GLES|GLFW|EGL|KHR/|vulkan|cuda_gl_interop|"
-                                           r"cudaGL|cuda_egl_interop|cudaEGL|d3d|cuda_d3d|dxgi|X11|helper_gl|nvsci|"
-                                           r"cuda_vdpau|vdpau)", re.I)),
-    ("graphics interop", "cmake", re.compile(r"find_package\s*\(\s*(?:OpenGL|GLUT|GLEW|Vulkan|EGL|X11|glfw3|NVSCI)", re.I)),
-    ("MPI", "src", re.compile(r"#\s*include\s*[<\"]mpi\.h")),
-    ("MPI", "cmake", re.compile(r"find_package\s*\(\s*MPI", re.I)),
-    ("IPC or a second process", "src", re.compile(r"\bcudaIpc\w+|helper_multiprocess\.h|\bfork\s*\(|\bshm_open\b|"
-                                                  r"cudaImportExternal\w+|cudaExternal\w+")),
-    ("platform-specific", "path", re.compile(r"/8_Platform_Specific/|/7_libNVVM/")),
-]
-# driver API calls: cuXxx( with a capital after "cu", minus cuComplex.h's host/device math
-DRIVER_CALL = re.compile(r"\b(cu[A-Z]\w*)\s*\(")
-NOT_DRIVER = re.compile(r"^cu(?:C(?:real|imag|add|sub|mul|div|abs|fma)[fd]?|Conj[fd]?|ComplexFloatToDouble|"
-                        r"ComplexDoubleToFloat|Complex)$")
-COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"", re.S)  # and string literals
-OLD_RUNTIME = re.compile(r"#\s*if\s+CUDART_VERSION\s*<\s*(\d+)")
-
-
-def live_code(text):
-    """Source without comments, string literals and `#if CUDART_VERSION < N` blocks for an
-    N this toolkit is past (deviceQuery keeps a driver-API path for CUDA 4 so guarded)."""
-    text = COMMENT.sub(" ", text)
-    out, skip = [], 0  # skip: nesting depth inside a dead block
-    for line in text.splitlines():
-        t = line.strip()
-        if skip:
-            if re.match(r"#\s*if", t):
-                skip += 1
-            elif re.match(r"#\s*endif", t):
-                skip -= 1
-            elif skip == 1 and re.match(r"#\s*(?:else|elif)", t):
-                skip = 0
-            continue
-        m = OLD_RUNTIME.match(t)
-        if m and int(m.group(1)) <= 13000:
-            skip = 1
-            continue
-        out.append(line)
-    return "\n".join(out)
-SOURCE_EXT = (".cu", ".cpp", ".cc", ".c", ".cxx")
-HEADER_EXT = (".h", ".hpp", ".cuh", ".inl")
-
-# samples whose output order legitimately varies: accepted as same-as-set, with why
+# programs (by name: the label, else the executable's file name) whose output order
+# legitimately varies: accepted as same-as-set, with why
 UNORDERED = {
     "simplePrintf": "device printf from several blocks: the blocks print in any order",
     "cdpSimplePrint": "device printf from parent and child grids in any order",
     "simpleAssert": "device assertion messages from several threads in any order",
 }
-# Arguments that keep a sample short, by its own options (else test_args.json's, else none)
-ARGS = {
-    "FDTD3d": ["--dimx=128", "--dimy=128", "--dimz=128", "--timesteps=5"],  # its CPU reference is slow
-    "UnifiedMemoryPerf": ["--kernel-iterations=3"],  # 20 by default, over every size and mode
-}
-# a sample whose data is seeded from the clock: its results legitimately differ between
+# a program whose data is seeded from the clock: its results legitimately differ between
 # any two runs, so beyond the masks it is compared with every number masked
 CLOCK_SEED = re.compile(r"\bsrand\s*\(\s*(?:\([^()]*\)\s*)?time\s*\(")
-# seconds a run may take (--timeout-s) unless TIMEOUT says otherwise; killed after it
-TIMEOUT = {}
-# cuda-samples' CMake options turned into nvcc options
-CMAKE_FLAGS = [
-    (re.compile(r"CUDA_SEPARABLE_COMPILATION\s+ON"), ["-rdc=true"]),
-    (re.compile(r"--extended-lambda"), ["--extended-lambda"]),
-    (re.compile(r"--expt-relaxed-constexpr"), ["--expt-relaxed-constexpr"]),
-    (re.compile(r"find_package\s*\(\s*OpenMP|OpenMP::OpenMP_CXX"), ["-Xcompiler", "-fopenmp"]),
-    (re.compile(r"-use_fast_math|--use_fast_math"), ["-use_fast_math"]),
-]
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"", re.S)  # and string literals
+SOURCE_EXT = (".cu", ".cpp", ".cc", ".c", ".cxx", ".h", ".hpp", ".cuh", ".inl")
 
 
-def read(p):
-    try:
-        return p.read_text(errors="replace")
-    except OSError:
-        return ""
+# ---- the list of programs -------------------------------------------------------------
+NAME = r"[A-Za-z0-9_][\w.+-]*"
+LABEL = re.compile(r"^\s*(" + NAME + r"):(?=\s|$)")
+OPTION = re.compile(r"^(cwd|timeout|src)=(.*)$", re.S)
+SAFE_NAME = re.compile(r"[^\w.+-]")
 
 
-def sample_code(d):
-    srcs = [p for p in sorted(d.rglob("*")) if p.is_file() and p.suffix in SOURCE_EXT + HEADER_EXT]
-    return srcs, "\n".join(live_code(read(p)) for p in srcs)
-
-
-def exclusion(d, rel):
-    srcs, code = sample_code(d)
-    cmake = "\n".join(read(p) for p in [d / "CMakeLists.txt", d / "Makefile"] if p.exists())
-    why = {}  # every rule that matches, with its first evidence
-    for rule, where, pat in EXCLUDE:
-        hay = {"src": code, "cmake": cmake, "path": "/" + rel + "/"}[where]
-        m = pat.search(hay)
-        if m and rule not in why:
-            why[rule] = m.group(0).strip().rstrip('"<')
-    calls = sorted({c for c in DRIVER_CALL.findall(code) if not NOT_DRIVER.match(c)})
-    if calls and "driver API" not in why:
-        why["driver API"] = ", ".join(calls[:4]) + (" ..." if len(calls) > 4 else "")
-    if not any(p.suffix in SOURCE_EXT for p in srcs):
-        why["no source"] = "nothing to build"
-    return "; ".join(f"{k}: {v}" for k, v in why.items()) or None
-
-
-def sample_sources(d, name):
-    """The sources of the sample's executable: its CMakeLists' add_executable(NAME ...)
-    where it names files that exist, else every source file in the directory."""
-    text = read(d / "CMakeLists.txt")
-    m = re.search(r"add_executable\s*\(\s*" + re.escape(name) + r"\s+([^)]*)\)", text)
-    if m:
-        files = [d / f for f in m.group(1).split() if not f.startswith("$")]
-        if files and all(f.is_file() for f in files):
-            return [f for f in files if f.suffix in SOURCE_EXT]
-    return [p for p in sorted(d.rglob("*")) if p.is_file() and p.suffix in SOURCE_EXT]
-
-
-def test_args(root):
-    p = root / "test_args.json"
-    try:
-        return json.loads(p.read_text()) if p.exists() else {}
-    except (OSError, ValueError) as e:
-        sys.exit(f"programs_check: {p}: {e}")
-
-
-def cuda_samples(root, arch):
-    cfg = test_args(root)
-    progs, excluded = [], []
-    for d in sorted((root / "Samples").glob("*/*")):
-        if not d.is_dir():
-            continue
-        name, rel = d.name, str(d.relative_to(root))
-        why = exclusion(d, rel)
-        if why:
-            excluded.append({"name": name, "suite": "cuda-samples", "path": rel, "verdict": "excluded", "reason": why})
-            continue
-        cmake = read(d / "CMakeLists.txt")
-        flags = [f for pat, fl in CMAKE_FLAGS if pat.search(cmake) for f in fl]
-        incs = sorted({str(p.parent) for p in d.rglob("*") if p.suffix in HEADER_EXT} | {str(d)})
-        t = cfg.get(name, {})
-        args = ARGS.get(name) or t.get("args") or (t.get("runs") or [{}])[0].get("args") or []
-        note = []
-        if t.get("min_gpus", 1) > 1:
-            note.append(f"upstream runs it on >= {t['min_gpus']} GPUs; here on one")
-        if name in ARGS:
-            note.append("capped by its own options")
-        cmd = ["nvcc", "-O2", "-std=c++17", "-cudart", "shared", f"-gencode=arch=compute_{arch},code=sm_{arch}",
-               "-Wno-deprecated-gpu-targets", "-I", str(root / "Common")] + \
-              [a for i in incs for a in ("-I", i)] + flags + [str(s) for s in sample_sources(d, name)]
-        clock = bool(CLOCK_SEED.search(sample_code(d)[1]))
-        if clock:
-            note.append("seeds its data from the clock")
-        progs.append({"name": name, "suite": "cuda-samples", "path": rel, "src": d, "build": [cmd], "exe": name,
-                      "args": args, "note": "; ".join(note), "clock_seeded": clock})
-    return progs, excluded
-
-
-# ---- BabelStream: its own CMake build, shared runtime ----------------------------------
-def babelstream(root, arch, work, several):
-    """BabelStream's CUDA model; several trees (two versions) are named after their
-    directories, e.g. babelstream-v5.0 -> BabelStream-cuda-v5.0."""
-    name = "BabelStream-cuda" + ("-" + re.sub(r"^babelstream-?", "", root.name, flags=re.I) if several else "")
-    b = work / ("build-" + name)
-    cfg = ["cmake", "-S", str(root), "-B", str(b), "-DMODEL=cuda", "-DCMAKE_BUILD_TYPE=Release",
-           "-DCMAKE_CUDA_COMPILER=nvcc", f"-DCUDA_ARCH=sm_{arch}", "-DCMAKE_CUDA_RUNTIME_LIBRARY=Shared"]
-    return [{"name": name, "suite": "BabelStream", "path": root.name, "src": root,
-             "build": [cfg, ["cmake", "--build", str(b), "-j4"],
-                       ["sh", "-c", f"cp {b}/cuda-stream . 2>/dev/null || cp {b}/*-stream cuda-stream"]],
-             "exe": "cuda-stream", "args": ["-s", str(1 << 25), "-n", "20"],
-             "note": "2^25 doubles per array, 20 iterations; its own check of the results must pass both ways",
-             "bandwidth": True, "timing_lines": STREAM_ROW}]
-
-
-# ---- Rodinia: benchmarks that generate their own input ---------------------------------
-# (name, directory, executable, sources, nvcc extras, arguments).  Rodinia's Makefiles name
-# no architecture CUDA 13 still builds (sm_13/sm_20 or none), so the sources they name are
-# built with the same nvcc line as the samples; the arguments are their `run` scripts'
-# (gaussian's and lud's generated-matrix forms).  gaussian, srad_v2 and backprop use
-# what CUDA 13 removed (cudaThreadSynchronize, cudaDeviceProp::clockRate): kept here so
-# that the record says they do not build unmodified with it.  The others (hotspot,
-# srad_v1, bfs, b+tree, ...) read data files that are not in Rodinia's repository.
-RODINIA = [
-    ("pathfinder", "pathfinder", "pathfinder", ["pathfinder.cu"], [], ["100000", "100", "20"]),
-    ("nw", "nw", "needle", ["needle.cu"], [], ["2048", "10"]),
-    ("lud", "lud/cuda", "lud_cuda", ["lud.cu", "lud_kernel.cu", "../common/common.c"], ["-I", "../common"], ["-s", "1024", "-v"]),
-    ("gaussian", "gaussian", "gaussian", ["gaussian.cu"], [], ["-s", "1024", "-q"]),
-    ("srad_v2", "srad/srad_v2", "srad", ["srad.cu"], [], ["2048", "2048", "0", "127", "0", "127", "0.5", "2"]),
-    ("backprop", "backprop", "backprop", ["backprop.c", "facetrain.c", "imagenet.c", "backprop_cuda.cu"], ["-lm"], ["2097152"]),
-]
-
-
-def rodinia(root, arch):
+def parse_list(text, where, cwd):
+    """The programs of a list, in its order (where: its name, for messages; cwd: the
+    directory relative cwd= and src= are taken from).  A bad line raises
+    ValueError('WHERE:LINE: why')."""
     progs = []
-    for name, rel, exe, srcs, extra, args in RODINIA:
-        d = root / "cuda" / rel
-        cmd = ["nvcc", "-O2", "-cudart", "shared", f"-gencode=arch=compute_{arch},code=sm_{arch}",
-               "-Wno-deprecated-gpu-targets", "-I", str(d), "-I", str(root / "cuda" / "util")] + \
-              [e if e.startswith("-") else str((d / e).resolve()) for e in extra] + [str((d / s).resolve()) for s in srcs]
-        progs.append({"name": "rodinia-" + name, "suite": "Rodinia", "path": "cuda/" + rel, "src": d,
-                      "build": [cmd], "exe": exe, "args": args, "note": "generated input"})
+    for n, line in enumerate(text.splitlines(), 1):
+        at = f"{where}:{n}"
+        m = LABEL.match(line)
+        label, rest = (m.group(1), line[m.end():]) if m else (None, line)
+        try:
+            words = shlex.split(uncommented(rest))
+        except ValueError as e:  # an unclosed quote
+            raise ValueError(f"{at}: {e}") from None
+        if not words and not label:
+            continue
+        progs.append(program(label, words, at, cwd))
     return progs
 
 
-# ---- build, run, compare ----------------------------------------------------------------
-def build(p, work):
-    bdir = work / "bin" / p["name"]
-    shutil.rmtree(bdir, ignore_errors=True)
-    bdir.mkdir(parents=True)
-    log = []
-    for cmd in p["build"]:
-        cmd = [c for c in cmd]
-        if cmd[0] == "nvcc":
-            cmd += ["-o", str(bdir / p["exe"])]
+def uncommented(line):
+    """The line up to a # that starts a word outside quotes, as a shell reads it (shlex
+    would also end a word at a # inside it)."""
+    quote, escaped, in_word = None, False, False
+    for i, c in enumerate(line):
+        if escaped:
+            escaped = False
+        elif quote:
+            if c == quote:
+                quote = None
+            elif c == "\\" and quote == '"':
+                escaped = True
+        elif c == "\\":
+            escaped, in_word = True, True
+        elif c in "'\"":
+            quote, in_word = c, True
+        elif c.isspace():
+            in_word = False
+        elif c == "#" and not in_word:
+            return line[:i]
+        else:
+            in_word = True
+    return line
+
+
+def program(label, words, at, cwd):
+    """One program from its label (or None) and its words: options, then the command."""
+    p = {"name": label, "labelled": bool(label), "at": at, "cwd": Path(cwd), "timeout": None, "src": None}
+    words = list(words)
+    while words and OPTION.match(words[0]):
+        key, val = OPTION.match(words.pop(0)).groups()
+        if not val:
+            raise ValueError(f"{at}: {key}= needs a value")
+        if key == "cwd":
+            p["cwd"] = Path(cwd) / os.path.expanduser(val)
+        elif key == "src":
+            p["src"] = Path(cwd) / os.path.expanduser(val)
+        else:
+            try:
+                p["timeout"] = float(val)
+            except ValueError:
+                p["timeout"] = -1
+            if not p["timeout"] > 0:
+                raise ValueError(f"{at}: timeout={val}: give seconds, a number above 0")
+    if not words:
+        raise ValueError(f"{at}: no command" + (f" after the label {label}:" if label else ""))
+    p["argv"] = words
+    return p
+
+
+def name_all(progs):
+    """Every program a unique name: a label given twice is an error (ValueError); an
+    unlabelled program is named after its executable's file name, -2, -3 ... on repeats."""
+    seen = {}
+    for p in progs:
+        if p["labelled"]:
+            if p["name"] in seen:
+                raise ValueError(f"{p['at']}: the name {p['name']} is already taken at {seen[p['name']]}")
+            seen[p["name"]] = p["at"]
+    for p in progs:
+        if not p["labelled"]:
+            base = SAFE_NAME.sub("_", os.path.basename(p["argv"][0].rstrip("/"))) or "program"
+            name, k = base, 1
+            while name in seen:
+                k += 1
+                name = f"{base}-{k}"
+            p["name"] = name
+            seen[name] = p["at"]
+    return progs
+
+
+def locate(p):
+    """(the executable the command starts, '') or (None, why it cannot start): a path
+    with a slash from the program's cwd, a bare name from PATH, as execvp finds it."""
+    cwd, cmd = p["cwd"], p["argv"][0]
+    if not cwd.is_dir():
+        return None, f"cwd {cwd}: not a directory"
+    if "/" in cmd:
+        exe = cwd / cmd
+        if not exe.exists():
+            return None, f"{exe}: no such file"
+        if exe.is_dir():
+            return None, f"{exe}: a directory"
+        if not os.access(exe, os.X_OK):
+            return None, f"{exe}: not executable"
+        return exe, ""
+    found = shutil.which(cmd)
+    return (Path(found), "") if found else (None, f"{cmd}: not found on PATH ({os.environ.get('PATH', '')})")
+
+
+def clock_seeded(src):
+    """The first source file under src (a file or a directory) that seeds srand() from
+    the clock, outside comments and string literals; None if none does."""
+    files = [src] if src.is_file() else sorted(f for f in src.rglob("*") if f.suffix in SOURCE_EXT and f.is_file())
+    for f in files:
         try:
-            r = subprocess.run(cmd, cwd=bdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               errors="replace", timeout=900)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return False, f"{cmd[0]}: {e}", "\n".join(log)
-        log.append("$ " + " ".join(cmd) + "\n" + r.stdout)
-        if r.returncode:
-            errs = [line for line in r.stdout.splitlines() if re.search(r"error|fatal|No such file", line, re.I)]
-            return False, (errs or r.stdout.splitlines() or ["rc %d" % r.returncode])[0][:300], "\n".join(log)
-    ok = (bdir / p["exe"]).is_file()
-    return ok, "" if ok else "no executable produced", "\n".join(log)
+            if CLOCK_SEED.search(COMMENT.sub(" ", f.read_text(errors="replace"))):
+                return f
+        except OSError:
+            pass
+    return None
 
 
+# ---- is it linked against the shared CUDA runtime? -------------------------------------
+# vcuda-run preloads the stand-in for libcudart.so.N; a program linked statically against
+# the runtime (nvcc's default) calls its own copy, which drives the local GPU, so through
+# vcuda it would run locally and look "identical".  Its ELF file tells: no libcudart.so.N
+# among its NEEDED entries, and the runtime's functions (the names the stand-in exports,
+# src/cudart_exports.txt) defined in it, or device code (.nv_fatbin) to register.
+SHARED_CUDART = re.compile(r"^libcudart\.so(?:\.\d+)*$")
+EXPORTS = Path(__file__).resolve().parent.parent / "src" / "cudart_exports.txt"
+
+
+def runtime_names():
+    return {x.strip() for x in EXPORTS.read_text().splitlines() if x.strip() and not x.startswith("#")}
+
+
+def elf_facts(path):
+    """(NEEDED entries, names its symbol tables define, section names) of an ELF file, or
+    None where it is not one (a script)."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"\x7fELF":
+            return None
+        f.seek(0)
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        wide, end = m[4] == 2, "<" if m[5] == 1 else ">"
+        u = lambda fmt, off: struct.unpack_from(end + fmt, m, off)  # noqa: E731
+        shoff, = u("Q" if wide else "I", 0x28 if wide else 0x20)
+        shentsize, shnum, shstrndx = u("HHH", 0x3A if wide else 0x2E)
+        sh = [u("IIQQQQIIQQ" if wide else "IIIIIIIIII", shoff + i * shentsize) for i in range(shnum)]
+        # (name, type, flags, addr, offset, size, link, info, addralign, entsize)
+
+        def cstr(sec, off):
+            start = sh[sec][4] + off
+            return m[start:m.find(b"\0", start)].decode(errors="replace")
+        sections = [cstr(shstrndx, s[0]) for s in sh] if shstrndx < shnum else []
+        needed, defined = [], set()
+        for s in sh:
+            if s[1] == 6:  # SHT_DYNAMIC: (tag, value) pairs, strings in the linked section
+                fmt, size = ("qQ", 16) if wide else ("iI", 8)
+                for k in range(s[5] // size):
+                    tag, val = u(fmt, s[4] + k * size)
+                    if tag == 0:
+                        break
+                    if tag == 1:  # DT_NEEDED
+                        needed.append(cstr(s[6], val))
+            elif s[1] in (2, 11) and s[9]:  # SHT_SYMTAB, SHT_DYNSYM
+                for k in range(s[5] // s[9]):
+                    if wide:
+                        name, _, _, shndx, _, _ = u("IBBHQQ", s[4] + k * s[9])
+                    else:
+                        name, _, _, _, _, shndx = u("IIIBBH", s[4] + k * s[9])
+                    if shndx and name:  # defined here (not SHN_UNDEF)
+                        defined.add(cstr(s[6], name))
+        return needed, defined, sections
+    except (struct.error, IndexError, ValueError) as e:
+        raise ValueError(f"{path}: a malformed ELF file ({e})") from None
+    finally:
+        m.close()
+
+
+def linkage(exe):
+    """('shared' | 'static' | 'none', why): libcudart.so.N among its NEEDED; none there
+    but the runtime's own functions or device code in it (linked statically, or through
+    the driver API: either way not through the runtime vcuda stands in for); neither (a
+    script, an interpreter: whether it reaches vcuda shows only when it runs)."""
+    try:
+        facts = elf_facts(exe)
+    except (OSError, ValueError) as e:
+        return "none", f"its ELF file could not be read ({e})"
+    if facts is None:
+        with open(exe, "rb") as f:
+            first = f.readline(200).decode(errors="replace").strip()
+        return "none", "a script" + (f" ({first})" if first.startswith("#!") else "")
+    needed, defined, sections = facts
+    shared = [n for n in needed if SHARED_CUDART.match(n)]
+    if shared:
+        return "shared", "NEEDED " + ", ".join(shared)
+    has = f"no libcudart.so.N among its NEEDED ({', '.join(needed) or 'none'})"
+    runtime = sorted(defined & runtime_names(), key=lambda n: (n.startswith("_"), n))  # cudaX first
+    if runtime:
+        return "static", (f"{has}, and it defines the CUDA runtime's own {', '.join(runtime[:3])}"
+                          f"{' ...' if len(runtime) > 3 else ''}: linked statically against the runtime "
+                          "(nvcc's default), which vcuda cannot stand in for; build it with `nvcc -cudart shared`")
+    if ".nv_fatbin" in sections:
+        return "static", (f"{has}, and it carries device code (.nv_fatbin): linked statically against the CUDA "
+                          "runtime (nvcc's default) or driving the GPU through the driver API, neither of which "
+                          "vcuda can stand in for; build it with `nvcc -cudart shared`")
+    return "none", has
+
+
+# ---- run, compare ---------------------------------------------------------------------
 LIVE = set()  # process groups of the runs under way, killed if the check itself is stopped
 LIVE_LOCK = threading.Lock()
 
@@ -396,27 +432,21 @@ def stop_runs(sig, _frame):
     os._exit(128 + sig)
 
 
-def run_one(p, work, mode, launcher, logs, tag, timeout):
-    """Runs the program in a fresh copy of its directory (its data files, and nothing the
-    other run wrote); a run that outlives its timeout is killed with its process group."""
-    cwd = work / "run" / f"{p['name']}.{tag}"
-    shutil.rmtree(cwd, ignore_errors=True)
-    if p["suite"] == "cuda-samples":
-        shutil.copytree(p["src"], cwd, symlinks=True)
-    else:
-        cwd.mkdir(parents=True)
-    exe = str(work / "bin" / p["name"] / p["exe"])
-    cmd = [exe] + p["args"]
+
+
+def run_one(p, mode, launcher, logs, tag, timeout):
+    """Runs the command as given in its cwd; a run that outlives its timeout is killed with
+    its process group."""
+    cmd = list(p["argv"])
     if mode == "vcuda":
-        srv = logs / f"{p['name']}.server"
-        cmd = [str(launcher), "--gpus", "1", "--log-dir", str(srv), "--"] + cmd
+        cmd = [str(launcher), "--gpus", "1", "--log-dir", str(server_logs(logs, p)), "--"] + cmd
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=p["cwd"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
     with LIVE_LOCK:
         LIVE.add(proc.pid)
     try:
-        out, err = proc.communicate(timeout=TIMEOUT.get(p["name"], timeout))
+        out, err = proc.communicate(timeout=p["timeout"] or timeout)
         rc, hung = proc.returncode, False
     except subprocess.TimeoutExpired:
         try:
@@ -432,8 +462,21 @@ def run_one(p, work, mode, launcher, logs, tag, timeout):
     out, err = out.decode(errors="replace"), err.decode(errors="replace")
     (logs / f"{p['name']}.{tag}.out").write_text(out)
     (logs / f"{p['name']}.{tag}.err").write_text(err)
-    shutil.rmtree(cwd, ignore_errors=True)
     return {"rc": rc, "hung": hung, "secs": round(secs, 2), "out": out, "err": err}
+
+
+def server_logs(logs, p):
+    return logs / f"{p['name']}.server"
+
+
+def reached_server(d):
+    """Whether a client authenticated with the server whose log is in d (None: no server
+    started, so nothing can be said)."""
+    texts = [f.read_text(errors="replace") for f in sorted(d.glob("*.log"))] if d.is_dir() else []
+    if not any(" listening on " in t for t in texts):
+        return None
+    # "peer ADDR: authenticated (connection N, tenant NAME)"
+    return any(re.search(r": authenticated \(connection \d+[,)]", t) for t in texts)
 
 
 def first_diff(a, b):
@@ -445,6 +488,8 @@ def first_diff(a, b):
 
 STREAM_ROW = re.compile(r"^(?:Copy|Mul|Add|Triad|Dot|Nstream)\s")
 STREAM_FAILED = re.compile(r"FAILED validation|Validation failed")
+# a STREAM-style table's header: its rows (STREAM_ROW) are all timings without saying so
+STREAM_HEAD = re.compile(r"^Function\s+[KMGT]?i?Bytes/sec\b", re.M)
 
 
 def bandwidths(text):
@@ -560,71 +605,103 @@ def within_local_variation(first, second, vc):
     return ""
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--samples", type=Path, help="cuda-samples tree (with Common/ and Samples/)")
-    ap.add_argument("--babelstream", type=Path, action="append", default=[],
-                    help="BabelStream tree (again for another version of it)")
-    ap.add_argument("--rodinia", type=Path, help="Rodinia tree (with cuda/)")
+def read_programs(a, ap, command):
+    """Every program of the lists and the command line, named, with its executable,
+    linkage and clock seeding looked at; a bad list ends the check (exit status 2)."""
+    progs = []
+    try:
+        for f in a.programs:
+            try:
+                text = sys.stdin.read() if str(f) == "-" else f.read_text()
+            except OSError as e:
+                ap.error(f"--programs {f}: {e.strerror}")
+            progs += parse_list(text, str(f), a.cwd)
+        if command:
+            progs.append(program(a.name, command, "command line", a.cwd))
+        name_all(progs)
+    except ValueError as e:
+        ap.error(str(e))
+    for p in progs:
+        if p["src"] and not p["src"].exists():
+            ap.error(f"{p['at']}: src={p['src']}: no such file or directory")
+        exe, why = locate(p)
+        p["program"], p["linkage"], p["why"], note = exe, None, why, []
+        if exe:
+            p["linkage"], p["why"] = linkage(exe)
+            if p["linkage"] == "none":
+                note.append(p["why"] + ": whether it reaches vcuda shows when it runs")
+        seeded = p["src"] and clock_seeded(p["src"])
+        p["clock_seeded"] = bool(seeded)
+        if seeded:
+            note.append(f"seeds its data from the clock ({seeded})")
+        p["note"] = "; ".join(note)
+    return progs
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    ap = argparse.ArgumentParser(
+        usage="%(prog)s --vcuda-build DIR (--programs LIST ... | [--name NAME] -- PROGRAM [ARGS...]) [options]",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--programs", type=Path, action="append", default=[],
+                    help="a list of commands, one a line (- for stdin); again for another list")
+    ap.add_argument("--name", help="the name of the program given after --")
+    ap.add_argument("--cwd", type=Path, default=Path.cwd(),
+                    help="where the programs run and relative cwd= are taken from (default: here)")
     ap.add_argument("--vcuda-build", type=Path, help="vcuda build directory (vcuda-run, vcuda-server, lib/)")
-    ap.add_argument("--work", type=Path, default=Path("programs-work"), help="builds and run directories")
     ap.add_argument("--out", type=Path, default=Path("programs-out"), help="programs.jsonl, programs.txt, logs/")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="builds at a time")
-    ap.add_argument("--arch", default=os.environ.get("CUDA_ARCH", "90"), help="sm_ARCH (default $CUDA_ARCH or 90)")
     ap.add_argument("--run-jobs", type=int, default=1,
                     help="programs run at a time on the GPU (each with its own server); 1 unless time is short")
     ap.add_argument("--only", default="", help="comma-separated program names")
-    ap.add_argument("--strict", action="store_true", help="a program not built or not run fails the check too")
+    ap.add_argument("--strict", action="store_true",
+                    help="a program not found, not remotable or not run fails the check too")
     ap.add_argument("--timeout-s", type=float, default=60, help="a run taking longer is killed (default 60)")
     ap.add_argument("--budget-s", type=float, default=0, help="stop starting programs after this many seconds")
-    mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--select-only", action="store_true", help="print the selection and exit")
-    mode.add_argument("--build-only", action="store_true", help="build, do not run (no GPU needed)")
-    a = ap.parse_args()
-    a.arch = re.sub(r"^(?:sm_|compute_)", "", a.arch)  # 90, sm_90 alike
-    if not re.fullmatch(r"\d{2,3}[af]?", a.arch):
-        ap.error(f"--arch/CUDA_ARCH {a.arch!r}: give a number such as 90 (or sm_90)")
-    for name, d in [("--samples", a.samples), ("--rodinia", a.rodinia)] + [("--babelstream", b) for b in a.babelstream]:
-        if d and not d.is_dir():
-            ap.error(f"{name} {d}: not a directory")
-    if a.samples and not (a.samples / "Samples").is_dir():
-        ap.error(f"--samples {a.samples}: no Samples/ in it")
-    if not (a.samples or a.babelstream or a.rodinia):
-        ap.error("nothing to check: give --samples, --babelstream and/or --rodinia")
+    ap.add_argument("--list-only", action="store_true",
+                    help="read the list and look at each program, run nothing (no GPU needed)")
+    a = ap.parse_args(argv)
+    if a.name and not command:
+        ap.error("--name names the program given after --")
+    if not a.programs and not command:
+        ap.error("nothing to check: give --programs LIST and/or -- PROGRAM [ARGS...]")
+    if a.name and not re.fullmatch(NAME, a.name):
+        ap.error(f"--name {a.name!r}: letters, digits, _ . + - only")
+    a.cwd = a.cwd.resolve()
     launcher = a.vcuda_build / "vcuda-run" if a.vcuda_build else None
-    if not (a.select_only or a.build_only) and not (launcher and launcher.is_file()):
+    if not a.list_only and not (launcher and launcher.is_file()):
         ap.error("--vcuda-build DIR with vcuda-run in it is needed to run")
+    progs = read_programs(a, ap, command)
+    if a.only:
+        want = set(a.only.split(","))
+        unknown = want - {p["name"] for p in progs}
+        if unknown:
+            ap.error(f"--only: no program is named {', '.join(sorted(unknown))}")
+        progs = [p for p in progs if p["name"] in want]
+
+    def row_of(p):
+        return {"name": p["name"], "at": p["at"], "command": p["argv"], "cwd": str(p["cwd"]),
+                "program": str(p["program"]) if p["program"] else None, "linkage": p["linkage"], "note": p["note"]}
+
+    def decided(p):  # the verdict a program gets without running, if it has one
+        if not p["program"]:
+            return {"verdict": "not-found", "reason": p["why"]}
+        if p["linkage"] == "static":
+            return {"verdict": "not-remotable", "reason": p["why"]}
+        return None
+
+    if a.list_only:
+        for p in progs:
+            print(json.dumps(dict(row_of(p), **(decided(p) or {"reason": p["why"]}))))
+        return 0
     t0 = time.monotonic()
     for sig in (signal.SIGTERM, signal.SIGINT):  # a stopped check leaves no program running
         signal.signal(sig, stop_runs)
-    a.work, a.out = a.work.resolve(), a.out.resolve()
-    progs, excluded = [], []
-    if a.samples:
-        pr, ex = cuda_samples(a.samples.resolve(), a.arch)
-        progs += pr
-        excluded += ex
-    for b in a.babelstream:
-        progs += babelstream(b.resolve(), a.arch, a.work, len(a.babelstream) > 1)
-    if a.rodinia:
-        progs += rodinia(a.rodinia.resolve(), a.arch)
-    if a.only:
-        want = set(a.only.split(","))
-        progs = [p for p in progs if p["name"] in want]
-        excluded = [e for e in excluded if e["name"] in want]
-    if a.select_only:
-        for p in progs:
-            print(json.dumps({"name": p["name"], "suite": p["suite"], "path": p["path"], "args": p["args"],
-                              "selected": True, "note": p["note"]}))
-        for e in excluded:
-            print(json.dumps(dict(e, selected=False)))
-        print(f"{len(progs)} selected, {len(excluded)} excluded", file=sys.stderr)
-        return 0
+    a.out = a.out.resolve()
     logs = a.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    (a.work / "bin").mkdir(parents=True, exist_ok=True)
     results = []
-    # builds in parallel on the CPUs; each program's runs (real runtime, then vcuda) as
-    # soon as it is built, --run-jobs programs at a time on the GPU
     partial = open(a.out / "programs.partial.jsonl", "w")  # as results come: a killed check leaves them
     lock = threading.Lock()
 
@@ -633,11 +710,7 @@ def main():
             results.append(row)
             partial.write(json.dumps(row) + "\n")
             partial.flush()
-            if row["verdict"] != "excluded":
-                print(f"{row['name']}: {row['verdict']} ({row['reason'][:150]})", flush=True)
-
-    for e in excluded:
-        record(e)
+            print(f"{row['name']}: {row['verdict']} ({row['reason'][:150]})", flush=True)
 
     def check(p, row):
         try:
@@ -648,64 +721,67 @@ def main():
     def check_one(p, row):
         if a.budget_s and time.monotonic() - t0 > a.budget_s:
             return dict(row, verdict="not-run", reason=f"time budget of {a.budget_s:.0f} s spent")
-        loc = run_one(p, a.work, "local", launcher, logs, "local", a.timeout_s)
-        vc = run_one(p, a.work, "vcuda", launcher, logs, "vcuda", a.timeout_s)
-        rerun = lambda: run_one(p, a.work, "local", launcher, logs, "local2", a.timeout_s) \
+        shutil.rmtree(server_logs(logs, p), ignore_errors=True)  # (an earlier check's)
+        loc = run_one(p, "local", launcher, logs, "local", a.timeout_s)
+        vc = run_one(p, "vcuda", launcher, logs, "vcuda", a.timeout_s)
+        row = dict(row, local_rc=loc["rc"], vcuda_rc=vc["rc"], local_s=loc["secs"], vcuda_s=vc["secs"])
+        # (a run killed for its time may have been killed before its first CUDA call)
+        if p["linkage"] == "none" and not vc["hung"] and reached_server(server_logs(logs, p)) is False:
+            return dict(row, verdict="not-remotable",
+                        reason=f"through vcuda it never connected to the server ({p['why']}): it does not use "
+                               "the shared CUDA runtime vcuda stands in for (linked statically, or no CUDA at all)")
+        stream = any(STREAM_HEAD.search(r["out"]) for r in (loc, vc))
+        if stream:
+            p = dict(p, timing_lines=STREAM_ROW)
+        rerun = lambda: run_one(p, "local", launcher, logs, "local2", a.timeout_s) \
             if loc["rc"] == vc["rc"] else None
-        row = dict(row, local_rc=loc["rc"], vcuda_rc=vc["rc"], local_s=loc["secs"], vcuda_s=vc["secs"],
-                   **judge(p, loc, vc, rerun))
-        if p.get("bandwidth"):
+        row = dict(row, **judge(p, loc, vc, rerun))
+        if stream:
             row["bandwidth"] = {"local": bandwidths(loc["out"]), "vcuda": bandwidths(vc["out"])}
-            # its check of the results: the main branch says "FAILED validation" and exits
-            # 1, v5.0 only says "Validation failed" (on stderr)
+            # its check of the results: BabelStream's main branch says "FAILED
+            # validation" and exits 1, its v5.0 only says "Validation failed" (on stderr)
             row["own_check_passed"] = {m: r["rc"] == 0 and not STREAM_FAILED.search(r["err"])
                                        for m, r in (("local", loc), ("vcuda", vc))}
         return row
 
     runs = []
-    with cf.ThreadPoolExecutor(max(1, a.jobs)) as pool, cf.ThreadPoolExecutor(max(1, a.run_jobs)) as gpu:
-        futs = {pool.submit(build, p, a.work): p for p in progs}
-        for fut in cf.as_completed(futs):
-            p = futs[fut]
-            ok, why, blog = fut.result()
-            (logs / f"{p['name']}.build").write_text(blog)
-            row = {"name": p["name"], "suite": p["suite"], "path": p["path"], "args": p["args"], "built": ok,
-                   "note": p["note"]}
-            if not ok:
-                record(dict(row, verdict="not-built", reason=why))
-            elif a.build_only:
-                record(dict(row, verdict="not-run", reason="--build-only"))
+    with cf.ThreadPoolExecutor(max(1, a.run_jobs)) as gpu:
+        for p in progs:
+            early = decided(p)
+            if early:
+                record(dict(row_of(p), **early))
             else:
-                runs.append(gpu.submit(check, p, row))
+                runs.append(gpu.submit(check, p, row_of(p)))
         for r in runs:
             r.result()
     partial.close()
-    results.sort(key=lambda r: (r["suite"], r["verdict"] == "excluded", r["name"]))
+    order = {p["name"]: i for i, p in enumerate(progs)}
+    results.sort(key=lambda r: order[r["name"]])
     with open(a.out / "programs.jsonl", "w") as f:
         for r in results:
             f.write(json.dumps(r) + "\n")
     os.unlink(a.out / "programs.partial.jsonl")
     counts = {}
     for r in results:
-        counts.setdefault((r["suite"], r["verdict"]), []).append(r["name"])
-    lines = [f"{'suite':<13} {'verdict':<16} {'n':>3}  programs"]
-    for (s, v), names in sorted(counts.items()):
-        shown = ", ".join(names) if v != "excluded" else "(see programs.jsonl)"
-        lines.append(f"{s:<13} {v:<16} {len(names):>3}  {shown}")
+        counts.setdefault(r["verdict"], []).append(r["name"])
+    lines = [f"{'verdict':<21} {'n':>3}  programs"]
+    for v, names in sorted(counts.items()):
+        lines.append(f"{v:<21} {len(names):>3}  {', '.join(names)}")
     for r in results:  # the bandwidths, local vs vcuda, where a program reports them
         bw = r.get("bandwidth")
         if bw:
             lines.append(f"{r['name']}: its own check passed: {r['own_check_passed']}; bandwidth (its unit) "
                          "local / vcuda: " + ", ".join(f"{f} {v:.1f} / {bw['vcuda'].get(f, float('nan')):.1f}"
                                                        for f, v in bw["local"].items()))
+    own = {p["name"]: p["timeout"] for p in progs if p["timeout"]}
     lines.append(f"({a.run_jobs} program(s) at a time on the GPU, each run killed after {a.timeout_s:.0f} s"
-                 f"{', ' + str(TIMEOUT) if TIMEOUT else ''})")
+                 f"{', ' + ', '.join(f'{n} after {s:.0f} s' for n, s in own.items()) if own else ''})")
     (a.out / "programs.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     bad = [r["name"] for r in results if r["verdict"] == "differs"]
-    missing = [r["name"] for r in results if r["verdict"] in ("not-built", "not-run") and not a.build_only]
+    missing = [r["name"] for r in results if r["verdict"] in ("not-found", "not-remotable", "not-run")]
     print(f"programs_check: {len(results)} programs, {len(bad)} differ{': ' + ', '.join(bad) if bad else ''}; "
-          f"{len(missing)} not built or not run ({time.monotonic() - t0:.0f} s)")
+          f"{len(missing)} not found, not remotable or not run ({time.monotonic() - t0:.0f} s)")
     return 1 if bad or (a.strict and missing) else 0
 
 

@@ -402,7 +402,7 @@ vcuda_client_status vcuda_client_send_chunks(int dev, const vcuda_msg *req, unsi
         m.v[addr_field] = req->v[addr_field] + off;
         m.blob = data + off, m.blob_len = (uint32_t)n;
         off += n;
-        s = send_req(d, &m, id, off < size ? VCUDA_FLAG_MORE : 0, &d->buf, timeout_ms, why);
+        s = send_req(d, &m, id, off < size ? VCUDA_FLAG_MORE : req->hdr.flags & VCUDA_FLAG_SYNC, &d->buf, timeout_ms, why);
     } while (!s && off < size);
     if (!s) {
         int more;

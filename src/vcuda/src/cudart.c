@@ -5,7 +5,8 @@
  *
  * What nvcc emits is covered: the fatbinary/function registration, the call
  * configuration push/pop, __cudaGetKernel and __cudaLaunchKernel (CUDA 12.8+) and
- * cudaLaunchKernel.  Each kernel's parameter sizes come from the server
+ * cudaLaunchKernel, and with --default-stream per-thread their _ptsz/_ptds forms
+ * (cudart_ptds.c; see "the default streams" below).  Each kernel's parameter sizes come from the server
  * (cuFuncGetParamInfo on the loaded image) and are cached per function, so the
  * arguments nvcc passes as void*[] are packed without recompiling anything.  Every
  * symbol the real runtime exports is exported here too: what this file does not
@@ -18,6 +19,7 @@
 
 #include "vcuda/client.h"
 #include "vcuda/sha256.h"
+#include "cudart_ptds.h"
 #include "cudart_stub.h"
 
 #include <pthread.h>
@@ -162,6 +164,7 @@ typedef struct {
     unsigned flags; /* as created (streams: also their priority) */
     int priority;
     struct graph *capture; /* streams: the graph being captured into; events: recorded in it */
+    unsigned long long id; /* streams: cudaStreamGetId's (from stream_ids) */
 } remote_object;
 
 /* Stream capture (see "graphs" below): each hook records what a capturing stream is
@@ -175,18 +178,9 @@ static cudaError_t join_capture(struct graph *g, remote_object *stream);
 #define STREAM_MAGIC 0x5354524du
 #define EVENT_MAGIC 0x45564e54u
 
-/* Stream -> server handle (0: default stream).  Invalid handle if it is not a stream of
- * the current device. */
-static cudaError_t stream_handle(cudaStream_t s, uint64_t *h)
-{
-    const remote_object *o = (const remote_object *)s;
-    *h = 0;
-    if (!s || s == cudaStreamLegacy) return cudaSuccess;
-    if (s == cudaStreamPerThread) return unsupported("cudaStreamPerThread", "per-thread default streams are not forwarded");
-    if (o->magic != STREAM_MAGIC || o->device != current_device) return record(cudaErrorInvalidResourceHandle);
-    *h = o->handle;
-    return cudaSuccess;
-}
+/* Stream ids (cudaStreamGetId): the legacy stream of device d has d + 1, every stream
+ * made here the next number after those. */
+static _Atomic unsigned long long stream_ids = VCUDA_MAX_DEVICES;
 
 static cudaError_t create_object(unsigned op, unsigned flags, uint32_t magic, void **out, const char *api)
 {
@@ -197,10 +191,162 @@ static cudaError_t create_object(unsigned op, unsigned flags, uint32_t magic, vo
     if (e) return e;
     remote_object *o = malloc(sizeof *o);
     if (!o) return record(cudaErrorMemoryAllocation);
-    *o = (remote_object){magic, current_device, r.v[0], flags, 0, NULL};
+    *o = (remote_object){magic, current_device, r.v[0], flags, 0, NULL, 0};
+    if (magic == STREAM_MAGIC) o->id = atomic_fetch_add(&stream_ids, 1) + 1;
     *out = o;
     return cudaSuccess;
 }
+
+static void forget_stream_attrs(cudaStream_t s);
+
+/* ---- the default streams ------------------------------------------------------------ *
+ * The legacy default stream (NULL, cudaStreamLegacy) is the server's default stream of
+ * this process's connection: one per device, shared by all host threads, as the real
+ * runtime's is one per context; the server orders it with the blocking streams
+ * (server_gpu.c, join_streams).  The per-thread default stream (cudaStreamPerThread,
+ * and NULL in a call through a _ptsz/_ptds entry point: cudart_ptds.c) is one stream
+ * per host thread and device, as in the real runtime: an ordinary blocking stream on
+ * the server (flags 0), so it orders with the legacy stream and with no other stream,
+ * made by the thread's first use of it on the device, and destroyed when the thread
+ * ends (the server keeps work still queued in it, see reap_streams there) or when the
+ * device is reset.  Every path that takes a stream sees it as the stream it is
+ * (own_stream), so launches, copies, events, waits and captures treat it like any
+ * other. */
+_Thread_local int vcuda_per_thread_call;
+
+typedef struct {
+    remote_object *stream[VCUDA_MAX_DEVICES];
+    unsigned generation[VCUDA_MAX_DEVICES]; /* resets[d] when it was made */
+} thread_streams;
+static _Thread_local thread_streams *my_streams;
+static _Atomic unsigned resets[VCUDA_MAX_DEVICES]; /* cudaDeviceReset: every thread's stream of d goes */
+static pthread_key_t streams_key;
+static pthread_once_t streams_once = PTHREAD_ONCE_INIT;
+static int streams_key_ok;
+
+/* The legacy stream?  The per-thread one? */
+static int legacy_stream(cudaStream_t s) { return s == cudaStreamLegacy || (!s && !vcuda_per_thread_call); }
+static int per_thread_stream(cudaStream_t s) { return s == cudaStreamPerThread || (!s && vcuda_per_thread_call); }
+
+/* This thread's per-thread stream of device d if it is there (made before the last
+ * reset of d), else NULL; one made before is let go here (the server's went with the
+ * reset). */
+static remote_object *thread_stream(int d)
+{
+    thread_streams *t = my_streams;
+    if (!t || !t->stream[d]) return NULL;
+    if (t->generation[d] != atomic_load(&resets[d])) {
+        forget_stream_attrs((cudaStream_t)t->stream[d]);
+        t->stream[d]->magic = 0;
+        free(t->stream[d]);
+        t->stream[d] = NULL;
+    }
+    return t->stream[d];
+}
+
+/* At the thread's end: its per-thread streams are destroyed (their queued work still
+ * runs, and is still waited for by a device synchronize, see reap_streams). */
+static void streams_end(void *arg)
+{
+    thread_streams *t = arg;
+    my_streams = t;
+    for (int d = 0; d < VCUDA_MAX_DEVICES; ++d) {
+        remote_object *o = thread_stream(d);
+        if (!o) continue;
+        forget_stream_attrs((cudaStream_t)o);
+        vcuda_msg r;
+        int saved = current_device;
+        current_device = d;
+        call(VCUDA_OP_STREAM_DESTROY, &o->handle, 1, &r, "cudaStreamPerThread (the thread's end)");
+        current_device = saved;
+        if (o->capture) continue; /* (a capture still names it: kept for the capture's end) */
+        o->magic = 0;
+        free(o);
+    }
+    my_streams = NULL;
+    free(t);
+}
+
+static void streams_key_make(void) { streams_key_ok = !pthread_key_create(&streams_key, streams_end); }
+
+/* The per-thread stream of the current device, made on first use. */
+static cudaError_t make_thread_stream(remote_object **out)
+{
+    int d = current_device;
+    cudaError_t e = ready();
+    if (e) return record(e);
+    if ((*out = thread_stream(d))) return cudaSuccess;
+    pthread_once(&streams_once, streams_key_make);
+    if (!my_streams) {
+        thread_streams *t = calloc(1, sizeof *t);
+        if (!t || !streams_key_ok || pthread_setspecific(streams_key, t)) return free(t), record(cudaErrorMemoryAllocation);
+        my_streams = t;
+    }
+    unsigned gen = atomic_load(&resets[d]);
+    if ((e = create_object(VCUDA_OP_STREAM_CREATE, cudaStreamDefault, STREAM_MAGIC, (void **)out, "cudaStreamPerThread")))
+        return e;
+    my_streams->stream[d] = *out, my_streams->generation[d] = gen;
+    return cudaSuccess;
+}
+
+/* *s as the stream it is: the per-thread stream (made if need be) where *s names it;
+ * unchanged otherwise. */
+static cudaError_t own_stream(cudaStream_t *s)
+{
+    remote_object *o;
+    if (!per_thread_stream(*s)) return cudaSuccess;
+    cudaError_t e = make_thread_stream(&o);
+    if (!e) *s = (cudaStream_t)o;
+    return e;
+}
+
+/* The same where nothing is made: the per-thread stream if it exists, else NULL (no
+ * work, no capture, flags 0, priority 0: what a new one would say), the legacy stream
+ * NULL, another stream itself. */
+static cudaStream_t existing_stream(cudaStream_t s)
+{
+    if (per_thread_stream(s)) return (cudaStream_t)thread_stream(current_device);
+    return legacy_stream(s) ? NULL : s;
+}
+
+/* Stream -> server handle (0: the legacy stream).  Invalid handle if it is not a stream
+ * of the current device. */
+static cudaError_t stream_handle(cudaStream_t s, uint64_t *h)
+{
+    *h = 0;
+    if (legacy_stream(s)) return cudaSuccess;
+    cudaError_t e = own_stream(&s);
+    if (e) return e;
+    const remote_object *o = (const remote_object *)s;
+    if (o->magic != STREAM_MAGIC || o->device != current_device) return record(cudaErrorInvalidResourceHandle);
+    *h = o->handle;
+    return cudaSuccess;
+}
+
+/* ---- host-synchronous calls --------------------------------------------------------- *
+ * The copies and sets that take no stream (cudaMemcpy, cudaMemset, cudaMemcpy2D ...) are
+ * issued into the default stream (legacy, or per-thread through their _ptds entry
+ * points) and, as CUDA's "API synchronization behavior" says, a copy from host memory
+ * returns complete, with the stream's earlier work: its last frame asks the server for
+ * that (VCUDA_FLAG_SYNC), and one through the staging buffer (arrays, strided rows)
+ * synchronizes the stream at its end.  A copy to host memory is complete on return in
+ * any case; device-to-device copies and sets need nothing more.  On a capturing
+ * per-thread stream they are refused by name: they cannot be captured as they are, and
+ * how the real runtime fails them is not modelled. */
+static _Thread_local int host_sync;
+#define SYNCHRONOUS(api, expr)                                                                     \
+    ({                                                                                             \
+        cudaError_t r_;                                                                            \
+        if (capturing(NULL)) {                                                                     \
+            r_ = unsupported(api, "a copy or set without a stream while the per-thread default stream captures"); \
+        } else {                                                                                   \
+            int outer_ = host_sync;                                                                \
+            host_sync = 1;                                                                         \
+            r_ = (expr);                                                                           \
+            host_sync = outer_;                                                                    \
+        }                                                                                          \
+        r_;                                                                                        \
+    })
 
 static cudaError_t object_call(unsigned op, const void *obj, uint32_t magic, const char *api, vcuda_msg *r)
 {
@@ -879,7 +1025,9 @@ EXPORT cudaError_t cudaDeviceReset(void)
     vcuda_msg r;
     cudaError_t e = call(VCUDA_OP_DEVICE_RESET, NULL, 0, &r, "cudaDeviceReset");
     if (e) return e;
-    /* the server dropped this client's modules and functions on this device too */
+    /* the server dropped this client's modules and functions on this device too, and its
+     * streams: every thread's per-thread stream of the device is made anew (thread_stream) */
+    atomic_fetch_add(&resets[current_device], 1);
     pthread_mutex_lock(&reg_mu);
     for (size_t i = 0; i < nkernels; ++i) kernels[i]->handle[current_device] = 0, kernels[i]->fb->module[current_device] = 0;
     for (size_t i = 0; i < nvars; ++i) vars[i]->dptr[current_device] = 0, vars[i]->fb->module[current_device] = 0;
@@ -1054,6 +1202,7 @@ static cudaError_t memcpy_remote(void *dst, const void *src, size_t n, enum cuda
     case cudaMemcpyHostToHost: memmove(dst, src, n); return cudaSuccess;
     case cudaMemcpyHostToDevice:
         m.hdr.opcode = VCUDA_OP_MEMCPY_H2D;
+        m.hdr.flags = host_sync ? VCUDA_FLAG_SYNC : 0;
         m.v[0] = (uint64_t)(uintptr_t)dst, m.v[1] = sh, m.nv = 2;
         return result(vcuda_client_send_chunks(current_device, &m, 0, src, n, vcuda_client_chunk(), &r, why), &r, api, why);
     case cudaMemcpyDeviceToHost:
@@ -1070,10 +1219,12 @@ static cudaError_t memcpy_remote(void *dst, const void *src, size_t n, enum cuda
 
 EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 {
-    return memcpy_remote(dst, src, n, kind, NULL, "cudaMemcpy");
+    return SYNCHRONOUS("cudaMemcpy", memcpy_remote(dst, src, n, kind, NULL, "cudaMemcpy"));
 }
 
-/* Ordered in its stream, and complete on return: in-order semantics without overlap. */
+/* Ordered in its stream: a copy to host memory is complete on return, one from host
+ * memory returns once the server holds the bytes (they are then copied in stream order,
+ * as the runtime stages pageable memory). */
 EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
 {
     return memcpy_remote(dst, src, n, kind, s, "cudaMemcpyAsync");
@@ -1092,7 +1243,10 @@ EXPORT cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t st
     return call(VCUDA_OP_MEMSET, v, 4, &r, "cudaMemset");
 }
 
-EXPORT cudaError_t cudaMemset(void *p, int value, size_t n) { return cudaMemsetAsync(p, value, n, NULL); }
+EXPORT cudaError_t cudaMemset(void *p, int value, size_t n)
+{
+    return SYNCHRONOUS("cudaMemset", cudaMemsetAsync(p, value, n, NULL));
+}
 
 /* ---- streams and events ------------------------------------------------------------ */
 
@@ -1104,6 +1258,8 @@ EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWi
 static void forget_stream_attrs(cudaStream_t s);
 EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    /* the default streams are not the program's to destroy */
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return record(cudaErrorInvalidResourceHandle);
     forget_stream_attrs(s); /* a later stream may get the same address */
     return destroy_object(VCUDA_OP_STREAM_DESTROY, s, STREAM_MAGIC, "cudaStreamDestroy");
 }
@@ -1111,7 +1267,9 @@ EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     vcuda_msg r;
     uint64_t zero = 0;
-    if (!s || s == cudaStreamLegacy) return call(VCUDA_OP_STREAM_SYNCHRONIZE, &zero, 1, &r, "cudaStreamSynchronize");
+    cudaError_t e;
+    if (legacy_stream(s)) return call(VCUDA_OP_STREAM_SYNCHRONIZE, &zero, 1, &r, "cudaStreamSynchronize");
+    if ((e = own_stream(&s))) return e;
     if (capturing(s)) return record(cudaErrorStreamCaptureUnsupported);
     return object_call(VCUDA_OP_STREAM_SYNCHRONIZE, s, STREAM_MAGIC, "cudaStreamSynchronize", NULL);
 }
@@ -1202,10 +1360,11 @@ EXPORT cudaError_t cudaEventQuery(cudaEvent_t ev)
 
 EXPORT cudaError_t cudaStreamQuery(cudaStream_t s)
 {
-    cudaError_t before = last_error;
+    cudaError_t before = last_error, e;
     vcuda_msg r;
     uint64_t zero = 0;
-    if (!s || s == cudaStreamLegacy) return query(call(VCUDA_OP_STREAM_QUERY, &zero, 1, &r, "cudaStreamQuery"), before);
+    if (legacy_stream(s)) return query(call(VCUDA_OP_STREAM_QUERY, &zero, 1, &r, "cudaStreamQuery"), before);
+    if ((e = own_stream(&s))) return e;
     return query(object_call(VCUDA_OP_STREAM_QUERY, s, STREAM_MAGIC, "cudaStreamQuery", NULL), before);
 }
 
@@ -1217,11 +1376,11 @@ EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t stream,
     return cudaEventRecord(ev, stream);
 }
 
-/* The device a stream belongs to (the default stream: the current device). */
+/* The device a stream belongs to (the default streams: the current device). */
 static int stream_device(cudaStream_t s)
 {
-    const remote_object *o = (const remote_object *)s;
-    return !s || s == cudaStreamLegacy || s == cudaStreamPerThread || o->magic != STREAM_MAGIC ? current_device : o->device;
+    const remote_object *o = (const remote_object *)existing_stream(s);
+    return !o || o->magic != STREAM_MAGIC ? current_device : o->device;
 }
 
 EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned flags)
@@ -1232,9 +1391,10 @@ EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned 
     cudaError_t e;
     if (!o || o->magic != EVENT_MAGIC) return record(cudaErrorInvalidResourceHandle);
     if (o->capture) { /* the stream joins the capture (its nodes are replayed in order) */
+        if (legacy_stream(s)) return record(cudaErrorStreamCaptureImplicit);
+        if ((e = own_stream(&s))) return e;
         remote_object *so = (remote_object *)s;
-        if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread || so->magic != STREAM_MAGIC)
-            return record(cudaErrorStreamCaptureImplicit);
+        if (so->magic != STREAM_MAGIC) return record(cudaErrorInvalidResourceHandle);
         return so->capture == o->capture ? cudaSuccess : join_capture(o->capture, so);
     }
     int dev = stream_device(s), saved = current_device;
@@ -1262,7 +1422,7 @@ EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags,
     cudaDeviceGetStreamPriorityRange(&least, &greatest);
     /* the driver clamps to the range; so does what cudaStreamGetPriority reports */
     priority = priority > least ? least : priority < greatest ? greatest : priority;
-    *o = (remote_object){STREAM_MAGIC, current_device, r.v[0], flags, priority, NULL};
+    *o = (remote_object){STREAM_MAGIC, current_device, r.v[0], flags, priority, NULL, atomic_fetch_add(&stream_ids, 1) + 1};
     *s = (cudaStream_t)o;
     return cudaSuccess;
 }
@@ -1285,8 +1445,8 @@ EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
 
 static const remote_object *stream_object(cudaStream_t s)
 {
-    const remote_object *o = (const remote_object *)s;
-    return s && s != cudaStreamLegacy && s != cudaStreamPerThread && o->magic == STREAM_MAGIC ? o : NULL;
+    const remote_object *o = (const remote_object *)existing_stream(s);
+    return o && o->magic == STREAM_MAGIC ? o : NULL;
 }
 
 EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority)
@@ -1312,6 +1472,18 @@ EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device)
     return cudaSuccess;
 }
 
+EXPORT cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
+{
+    cudaError_t e;
+    if (!id) return record(cudaErrorInvalidValue);
+    if (legacy_stream(s)) return *id = (unsigned long long)current_device + 1, cudaSuccess;
+    if ((e = own_stream(&s))) return e;
+    const remote_object *o = stream_object(s);
+    if (!o) return record(cudaErrorInvalidResourceHandle);
+    *id = o->id;
+    return cudaSuccess;
+}
+
 /* Active while the stream records into a graph (see "graphs" below). */
 EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
 {
@@ -1331,7 +1503,10 @@ EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *dat
     if (capture_host(s, fn, data, &e)) return e;
     e = cudaStreamSynchronize(s);
     if (e) return e;
+    int per_thread = vcuda_per_thread_call; /* (the program's code, not this call's) */
+    vcuda_per_thread_call = 0;
     fn(data);
+    vcuda_per_thread_call = per_thread;
     return cudaSuccess;
 }
 
@@ -1340,7 +1515,10 @@ EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb
     if (!cb || flags) return record(cudaErrorInvalidValue);
     cudaError_t e = cudaStreamSynchronize(s);
     if (e == cudaErrorDevicesUnavailable) return e;
+    int per_thread = vcuda_per_thread_call; /* (the program's code, not this call's) */
+    vcuda_per_thread_call = 0;
     cb(s, e, data); /* as the runtime does: the callback is told the stream's error */
+    vcuda_per_thread_call = per_thread;
     return cudaSuccess;
 }
 
@@ -1728,11 +1906,11 @@ static cudaError_t symbol_copy(const void *sym, size_t count, size_t offset, enu
 
 EXPORT cudaError_t cudaMemcpyToSymbol(const void *sym, const void *src, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    return symbol_copy(sym, count, offset, kind, 1, (void *)src, NULL, "cudaMemcpyToSymbol");
+    return SYNCHRONOUS("cudaMemcpyToSymbol", symbol_copy(sym, count, offset, kind, 1, (void *)src, NULL, "cudaMemcpyToSymbol"));
 }
 EXPORT cudaError_t cudaMemcpyFromSymbol(void *dst, const void *sym, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    return symbol_copy(sym, count, offset, kind, 0, dst, NULL, "cudaMemcpyFromSymbol");
+    return SYNCHRONOUS("cudaMemcpyFromSymbol", symbol_copy(sym, count, offset, kind, 0, dst, NULL, "cudaMemcpyFromSymbol"));
 }
 EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void *sym, const void *src, size_t count, size_t offset,
                                            enum cudaMemcpyKind kind, cudaStream_t s)
@@ -1808,7 +1986,7 @@ static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spi
 EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                                 enum cudaMemcpyKind kind)
 {
-    return copy_2d(dst, dpitch, src, spitch, width, height, kind, NULL, "cudaMemcpy2D");
+    return SYNCHRONOUS("cudaMemcpy2D", copy_2d(dst, dpitch, src, spitch, width, height, kind, NULL, "cudaMemcpy2D"));
 }
 
 EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
@@ -1833,7 +2011,7 @@ static cudaError_t set_2d(void *p, size_t pitch, int value, size_t width, size_t
 
 EXPORT cudaError_t cudaMemset2D(void *p, size_t pitch, int value, size_t width, size_t height)
 {
-    return set_2d(p, pitch, value, width, height, NULL);
+    return SYNCHRONOUS("cudaMemset2D", set_2d(p, pitch, value, width, height, NULL));
 }
 EXPORT cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width, size_t height, cudaStream_t s)
 {
@@ -1851,7 +2029,10 @@ static cudaError_t set_3d(struct cudaPitchedPtr pp, int value, struct cudaExtent
         e = set_2d((uint8_t *)pp.ptr + z * pp.pitch * pp.ysize, pp.pitch, value, ext.width, ext.height, s);
     return e;
 }
-EXPORT cudaError_t cudaMemset3D(struct cudaPitchedPtr pp, int value, struct cudaExtent ext) { return set_3d(pp, value, ext, NULL); }
+EXPORT cudaError_t cudaMemset3D(struct cudaPitchedPtr pp, int value, struct cudaExtent ext)
+{
+    return SYNCHRONOUS("cudaMemset3D", set_3d(pp, value, ext, NULL));
+}
 EXPORT cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr pp, int value, struct cudaExtent ext, cudaStream_t s)
 {
     return set_3d(pp, value, ext, s);
@@ -1872,7 +2053,10 @@ static cudaError_t copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, co
     }
     return e;
 }
-EXPORT cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return copy_3d(p, NULL, "cudaMemcpy3D"); }
+EXPORT cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p)
+{
+    return SYNCHRONOUS("cudaMemcpy3D", copy_3d(p, NULL, "cudaMemcpy3D"));
+}
 EXPORT cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t s) { return copy_3d(p, s, "cudaMemcpy3DAsync"); }
 
 /* Between two servers through this host, in chunks. */
@@ -1896,7 +2080,22 @@ static cudaError_t copy_peer(void *dst, int dst_dev, const void *src, int src_de
     free(tmp);
     return e;
 }
-EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, size_t n) { return copy_peer(dst, dd, src, sd, n, NULL); }
+/* Serialized with all work, earlier and later, of the current, source and destination
+ * devices (the runtime's words): each is synchronized first, and the copy is complete
+ * on return. */
+EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, size_t n)
+{
+    int saved = current_device, devs[] = {saved, sd, dd};
+    cudaError_t e = cudaSuccess;
+    if ((e = valid_device(dd)) || (e = valid_device(sd))) return e;
+    for (int i = 0; i < 3 && !e; ++i)
+        if (i == 0 || (devs[i] != saved && (i == 1 || devs[i] != sd))) {
+            current_device = devs[i];
+            e = cudaDeviceSynchronize();
+        }
+    current_device = saved;
+    return e ? e : SYNCHRONOUS("cudaMemcpyPeer", copy_peer(dst, dd, src, sd, n, NULL));
+}
 EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t s)
 {
     return copy_peer(dst, dd, src, sd, n, s);
@@ -2194,7 +2393,7 @@ EXPORT cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID id, c
 {
     uint64_t sh;
     cudaError_t e = ready();
-    if (e || (e = stream_handle(s, &sh))) return record(e);
+    if (e || (e = own_stream(&s)) || (e = stream_handle(s, &sh))) return record(e);
     if (!value) return record(cudaErrorInvalidValue);
     if (id == cudaLaunchAttributePriority) return unsupported("cudaStreamSetAttribute", "a stream's priority is fixed when it is created");
     pthread_mutex_lock(&attr_mu);
@@ -2208,7 +2407,7 @@ EXPORT cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID id, c
 {
     uint64_t sh;
     cudaError_t e = ready();
-    if (e || (e = stream_handle(s, &sh))) return record(e);
+    if (e || (e = own_stream(&s)) || (e = stream_handle(s, &sh))) return record(e);
     if (!value) return record(cudaErrorInvalidValue);
     memset(value, 0, sizeof *value);
     if (id == cudaLaunchAttributePriority) return cudaStreamGetPriority(s, &value->priority);
@@ -2221,7 +2420,8 @@ EXPORT cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID id, c
 
 EXPORT cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
 {
-    cudaError_t e = cudaSuccess;
+    cudaError_t e = ready();
+    if (e || (e = own_stream(&dst)) || (e = own_stream(&src))) return record(e);
     pthread_mutex_lock(&attr_mu);
     for (size_t i = 0; i < nstream_attrs && !e; ++i)
         if (stream_attrs[i].stream == src) {
@@ -2332,9 +2532,8 @@ static cudaError_t join_capture(graph *g, remote_object *so)
 
 static graph *capturing(cudaStream_t s)
 {
-    const remote_object *o = (const remote_object *)s;
-    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread || o->magic != STREAM_MAGIC) return NULL;
-    return o->capture;
+    const remote_object *o = (const remote_object *)existing_stream(s);
+    return o && o->magic == STREAM_MAGIC ? o->capture : NULL;
 }
 
 /* The capture's dependency set becomes (add: also holds) nodes[0..n); room for at least
@@ -3339,14 +3538,15 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
 
 EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
 {
-    remote_object *o = (remote_object *)s;
     cudaGraph_t gr;
     (void)mode; /* the modes police other threads' unsafe calls; nothing here is unsafe */
-    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return record(cudaErrorStreamCaptureUnsupported);
+    if (legacy_stream(s)) return record(cudaErrorStreamCaptureUnsupported);
+    cudaError_t e = own_stream(&s);
+    if (e) return e;
+    remote_object *o = (remote_object *)s;
     if (o->magic != STREAM_MAGIC) return record(cudaErrorInvalidResourceHandle);
     if (o->capture) return record(cudaErrorIllegalState);
-    cudaError_t e = cudaGraphCreate(&gr, 0);
-    if (e) return e;
+    if ((e = cudaGraphCreate(&gr, 0))) return e;
     o->capture = (graph *)gr;
     o->capture->origin = s;
     o->capture->capture_id = atomic_fetch_add(&capture_ids, 1) + 1;
@@ -3357,15 +3557,16 @@ EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCapture
 EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t gr, const cudaGraphNode_t *deps,
                                                  const cudaGraphEdgeData *edges, size_t ndeps, enum cudaStreamCaptureMode mode)
 {
-    remote_object *o = (remote_object *)s;
     graph *g = as_graph(gr, GRAPH_MAGIC);
     (void)mode, (void)edges; /* (see cudaStreamBeginCapture; edge data only tunes overlap) */
-    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return record(cudaErrorStreamCaptureUnsupported);
+    if (legacy_stream(s)) return record(cudaErrorStreamCaptureUnsupported);
+    cudaError_t e = own_stream(&s);
+    if (e) return e;
+    remote_object *o = (remote_object *)s;
     if (o->magic != STREAM_MAGIC) return record(cudaErrorInvalidResourceHandle);
     if (!g || (ndeps && !deps)) return record(cudaErrorInvalidValue);
     if (o->capture || g->origin) return record(cudaErrorIllegalState);
     pthread_mutex_lock(&graph_mu);
-    cudaError_t e = cudaSuccess;
     for (size_t i = 0; i < ndeps && !e; ++i)
         if (!deps[i] || ((graph_node *)deps[i])->owner != g) e = cudaErrorInvalidValue;
     if (!e && set_front(g, (graph_node *const *)deps, ndeps, 0)) e = cudaErrorMemoryAllocation;
@@ -3416,11 +3617,11 @@ EXPORT cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraph
 
 EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *out)
 {
-    remote_object *o = (remote_object *)s;
+    remote_object *o = (remote_object *)existing_stream(s);
     graph *g = capturing(s);
     if (!g) return record(out ? cudaErrorIllegalState : cudaErrorInvalidValue);
     if (!out && !g->captured_to) return record(cudaErrorInvalidValue);
-    if (g->origin != s) return record(cudaErrorStreamCaptureUnmatched);
+    if (g->origin != (cudaStream_t)o) return record(cudaErrorStreamCaptureUnmatched);
     o->capture = NULL;
     /* the streams that joined leave with it */
     pthread_mutex_lock(&graph_mu);
@@ -3674,6 +3875,7 @@ static cudaError_t array_copy(copy_end dst, copy_end src, size_t width, size_t h
                        packed + (z * height + y) * width, width);
     /* host data in the buffer: the next user waits until this copy has read it */
     if (!e && host_src && !(e = cudaEventRecord(sb->done, s))) sb->pending = 1;
+    if (!e && host_src && host_sync) e = cudaStreamSynchronize(s); /* (see "host-synchronous calls") */
     if (sb->size > STAGING_KEEP) { /* not kept: the free waits for the copy (see above) */
         cudaFree(sb->buf);
         sb->buf = NULL, sb->size = 0, sb->pending = 0;
@@ -3713,7 +3915,7 @@ EXPORT cudaError_t cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wo, size_t h
 EXPORT cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t wo, size_t ho, const void *src, size_t spitch, size_t width,
                                        size_t height, enum cudaMemcpyKind kind)
 {
-    return cudaMemcpy2DToArrayAsync(dst, wo, ho, src, spitch, width, height, kind, NULL);
+    return SYNCHRONOUS("cudaMemcpy2DToArray", cudaMemcpy2DToArrayAsync(dst, wo, ho, src, spitch, width, height, kind, NULL));
 }
 EXPORT cudaError_t cudaMemcpy2DFromArrayAsync(void *dst, size_t dpitch, cudaArray_const_t src, size_t wo, size_t ho,
                                               size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t s)
@@ -3725,7 +3927,7 @@ EXPORT cudaError_t cudaMemcpy2DFromArrayAsync(void *dst, size_t dpitch, cudaArra
 EXPORT cudaError_t cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_const_t src, size_t wo, size_t ho, size_t width,
                                          size_t height, enum cudaMemcpyKind kind)
 {
-    return cudaMemcpy2DFromArrayAsync(dst, dpitch, src, wo, ho, width, height, kind, NULL);
+    return SYNCHRONOUS("cudaMemcpy2DFromArray", cudaMemcpy2DFromArrayAsync(dst, dpitch, src, wo, ho, width, height, kind, NULL));
 }
 EXPORT cudaError_t cudaMemcpy2DArrayToArray(cudaArray_t dst, size_t wod, size_t hod, cudaArray_const_t src, size_t wos,
                                             size_t hos, size_t width, size_t height, enum cudaMemcpyKind kind)
@@ -3733,7 +3935,8 @@ EXPORT cudaError_t cudaMemcpy2DArrayToArray(cudaArray_t dst, size_t wod, size_t 
     ARRAY_ARG(dst);
     ARRAY_ARG(src);
     if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) return record(cudaErrorInvalidMemcpyDirection);
-    return array_copy(at_array(dst, wod, hod), at_array(src, wos, hos), width, height, 1, kind, NULL, "cudaMemcpy2DArrayToArray");
+    return SYNCHRONOUS("cudaMemcpy2DArrayToArray", array_copy(at_array(dst, wod, hod), at_array(src, wos, hos), width, height, 1,
+                                                              kind, NULL, "cudaMemcpy2DArrayToArray"));
 }
 
 /* The deprecated linear forms: count bytes from (x, y) on, row after row of the array. */
@@ -3764,7 +3967,7 @@ EXPORT cudaError_t cudaMemcpyToArrayAsync(cudaArray_t dst, size_t wo, size_t ho,
 }
 EXPORT cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t wo, size_t ho, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-    return cudaMemcpyToArrayAsync(dst, wo, ho, src, count, kind, NULL);
+    return SYNCHRONOUS("cudaMemcpyToArray", cudaMemcpyToArrayAsync(dst, wo, ho, src, count, kind, NULL));
 }
 EXPORT cudaError_t cudaMemcpyFromArrayAsync(void *dst, cudaArray_const_t src, size_t wo, size_t ho, size_t count,
                                             enum cudaMemcpyKind kind, cudaStream_t s)
@@ -3773,7 +3976,7 @@ EXPORT cudaError_t cudaMemcpyFromArrayAsync(void *dst, cudaArray_const_t src, si
 }
 EXPORT cudaError_t cudaMemcpyFromArray(void *dst, cudaArray_const_t src, size_t wo, size_t ho, size_t count, enum cudaMemcpyKind kind)
 {
-    return cudaMemcpyFromArrayAsync(dst, src, wo, ho, count, kind, NULL);
+    return SYNCHRONOUS("cudaMemcpyFromArray", cudaMemcpyFromArrayAsync(dst, src, wo, ho, count, kind, NULL));
 }
 #pragma GCC diagnostic pop
 

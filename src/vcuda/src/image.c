@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define bad(...) vcuda_fail(why, -1, __VA_ARGS__)
 
@@ -207,7 +208,9 @@ int vcuda_elf_check(const uint8_t *p, size_t n, char *why)
 /* ---- fatbin containers ----------------------------------------------------------------- */
 
 enum { FATBIN_MAGIC = 0xba55ed50u, ENTRY_PTX = 1, ENTRY_ELF = 2, FLAG_LZ4 = 0x2000, FLAG_ZSTD = 0x8000 };
-#define MAX_DECOMPRESSED ((uint64_t)1 << 30) /* no single kernel image is larger */
+
+static vcuda_image_limits limits = VCUDA_IMAGE_LIMITS_DEFAULT;
+void vcuda_image_set_limits(const vcuda_image_limits *l) { limits = *l; }
 
 static size_t (*zstd_decompress)(void *, size_t, const void *, size_t);
 static unsigned (*zstd_is_error)(size_t);
@@ -219,6 +222,63 @@ static void zstd_load(void)
     *(void **)&zstd_decompress = dlsym(h, "ZSTD_decompress");
     *(void **)&zstd_is_error = dlsym(h, "ZSTD_isError");
     if (!zstd_decompress || !zstd_is_error) zstd_decompress = NULL;
+}
+
+/* The process-wide decompression budget: bytes reserved by the checks decompressing now. */
+static pthread_mutex_t budget_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t budget_cv;
+static pthread_once_t budget_once = PTHREAD_ONCE_INIT;
+static uint64_t inflight, inflight_peak;
+static void budget_init(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&budget_cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+void vcuda_image_inflight(uint64_t *now, uint64_t *peak)
+{
+    pthread_mutex_lock(&budget_mu);
+    if (now) *now = inflight;
+    if (peak) *peak = inflight_peak, inflight_peak = inflight;
+    pthread_mutex_unlock(&budget_mu);
+}
+
+/* Reserves n (<= the budget) bytes, waiting up to wait_ms for them.  0, or
+ * VCUDA_IMAGE_BUSY (why set). */
+static int budget_take(uint64_t n, unsigned e, char *why)
+{
+    pthread_once(&budget_once, budget_init);
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    int wait_ms = limits.wait_ms > 0 ? limits.wait_ms : 0;
+    dl.tv_sec += wait_ms / 1000, dl.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) ++dl.tv_sec, dl.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&budget_mu);
+    while (inflight + n > limits.budget)
+        if (pthread_cond_timedwait(&budget_cv, &budget_mu, &dl)) break; /* (ETIMEDOUT) */
+    uint64_t busy = inflight;
+    int room = inflight + n <= limits.budget;
+    if (room) {
+        inflight += n;
+        if (inflight > inflight_peak) inflight_peak = inflight;
+    }
+    pthread_mutex_unlock(&budget_mu);
+    if (room) return 0;
+    return vcuda_fail(why, VCUDA_IMAGE_BUSY,
+                      "fatbin entry %u: server busy: %llu of %llu MiB for decompression in use for %d ms "
+                      "(--inflate-budget-mib); try again", e, (unsigned long long)(busy >> 20),
+                      (unsigned long long)(limits.budget >> 20), wait_ms);
+}
+
+static void budget_give(uint64_t n)
+{
+    pthread_mutex_lock(&budget_mu);
+    inflight -= n;
+    pthread_cond_broadcast(&budget_cv);
+    pthread_mutex_unlock(&budget_mu);
 }
 
 static int check_ptx(const uint8_t *q, uint64_t n, unsigned e, char *why)
@@ -242,10 +302,77 @@ static int check_entry_payload(unsigned kind, const uint8_t *q, uint64_t n, unsi
     return 0;
 }
 
-/* Calls fn(kind, bytes, size, entry index, arg) for each entry of the fatbin at p, its
- * contents decompressed where they are compressed, after checking the container: 0 when
- * every call returned 0, else -1 (why set by the walk or by fn). */
+/* One fatbin entry's header, checked against the image and the bounds. */
+typedef struct {
+    uint32_t kind, ehs;
+    uint64_t psize, csize, dsize; /* dsize: 0 for an entry stored uncompressed */
+} entry;
+
+static int check_entry_header(const uint8_t *h, uint64_t left, unsigned e, entry *x, char *why)
+{
+    /* entry header: kind u16, version u16, header size u32, payload size u64,
+     * compressed size u32 (+0x10), ..., name offset/length u32 (+0x20), flags u64
+     * (+0x28), ..., decompressed size u64 (+0x38) */
+    if (left < 64) return bad("fatbin entry %u: truncated header", e);
+    uint64_t flags = U64(h + 0x28);
+    x->kind = U16(h), x->ehs = U32(h + 4), x->psize = U64(h + 8), x->csize = 0, x->dsize = 0;
+    if (x->kind != ENTRY_PTX && x->kind != ENTRY_ELF)
+        return bad("fatbin entry %u: kind %u (only PTX and cubin are served)", e, x->kind);
+    if (x->ehs < 64 || !within(x->ehs, x->psize, left))
+        return bad("fatbin entry %u: header of %u bytes and payload of %llu bytes run past the image", e, x->ehs,
+                   (unsigned long long)x->psize);
+    uint32_t name_off = U32(h + 0x20), name_len = U32(h + 0x24);
+    if (name_len && !within(name_off, name_len, x->ehs)) return bad("fatbin entry %u: name outside its header", e);
+    if (flags & FLAG_LZ4)
+        return bad("fatbin entry %u: LZ4-compressed (older nvcc): not validated, refused "
+                   "(rebuild without fatbin compression, or with an nvcc that compresses with zstd)", e);
+    if (!(flags & FLAG_ZSTD)) return 0;
+    x->csize = U32(h + 0x10), x->dsize = U64(h + 0x38);
+    if (x->csize > x->psize)
+        return bad("fatbin entry %u: compressed size %llu > payload %llu", e, (unsigned long long)x->csize,
+                   (unsigned long long)x->psize);
+    if (x->dsize == 0) return bad("fatbin entry %u: compressed, declaring 0 bytes decompressed", e);
+    if (x->dsize > limits.max_entry)
+        return bad("fatbin entry %u: declares %llu bytes decompressed, over the %llu MiB per entry this server takes "
+                   "(--max-entry-mib)", e, (unsigned long long)x->dsize, (unsigned long long)(limits.max_entry >> 20));
+    if (x->dsize > limits.budget)
+        return bad("fatbin entry %u: declares %llu bytes decompressed, over the %llu MiB this server decompresses at "
+                   "once (--inflate-budget-mib)", e, (unsigned long long)x->dsize,
+                   (unsigned long long)(limits.budget >> 20));
+    return 0;
+}
+
+/* What a walk does with each entry's contents: fn(kind, bytes, size, entry index, arg),
+ * 0 or an error (why set). */
 typedef int entry_fn(unsigned kind, const uint8_t *q, uint64_t n, unsigned e, void *arg, char *why);
+
+/* A compressed entry's contents: decompressed into exactly its declared size, within
+ * the budget, and handed to fn there, then freed: an entry is decompressed once per
+ * walk, whatever fn reads of it. */
+static int walk_compressed(const entry *x, const uint8_t *q, unsigned e, entry_fn *fn, void *arg, char *why)
+{
+    int rc = budget_take(x->dsize, e, why);
+    if (rc) return rc;
+    uint8_t *d = malloc(x->dsize);
+    if (!d) rc = bad("fatbin entry %u: no memory to decompress %llu bytes", e, (unsigned long long)x->dsize);
+    else {
+        /* the output capacity is the declared size: zstd stops there (an error) */
+        size_t got = zstd_decompress(d, x->dsize, q, x->csize);
+        rc = zstd_is_error(got) || got != x->dsize
+                 ? bad("fatbin entry %u: zstd data does not decompress to the %llu bytes declared", e,
+                       (unsigned long long)x->dsize)
+                 : fn(x->kind, d, x->dsize, e, arg, why);
+        free(d);
+    }
+    budget_give(x->dsize);
+    return rc;
+}
+
+/* Calls fn for each entry of the fatbin at p, after checking the container and every
+ * entry header against the image and the bounds (nothing is decompressed for an image
+ * that fails them), compressed entries decompressed within the budget: 0 when every
+ * call returned 0, else the first error (-1, or VCUDA_IMAGE_BUSY; why set by the walk
+ * or by fn). */
 static int fatbin_walk(const uint8_t *p, size_t n, entry_fn *fn, void *arg, char *why)
 {
     if (n < 16) return bad("fatbin header truncated");
@@ -253,50 +380,32 @@ static int fatbin_walk(const uint8_t *p, size_t n, entry_fn *fn, void *arg, char
     uint64_t fs = U64(p + 8);
     if (version != 1) return bad("fatbin version %u", version);
     if (hs < 16 || !within(hs, fs, n) || hs + fs != n) return bad("fatbin header does not match the image size");
-    uint64_t at = hs;
+    /* every entry header first: nothing is decompressed for an image whose sizes fail */
+    uint64_t at, inflate = 0;
     unsigned e = 0;
-    for (; at < n; ++e) {
-        /* entry header: kind u16, version u16, header size u32, payload size u64,
-         * compressed size u32 (+0x10), ..., name offset/length u32 (+0x20), flags u64
-         * (+0x28), ..., decompressed size u64 (+0x38) */
-        if (n - at < 64) return bad("fatbin entry %u: truncated header", e);
-        const uint8_t *h = p + at;
-        uint32_t kind = U16(h), ehs = U32(h + 4);
-        uint64_t psize = U64(h + 8), flags = U64(h + 0x28);
-        if (kind != ENTRY_PTX && kind != ENTRY_ELF) return bad("fatbin entry %u: kind %u (only PTX and cubin are served)", e, kind);
-        if (ehs < 64 || !within(ehs, psize, n - at))
-            return bad("fatbin entry %u: header of %u bytes and payload of %llu bytes run past the image", e, ehs,
-                       (unsigned long long)psize);
-        uint32_t name_off = U32(h + 0x20), name_len = U32(h + 0x24);
-        if (name_len && !within(name_off, name_len, ehs)) return bad("fatbin entry %u: name outside its header", e);
-        const uint8_t *q = h + ehs;
-        if (flags & FLAG_LZ4)
-            return bad("fatbin entry %u: LZ4-compressed (older nvcc): not validated, refused "
-                       "(rebuild without fatbin compression, or with an nvcc that compresses with zstd)", e);
-        if (flags & FLAG_ZSTD) {
-            uint64_t csize = U32(h + 0x10), dsize = U64(h + 0x38);
-            if (csize > psize) return bad("fatbin entry %u: compressed size %llu > payload %llu", e,
-                                          (unsigned long long)csize, (unsigned long long)psize);
-            if (dsize == 0 || dsize > MAX_DECOMPRESSED) return bad("fatbin entry %u: decompressed size %llu", e,
-                                                                  (unsigned long long)dsize);
-            pthread_once(&zstd_once, zstd_load);
-            if (!zstd_decompress)
-                return bad("fatbin entry %u: zstd-compressed, and no libzstd.so.1 here to validate it: refused", e);
-            uint8_t *d = malloc(dsize);
-            if (!d) return bad("fatbin entry %u: no memory to decompress %llu bytes", e, (unsigned long long)dsize);
-            size_t got = zstd_decompress(d, dsize, q, csize);
-            int rc = zstd_is_error(got) || got != dsize
-                         ? bad("fatbin entry %u: zstd data does not decompress to the %llu bytes declared", e,
-                               (unsigned long long)dsize)
-                         : fn(kind, d, dsize, e, arg, why);
-            free(d);
-            if (rc) return -1;
-        } else if (fn(kind, q, psize, e, arg, why)) {
-            return -1;
-        }
-        at += ehs + psize;
+    entry x;
+    for (at = hs; at < n; ++e) {
+        if (check_entry_header(p + at, n - at, e, &x, why)) return -1;
+        inflate += x.dsize; /* (each <= max_entry: no overflow) */
+        if (inflate > limits.max_image)
+            return bad("fatbin: entries 0-%u declare %llu bytes decompressed, over the %llu MiB per image this server "
+                       "takes (--max-image-mib)", e, (unsigned long long)inflate,
+                       (unsigned long long)(limits.max_image >> 20));
+        at += x.ehs + x.psize;
     }
     if (e == 0) return bad("fatbin without entries");
+    if (inflate) {
+        pthread_once(&zstd_once, zstd_load);
+        if (!zstd_decompress) return bad("fatbin: zstd-compressed entries, and no libzstd.so.1 here to validate them: refused");
+    }
+    e = 0;
+    for (at = hs; at < n; ++e) {
+        check_entry_header(p + at, n - at, e, &x, why);
+        const uint8_t *q = p + at + x.ehs;
+        int rc = x.dsize ? walk_compressed(&x, q, e, fn, arg, why) : fn(x.kind, q, x.psize, e, arg, why);
+        if (rc) return rc;
+        at += x.ehs + x.psize;
+    }
     return 0;
 }
 
@@ -318,15 +427,14 @@ int vcuda_image_check(const uint8_t *p, size_t n, char *why)
 static uint64_t add_sat(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
 static uint64_t mul_sat(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
 
-/* A validated ELF: every section, each rounded up to its alignment (NOBITS ones too:
- * .nv.global, the uninitialized __device__ data, has no bytes in the image however large
- * it is), or the memory sizes of its loadable segments if they add up to more.  Every
- * section is counted, whatever its name or flags say, so that no renamed or re-flagged
- * section escapes; the image's metadata is counted with the rest (at most the image's
- * own size, beside the NOBITS data). */
-static int elf_footprint(const uint8_t *p, size_t n, uint64_t *bytes, char *why)
+/* An ELF that passed vcuda_elf_check: every section, each rounded up to its alignment
+ * (NOBITS ones too: .nv.global, the uninitialized __device__ data, has no bytes in the
+ * image however large it is), or the memory sizes of its loadable segments if they add
+ * up to more.  Every section is counted, whatever its name or flags say, so that no
+ * renamed or re-flagged section escapes; the image's metadata is counted with the rest
+ * (at most the image's own size, beside the NOBITS data). */
+static uint64_t elf_footprint(const uint8_t *p)
 {
-    if (vcuda_elf_check(p, n, why)) return -1;
     uint64_t phoff = U64(p + 32), shoff = U64(p + 40), secs = 0, segs = 0;
     uint32_t phnum = U16(p + 56), shnum = U16(p + 60);
     for (uint32_t i = 1; i < shnum; ++i) {
@@ -340,8 +448,7 @@ static int elf_footprint(const uint8_t *p, size_t n, uint64_t *bytes, char *why)
         const uint8_t *ph = p + phoff + (uint64_t)i * 56;
         if (U32(ph) == 1 /* PT_LOAD */) segs = add_sat(segs, U64(ph + 40));
     }
-    *bytes = secs > segs ? secs : segs;
-    return 0;
+    return secs > segs ? secs : segs;
 }
 
 /* ---- PTX: the module-scope .global and .const variables -------------------------------- *
@@ -576,10 +683,13 @@ typedef struct {
     void *arg;
 } footprint_walk;
 
+/* A fatbin entry's contents (decompressed by the walk if compressed), checked as
+ * vcuda_image_check does, then sized from the same bytes. */
 static int entry_footprint(unsigned kind, const uint8_t *q, uint64_t n, unsigned e, void *arg, char *why)
 {
     footprint_walk *w = arg;
     uint64_t b = 0;
+    if (check_entry_payload(kind, q, n, e, why)) return -1;
     if (kind == ENTRY_PTX) {
         ptx_sum sum = {0, w->unsized, w->arg};
         if (ptx_footprint(q, n, &sum, why)) {
@@ -588,8 +698,8 @@ static int entry_footprint(unsigned kind, const uint8_t *q, uint64_t n, unsigned
             return bad("fatbin entry %u: %s", e, inner);
         }
         b = sum.bytes;
-    } else if (elf_footprint(q, n, &b, why)) {
-        return -1;
+    } else {
+        b = elf_footprint(q);
     }
     if (b > w->most) w->most = b;
     return 0;
@@ -601,11 +711,16 @@ int vcuda_image_footprint(const uint8_t *p, size_t n, uint64_t *bytes, vcuda_ima
     footprint_walk w = {0, unsized, arg};
     *bytes = 0;
     if (n >= 16 && U32(p) == FATBIN_MAGIC) {
-        if (fatbin_walk(p, n, entry_footprint, &w, why)) return -1;
+        int rc = fatbin_walk(p, n, entry_footprint, &w, why);
+        if (rc) return rc;
         *bytes = w.most;
         return 0;
     }
-    if (n >= 4 && !memcmp(p, "\177ELF", 4)) return elf_footprint(p, n, bytes, why);
+    if (n >= 4 && !memcmp(p, "\177ELF", 4)) {
+        if (vcuda_elf_check(p, n, why)) return -1;
+        *bytes = elf_footprint(p);
+        return 0;
+    }
     /* (the driver also takes bare PTX text; the validator does not, so neither does this) */
     return bad("image is neither a fatbin nor a CUDA ELF (cubin)");
 }

@@ -184,6 +184,7 @@ typedef struct {
     handle_kind kind;
     void *obj; /* CUstream, CUevent, cached_module*, function_info*, graph_exec* */
     unsigned flags; /* streams: the client's flags (0: ordered with its default stream) */
+    int retired;    /* streams: destroyed by the client with work still queued (reap_streams) */
 } handle;
 
 typedef struct {
@@ -243,11 +244,26 @@ typedef struct {
     uint64_t bytes; /* its data's device memory, charged (vcuda_image_footprint) */
 } cached_module;
 
-/* A validated image, kept so that a later client need not send it again. */
+/* PTX variables whose size the image does not tell (vcuda_image_footprint): asked of
+ * the driver once the module is loaded.  Their names, each ended by a NUL, one after
+ * the other. */
+#define MAX_UNSIZED 1024
+typedef struct {
+    char *names;
+    size_t len;
+    unsigned n;
+    int overflow;
+} unsized_names;
+
+/* A validated image, kept so that a later client need not send it again, with what
+ * its data takes (vcuda_image_footprint, read in the walk that validated it): a client
+ * loading it from the cache is charged without the image being decompressed again. */
 typedef struct {
     uint8_t hash[VCUDA_HASH_SIZE];
     uint8_t *img;
     size_t len;
+    uint64_t bytes;
+    unsized_names unsized;
     uint64_t last_use;
 } image_entry;
 
@@ -382,7 +398,7 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem, uint32_t ma
 static handle *find_handle(client *cl, uint64_t id, handle_kind kind)
 {
     for (uint32_t i = 0; i < cl->nhandle; ++i)
-        if (cl->handles[i].id == id && cl->handles[i].kind == kind) return &cl->handles[i];
+        if (cl->handles[i].id == id && cl->handles[i].kind == kind && !cl->handles[i].retired) return &cl->handles[i];
     return NULL;
 }
 
@@ -390,7 +406,7 @@ static uint64_t add_handle(client *cl, handle_kind kind, void *obj)
 {
     if (grow((void **)&cl->handles, &cl->cap_handle, cl->nhandle + 1, sizeof(handle), MAX_HANDLES))
         return 0;
-    cl->handles[cl->nhandle++] = (handle){++cl->next_id, kind, obj, 0};
+    cl->handles[cl->nhandle++] = (handle){++cl->next_id, kind, obj, 0, 0};
     return cl->next_id;
 }
 
@@ -449,30 +465,87 @@ static int stream_of(client *cl, uint64_t id, CUstream *s)
     return 0;
 }
 
+/* The stream a query or synchronize names: the legacy stream's stands for everything it
+ * is ordered after (a query of it reports not ready while a blocking stream runs, as
+ * CUDA's does), a created stream for its own work only (a query of a blocking stream
+ * while the legacy stream runs a kernel reports ready on the real runtime: the
+ * ordering applies to work queued, not to waiting).  -1 if not this client's. */
+static int waited_stream(client *cl, uint64_t id, CUstream *s)
+{
+    handle *h;
+    if (id == 0) return stream_of(cl, id, s);
+    if (!(h = find_handle(cl, id, H_STREAM))) return -1;
+    *s = h->obj;
+    return 0;
+}
+
 /* Copies are ordered after the work already queued where the client asked. */
 static CUresult wait_for(vcuda_gpu *g, CUstream s) { return g->cu.cuStreamSynchronize(s); }
 
-/* Everything this client queued (its "device synchronize"): other clients' work on the
- * same GPU is not waited for. */
+/* A stream the client destroys while work is still queued in it stays in its table,
+ * retired (no request can name it), until that work is done: the driver would finish
+ * the work after cuStreamDestroy all the same, but then neither a device synchronize
+ * nor the legacy stream's ordering (join_streams) here would wait for it, as CUDA's
+ * do (a thread's per-thread default stream goes so when the thread ends).  Reaped,
+ * once idle, at the next STREAM_CREATE, STREAM_DESTROY and device synchronize. */
+static void reap_streams(vcuda_gpu *g, client *cl)
+{
+    for (uint32_t i = 0; i < cl->nhandle;)
+        if (cl->handles[i].retired && g->cu.cuStreamQuery(cl->handles[i].obj) != 600 /* CUDA_ERROR_NOT_READY */) {
+            g->cu.cuStreamDestroy_v2(cl->handles[i].obj);
+            remove_handle(cl, &cl->handles[i]);
+        } else {
+            ++i;
+        }
+}
+
+/* Everything this client queued (its "device synchronize"), in retired streams too:
+ * other clients' work on the same GPU is not waited for. */
 static CUresult sync_client(vcuda_gpu *g, client *cl)
 {
     /* (aux never holds work past the request that queued it) */
     CUresult rc = g->cu.cuStreamSynchronize(cl->def);
     for (uint32_t i = 0; i < cl->nhandle && !rc; ++i)
         if (cl->handles[i].kind == H_STREAM) rc = g->cu.cuStreamSynchronize(cl->handles[i].obj);
+    if (!rc) reap_streams(g, cl);
     return rc;
 }
 
 /* ---- module images ---------------------------------------------------------------- */
 
-/* A private copy of a cached image (g->mu held by the caller), or NULL. */
-static uint8_t *cache_copy(vcuda_gpu *g, const uint8_t *hash, size_t *len)
+static void collect_unsized(const char *name, size_t len, void *arg)
+{
+    unsized_names *u = arg;
+    char *c = u->n < MAX_UNSIZED ? realloc(u->names, u->len + len + 1) : NULL;
+    if (!c) {
+        u->overflow = 1;
+        return;
+    }
+    memcpy(c + u->len, name, len), c[u->len + len] = 0;
+    u->names = c, u->len += len + 1, ++u->n;
+}
+
+/* A private copy of `from` in *to: 0, or -1 (out of memory, *to empty). */
+static int unsized_copy(unsized_names *to, const unsized_names *from)
+{
+    *to = *from;
+    if (!from->len) return to->names = NULL, 0;
+    if (!(to->names = malloc(from->len))) return memset(to, 0, sizeof *to), -1;
+    memcpy(to->names, from->names, from->len);
+    return 0;
+}
+
+/* A private copy of a cached image and its footprint (g->mu held by the caller), or
+ * NULL. */
+static uint8_t *cache_copy(vcuda_gpu *g, const uint8_t *hash, size_t *len, uint64_t *bytes, unsized_names *u)
 {
     for (int i = 0; i < g->nimages; ++i)
         if (!memcmp(g->images[i].hash, hash, VCUDA_HASH_SIZE)) {
-            uint8_t *p = malloc(g->images[i].len);
-            if (p) memcpy(p, g->images[i].img, g->images[i].len), *len = g->images[i].len;
-            g->images[i].last_use = ++g->use_clock;
+            image_entry *e = &g->images[i];
+            uint8_t *p = malloc(e->len);
+            if (p && unsized_copy(u, &e->unsized)) free(p), p = NULL;
+            if (p) memcpy(p, e->img, e->len), *len = e->len, *bytes = e->bytes;
+            e->last_use = ++g->use_clock;
             return p;
         }
     return NULL;
@@ -481,26 +554,33 @@ static uint8_t *cache_copy(vcuda_gpu *g, const uint8_t *hash, size_t *len)
 /* Keeps a copy of a validated image (g->mu held), evicting the least recently used
  * ones to stay within the cache's bounds: a client filling the cache slows later
  * clients by one transfer, never refuses them. */
-static void cache_put(vcuda_gpu *g, const uint8_t *hash, const uint8_t *img, size_t len)
+static void cache_put(vcuda_gpu *g, const uint8_t *hash, const uint8_t *img, size_t len, uint64_t bytes,
+                      const unsized_names *u)
 {
-    if (len > limits.cache_bytes) return;
+    size_t size = len + u->len;
+    if (size > limits.cache_bytes) return;
     for (int i = 0; i < g->nimages; ++i)
         if (!memcmp(g->images[i].hash, hash, VCUDA_HASH_SIZE)) return;
-    while (g->nimages && (g->nimages == MAX_IMAGES || g->image_bytes + len > limits.cache_bytes)) {
+    while (g->nimages && (g->nimages == MAX_IMAGES || g->image_bytes + size > limits.cache_bytes)) {
         int lru = 0;
         for (int i = 1; i < g->nimages; ++i)
             if (g->images[i].last_use < g->images[lru].last_use) lru = i;
-        g->image_bytes -= g->images[lru].len;
+        g->image_bytes -= g->images[lru].len + g->images[lru].unsized.len;
         free(g->images[lru].img);
+        free(g->images[lru].unsized.names);
         g->images[lru] = g->images[--g->nimages];
     }
     uint8_t *p = malloc(len);
-    if (!p) return;
+    unsized_names names;
+    if (!p || unsized_copy(&names, u)) {
+        free(p);
+        return;
+    }
     memcpy(p, img, len);
     image_entry *e = &g->images[g->nimages++];
     memcpy(e->hash, hash, VCUDA_HASH_SIZE);
-    e->img = p, e->len = len, e->last_use = ++g->use_clock;
-    g->image_bytes += len;
+    e->img = p, e->len = len, e->bytes = bytes, e->unsized = names, e->last_use = ++g->use_clock;
+    g->image_bytes += size;
 }
 
 /* ---- the handler ----------------------------------------------------------------- */
@@ -526,6 +606,10 @@ static int h2d(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
             cl->copy_error = rc, snprintf(cl->copy_msg, sizeof cl->copy_msg, "MEMCPY_H2D: %s (CUresult %d)",
                                           cu_error_text(g, rc), rc);
         if (rc && context_lost(rc)) reply_cu(g, cl, r, "MEMCPY_H2D", rc);
+        /* a host-synchronous copy (proto.h, VCUDA_FLAG_SYNC) is complete, with the
+         * stream's earlier work, before the reply says so */
+        else if (last && !cl->copy_error && (q->hdr.flags & VCUDA_FLAG_SYNC) && (rc = wait_for(g, s)))
+            return reply_cu(g, cl, r, "MEMCPY_H2D", rc);
     }
     if (!last) return 0;
     if (cl->copy_error) {
@@ -1296,27 +1380,6 @@ static int twin_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
     }
 }
 
-/* PTX variables whose size the image does not tell (vcuda_image_footprint): asked of
- * the driver once the module is loaded. */
-#define MAX_UNSIZED 1024
-typedef struct {
-    char *names[MAX_UNSIZED];
-    unsigned n;
-    int overflow;
-} unsized_names;
-
-static void collect_unsized(const char *name, size_t len, void *arg)
-{
-    unsized_names *u = arg;
-    char *c = u->n < MAX_UNSIZED ? malloc(len + 1) : NULL;
-    if (!c) {
-        u->overflow = 1;
-        return;
-    }
-    memcpy(c, name, len), c[len] = 0;
-    u->names[u->n++] = c;
-}
-
 /* What loading a module costs the client's tenant, charged before the driver sees the
  * image: 0 with *bytes charged, or 1 with the refusal in r. */
 static int charge_module(client *cl, vcuda_msg *r, uint64_t bytes)
@@ -1334,65 +1397,76 @@ static int charge_module(client *cl, vcuda_msg *r, uint64_t bytes)
 /* MODULE_LOOKUP / MODULE_LOAD: the client gets a module of its own, loaded from the
  * validated image (cached by the hash the server computed, so a later client of the
  * same program need not send it again).  Its data -- __device__ and __constant__
- * variables, code -- is charged to the tenant before the driver loads it; a PTX variable
- * whose size the text does not give is sized by the driver after loading, and the module
- * unloaded again if that takes the tenant past its quota. */
+ * variables, code -- is charged to the tenant before the driver loads it, sized in the
+ * walk that validates the image (within the decompression bounds, each entry
+ * decompressed once) or, for a cached image, as it was then; a PTX variable whose size
+ * the text does not give is sized by the driver after loading, and the module unloaded
+ * again if that takes the tenant past its quota. */
 static int module(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
 {
     const char *api = vcuda_opcode_name(q->hdr.opcode);
     uint8_t *img = NULL, h[VCUDA_HASH_SIZE];
     size_t len = 0;
     char bad[VCUDA_WHY_LEN];
+    uint64_t bytes = 0, extra = 0;
+    unsized_names un;
+    memset(&un, 0, sizeof un);
     if (cl->nmodules >= limits.max_modules)
         return reply_invalid(cl, r, 2, "%s: this client has %u modules loaded (limit %u)", api, cl->nmodules,
                              limits.max_modules);
     if (q->hdr.opcode == VCUDA_OP_MODULE_LOOKUP) {
         pthread_mutex_lock(&g->mu);
-        img = cache_copy(g, q->hash, &len);
+        img = cache_copy(g, q->hash, &len, &bytes, &un);
         pthread_mutex_unlock(&g->mu);
         if (!img) return reply_invalid(cl, r, CU_NOT_FOUND, "MODULE_LOOKUP: not cached; send MODULE_LOAD");
         memcpy(h, q->hash, sizeof h);
     } else {
-        /* every header, offset and size is checked before the driver sees a byte, and
-         * the driver gets a private copy of exactly the validated bytes */
-        if (vcuda_image_check(q->blob, q->blob_len, bad))
-            return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "MODULE_LOAD: %s", bad);
+        /* the name first (cheap next to validating): the same bytes validated for an
+         * earlier client are taken from the cache, not decompressed and checked again */
         vcuda_sha256(q->blob, q->blob_len, h);
         if (memcmp(h, q->hash, VCUDA_HASH_SIZE))
             return reply_invalid(cl, r, 1, "MODULE_LOAD: the image does not hash to the name sent");
-        if (!(img = malloc(q->blob_len))) return reply_invalid(cl, r, 2, "MODULE_LOAD: server out of memory");
-        memcpy(img, q->blob, q->blob_len);
-        len = q->blob_len;
-    }
-    uint64_t bytes = 0, extra = 0;
-    unsized_names un;
-    un.n = 0, un.overflow = 0;
-    if (vcuda_image_footprint(img, len, &bytes, collect_unsized, &un, bad) || un.overflow) {
-        free(img);
-        for (unsigned i = 0; i < un.n; ++i) free(un.names[i]);
-        if (un.overflow) return reply_invalid(cl, r, 200, "%s: more than %d PTX variables of types this server cannot size",
-                                              api, MAX_UNSIZED);
-        return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "%s: its data cannot be sized: %s", api, bad);
+        pthread_mutex_lock(&g->mu);
+        img = cache_copy(g, h, &len, &bytes, &un);
+        pthread_mutex_unlock(&g->mu);
+        if (!img) {
+            /* otherwise every header, offset and size is checked before the driver sees
+             * a byte (and the data sized in the same walk), and the driver gets a private
+             * copy of exactly the validated bytes */
+            int v = vcuda_image_footprint(q->blob, q->blob_len, &bytes, collect_unsized, &un, bad);
+            int overflow = un.overflow;
+            if (v || overflow) free(un.names);
+            if (v == VCUDA_IMAGE_BUSY) return reply_invalid(cl, r, 2 /* cudaErrorMemoryAllocation */, "MODULE_LOAD: %s", bad);
+            if (v) return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "MODULE_LOAD: %s", bad);
+            if (overflow)
+                return reply_invalid(cl, r, 200, "%s: more than %d PTX variables of types this server cannot size", api,
+                                     MAX_UNSIZED);
+            if (!(img = malloc(q->blob_len)))
+                return free(un.names), reply_invalid(cl, r, 2, "MODULE_LOAD: server out of memory");
+            memcpy(img, q->blob, q->blob_len);
+            len = q->blob_len;
+        }
     }
     if (charge_module(cl, r, bytes)) {
         free(img);
-        for (unsigned i = 0; i < un.n; ++i) free(un.names[i]);
+        free(un.names);
         return 0;
     }
     cached_module *m = calloc(1, sizeof *m);
     CUresult rc = m ? g->cu.cuModuleLoadData(&m->mod, img) : 2;
     if (!rc && q->hdr.opcode == VCUDA_OP_MODULE_LOAD) {
         pthread_mutex_lock(&g->mu);
-        cache_put(g, h, img, len);
+        cache_put(g, h, img, len, bytes, &un);
         pthread_mutex_unlock(&g->mu);
     }
     free(img);
-    for (unsigned i = 0; i < un.n; ++i) { /* (the driver loaded one entry: others' names are not found) */
+    /* (the driver loaded one entry: others' names are not found) */
+    for (const char *name = un.names; name && name < un.names + un.len; name += strlen(name) + 1) {
         CUdeviceptr p;
         size_t size = 0;
-        if (!rc && !g->cu.cuModuleGetGlobal_v2(&p, &size, m->mod, un.names[i])) extra += size;
-        free(un.names[i]);
+        if (!rc && !g->cu.cuModuleGetGlobal_v2(&p, &size, m->mod, name)) extra += size;
     }
+    free(un.names);
     int refused = 0;
     if (!rc && extra) { /* charged anew in whole, so that the refusal names the whole */
         uncharge(cl, bytes);
@@ -1598,6 +1672,7 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
             return reply_invalid(cl, r, 1, "%s: flags 0x%llx not supported", is_stream ? "STREAM_CREATE" : "EVENT_CREATE",
                                  (unsigned long long)q->v[0]);
         void *o;
+        if (is_stream) reap_streams(g, cl);
         /* every stream non-blocking on the device: a client's blocking stream orders with
          * its own default stream only (join_streams), never with other clients' work */
         rc = is_stream ? g->cu.cuStreamCreate((CUstream *)&o, 1 /* CU_STREAM_NON_BLOCKING */)
@@ -1614,11 +1689,11 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
     }
     case VCUDA_OP_STREAM_DESTROY:
         if (!(h = find_handle(cl, q->v[0], H_STREAM))) return reply_invalid(cl, r, 400, "STREAM_DESTROY: unknown stream");
-        rc = g->cu.cuStreamDestroy_v2(h->obj);
-        remove_handle(cl, h);
-        return rc ? reply_cu(g, cl, r, "STREAM_DESTROY", rc) : 0;
+        h->retired = 1; /* (see reap_streams) */
+        reap_streams(g, cl);
+        return 0;
     case VCUDA_OP_STREAM_SYNCHRONIZE:
-        if (stream_of(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_SYNCHRONIZE: unknown stream");
+        if (waited_stream(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_SYNCHRONIZE: unknown stream");
         return (rc = wait_for(g, s)) ? reply_cu(g, cl, r, "STREAM_SYNCHRONIZE", rc) : 0;
     case VCUDA_OP_EVENT_DESTROY:
         if (!(h = find_handle(cl, q->v[0], H_EVENT))) return reply_invalid(cl, r, 400, "EVENT_DESTROY: unknown event");
@@ -2020,7 +2095,7 @@ static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
         if (!(h = find_handle(cl, q->v[0], H_EVENT))) return reply_invalid(cl, r, 400, "EVENT_QUERY: unknown event");
         return (rc = g->cu.cuEventQuery(h->obj)) ? reply_cu(g, cl, r, op, rc) : 0;
     case VCUDA_OP_STREAM_QUERY:
-        if (stream_of(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_QUERY: unknown stream");
+        if (waited_stream(cl, q->v[0], &s)) return reply_invalid(cl, r, 400, "STREAM_QUERY: unknown stream");
         return (rc = g->cu.cuStreamQuery(s)) ? reply_cu(g, cl, r, op, rc) : 0;
     case VCUDA_OP_STREAM_WAIT_EVENT:
         if (stream_of(cl, q->v[0], &s) || !(e = find_handle(cl, q->v[1], H_EVENT)))
@@ -2183,7 +2258,7 @@ typedef struct {
 static int add_object(client *cl, handle_kind kind, uint64_t id)
 {
     if (grow((void **)&cl->handles, &cl->cap_handle, cl->nhandle + 1, sizeof(handle), MAX_HANDLES)) return -1;
-    cl->handles[cl->nhandle++] = (handle){id, kind, NULL, 0};
+    cl->handles[cl->nhandle++] = (handle){id, kind, NULL, 0, 0};
     return 0;
 }
 
@@ -2421,8 +2496,8 @@ static void release_client(void *ctx, vcuda_conn *c)
         if (cl->def) g->cu.cuStreamDestroy_v2(cl->def);
     }
     if (cl->nalloc || cl->nhandle)
-        fprintf(stderr, "vcuda-server: connection %llu: released %u allocations and %u handles\n",
-                (unsigned long long)c->id, cl->nalloc, cl->nhandle);
+        vcuda_log_limited("vcuda-server", "connection %llu: released %u allocations and %u handles",
+                          (unsigned long long)c->id, cl->nalloc, cl->nhandle);
     if (cl->own) g->cu.cuCtxDestroy_v2(cl->own); /* (and the limits of its own, charged as its memory) */
     if (cl->tenant) vcuda_tenant_uncharge(cl->tenant, cl->mem_bytes); /* what it still held */
     cl->mem_bytes = 0;
@@ -2692,7 +2767,7 @@ void vcuda_gpu_close(vcuda_gpu *g)
     g->cu.cuCtxSynchronize();
     g->cu.cuMemFree_v2(g->touch);
     g->cu.cuDevicePrimaryCtxRelease_v2(g->dev);
-    for (int i = 0; i < g->nimages; ++i) free(g->images[i].img);
+    for (int i = 0; i < g->nimages; ++i) free(g->images[i].img), free(g->images[i].unsized.names);
     pthread_mutex_destroy(&g->mu);
     dlclose(g->lib);
     free(g);

@@ -26,17 +26,28 @@
 #define IDLE_SHRINK_MS 1000 /* an idle client's buffers above SHRINK_ABOVE are freed */
 #define SHRINK_ABOVE (256u << 10)
 #define WORK_PER_TURN 64    /* requests a worker serves back to back before yielding */
+#define PREAUTH_GRACE_MS 250 /* a handshake takes an RTT: longer, and it counts as stalled */
+#define SOURCE_BUCKETS 1024
 
 enum { PRE_HELLO, PRE_AUTH, AUTHED };
 
 typedef struct server server;
+
+/* A peer address (the port left out) and its connections, counted by the network loop
+ * (the only thread that adds or removes connections). */
+typedef struct source {
+    struct source *next;
+    int npre, nauthed;
+    char name[64];
+} source;
 
 typedef struct conn {
     vcuda_conn pub; /* first: handlers' vcuda_conn* converts back to conn* */
     const vcuda_server_config *cfg;
     server *srv;
     int state;
-    char source[64]; /* peer address without the port: per-source accounting */
+    source *src;      /* its peer address's counts */
+    int64_t born;     /* accepted then */
     int64_t deadline; /* handshake deadline (pre-auth only) */
     uint8_t hdr[VCUDA_HEADER_SIZE], pay[HANDSHAKE_MAX];
     size_t got;
@@ -53,6 +64,8 @@ typedef struct conn {
     vcuda_buf in, out;
     vcuda_msg req, rep; /* per connection: workers run concurrently */
     atomic_int busy, done;
+    atomic_int gone; /* the client closed its side: what it sent is not started */
+    int wfd;         /* its socket as the worker got it (pub.fd is the worker's to close) */
     atomic_uint_fast64_t busy_id;
     atomic_int_fast64_t busy_since, last_sent;
     char why[VCUDA_WHY_LEN]; /* the worker's closing reason */
@@ -67,22 +80,23 @@ struct server {
     int nauthed;
     uint64_t nonces[NONCE_MEMORY];
     unsigned nonce_at;
+    source *sources[SOURCE_BUCKETS];
 };
 
 /* ---- rate-limited logging ---------------------------------------------------------- */
 
-#define LOG_LINES_PER_SEC 5
+#define LOG_LINES_PER_SEC 20
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int64_t log_window;
 static int log_lines;
 static unsigned long log_suppressed;
 static char log_prefix_seen[64];
 
-static void log_flush_locked(int64_t now)
+static void log_flush_locked(int64_t now, int force)
 {
-    if (now - log_window < 1000) return;
+    if (now - log_window < 1000 && !force) return;
     if (log_suppressed)
-        fprintf(stderr, "%s: %lu more rejection line(s) suppressed in the last %.1f s\n", log_prefix_seen,
+        fprintf(stderr, "%s: %lu more connection log line(s) suppressed in the last %.1f s\n", log_prefix_seen,
                 log_suppressed, (double)(now - log_window) / 1000.0);
     log_window = now, log_lines = 0, log_suppressed = 0;
 }
@@ -92,7 +106,7 @@ void vcuda_log_limited(const char *prefix, const char *fmt, ...)
     int64_t now = vcuda_now_ms();
     pthread_mutex_lock(&log_mu);
     snprintf(log_prefix_seen, sizeof log_prefix_seen, "%s", prefix);
-    log_flush_locked(now);
+    log_flush_locked(now, 0);
     if (log_lines < LOG_LINES_PER_SEC) {
         va_list ap;
         va_start(ap, fmt);
@@ -107,10 +121,11 @@ void vcuda_log_limited(const char *prefix, const char *fmt, ...)
     pthread_mutex_unlock(&log_mu);
 }
 
-static void log_tick(void)
+/* The summary, once a second (force: now, e.g. before the process ends). */
+static void log_tick(int force)
 {
     pthread_mutex_lock(&log_mu);
-    log_flush_locked(vcuda_now_ms());
+    log_flush_locked(vcuda_now_ms(), force);
     pthread_mutex_unlock(&log_mu);
 }
 
@@ -124,8 +139,47 @@ void vcuda_reply_error(vcuda_msg *r, int code, const char *msg)
     r->blob = NULL, r->blob_len = 0, r->nsizes = 0;
 }
 
+/* ---- sources: connections per peer address ------------------------------------------ */
+
+static source **source_slot(server *s, const char *name)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = name; *p; ++p) h = (h ^ (uint8_t)*p) * 16777619u;
+    source **pp = &s->sources[h % SOURCE_BUCKETS];
+    while (*pp && strcmp((*pp)->name, name)) pp = &(*pp)->next;
+    return pp;
+}
+
+/* The record of the address of peer ("addr:port"), made if new; NULL if out of memory. */
+static source *source_of(server *s, const char *peer)
+{
+    char name[64];
+    const char *colon = strrchr(peer, ':');
+    size_t len = colon ? (size_t)(colon - peer) : strlen(peer);
+    if (len >= sizeof name) len = sizeof name - 1;
+    memcpy(name, peer, len), name[len] = 0;
+    source **pp = source_slot(s, name);
+    if (!*pp && (*pp = calloc(1, sizeof **pp))) memcpy((*pp)->name, name, len + 1);
+    return *pp;
+}
+
+/* A connection no longer counted against its address (forgotten once it has none). */
+static void source_leave(server *s, conn *c)
+{
+    source *src = c->src;
+    if (!src) return;
+    if (c->state == AUTHED) --src->nauthed;
+    else --src->npre;
+    c->src = NULL;
+    if (src->npre || src->nauthed) return;
+    source **pp = source_slot(s, src->name);
+    *pp = src->next;
+    free(src);
+}
+
 static void free_conn(conn *c)
 {
+    source_leave(c->srv, c);
     if (c->pub.fd >= 0) vcuda_close(c->pub.fd);
     vcuda_buf_free(&c->in);
     vcuda_buf_free(&c->out);
@@ -159,8 +213,8 @@ static int send_reply(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
     pthread_mutex_unlock(&c->wlock);
     if (s == VCUDA_NET_PROTO) {
         /* the handler built an invalid reply: a server bug, reported to the client loudly */
-        fprintf(stderr, "%s: peer %s: invalid %s reply: %s\n", cfg->log_prefix, c->pub.peer,
-                vcuda_opcode_name(req->hdr.opcode), why);
+        vcuda_log_limited(cfg->log_prefix, "peer %s: invalid %s reply: %s", c->pub.peer,
+                          vcuda_opcode_name(req->hdr.opcode), why);
         memset(r, 0, sizeof *r);
         vcuda_reply_error(r, 999 /* cudaErrorUnknown */, "vcuda-server built an invalid reply");
         return send_reply(c, req, r, why);
@@ -206,12 +260,13 @@ static void heartbeat(conn *c, int64_t now)
 /* ---- the worker: one authenticated client ----------------------------------------- */
 
 /* Reads exactly n bytes into p; *got counts the frame's bytes so far (for messages).
- * dl < 0: no deadline (an idle client may wait as long as it likes) but the stop flag
- * is checked 5x a second.  0, or -1 (why set). */
+ * dl < 0: waiting for the next request, no deadline but the idle timeout (if any); the
+ * stop flag is checked 5x a second.  0, or -1 (why set). */
 static int read_exact(conn *c, uint8_t *p, size_t n, size_t *got, int64_t dl, char *why)
 {
     const vcuda_server_config *cfg = c->cfg;
     int64_t spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000, idle_since = vcuda_now_ms();
+    int64_t idle_end = dl < 0 && cfg->idle_timeout_ms > 0 ? idle_since + cfg->idle_timeout_ms : -1;
     while (n) {
         ssize_t r = vcuda_recv_some(c->pub.fd, p, n);
         if (r > 0) {
@@ -238,6 +293,11 @@ static int read_exact(conn *c, uint8_t *p, size_t n, size_t *got, int64_t dl, ch
                      cfg->frame_timeout_ms);
             return -1;
         }
+        if (idle_end >= 0 && now >= idle_end) {
+            snprintf(why, VCUDA_WHY_LEN, "idle: no request for %g s (the server's idle timeout)",
+                     cfg->idle_timeout_ms / 1000.0);
+            return -1;
+        }
         if (dl < 0 && now - idle_since >= IDLE_SHRINK_MS) {
             /* idle: give back what a large transfer grew (a frame is read anew) */
             if (c->in.cap > SHRINK_ABOVE) vcuda_buf_free(&c->in);
@@ -248,6 +308,7 @@ static int read_exact(conn *c, uint8_t *p, size_t n, size_t *got, int64_t dl, ch
         }
         int ms = 200;
         if (dl >= 0 && dl - now < ms) ms = (int)(dl - now);
+        if (idle_end >= 0 && idle_end - now < ms) ms = (int)(idle_end - now);
         if (vcuda_fd_pending(c->pub.fd)) continue;
         struct pollfd pf = {.fd = c->pub.fd, .events = POLLIN};
         poll(&pf, 1, ms);
@@ -273,6 +334,9 @@ static int dispatch(conn *c, const vcuda_msg *m, char *why)
         return snprintf(why, VCUDA_WHY_LEN, "MORE flag on %s, which is not a chunked request", vcuda_opcode_name(op)), -1;
     if (noreply && !VCUDA_NOREPLY_REQUEST(op))
         return snprintf(why, VCUDA_WHY_LEN, "NOREPLY flag on %s, which must be answered", vcuda_opcode_name(op)), -1;
+    if ((m->hdr.flags & VCUDA_FLAG_SYNC) && (!VCUDA_SYNC_REQUEST(op) || more))
+        return snprintf(why, VCUDA_WHY_LEN, "SYNC flag on %s%s", more ? "a chunk before the last of " : "",
+                        vcuda_opcode_name(op)), -1;
     if ((op == VCUDA_OP_PING || op == VCUDA_OP_TOUCH) && cfg->pings) ++*cfg->pings;
     /* PING and SINK need no GPU: answered here, so the transport can be measured and
      * tested on its own */
@@ -329,6 +393,13 @@ static void *worker_main(void *arg)
         }
         if (read_exact(c, c->in.data, c->h.payload_len, &got, dl, why)) break;
         if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) break;
+        /* a client that has closed its side does not see the effects of what it queued:
+         * a pipelined batch still in the socket after it left is not run */
+        if (atomic_load(&c->gone)) {
+            snprintf(why, VCUDA_WHY_LEN, "client disconnected; its %s and anything after it not started",
+                     vcuda_opcode_name(c->h.opcode));
+            break;
+        }
         if (dispatch(c, &c->req, why)) break;
     }
 out:
@@ -371,25 +442,34 @@ static int send_small(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
 
 static int start_worker(server *s, conn *c, char *why);
 
-/* Whether an authenticated connection is served: the server's limit on clients, and its
- * tenant's on connections at once.  Every admission rule is here.  0 with the
- * connection counted in its tenant (c->pub.tenant set; the worker's end or a failed
- * start counts it out), or -1 with the client's message in refusal and the log's in
- * why (VCUDA_WHY_LEN each). */
-static int admit(server *s, conn *c, char *refusal, char *why)
+/* Whether a client that proved its tenant's secret gets a session now: the one place
+ * that decides, in this order: the server's limit on clients (max_conns), its cap per
+ * source address (max_per_source), and the tenant's limit on its connections at once
+ * (its MAX_CONNS).  0 with the connection counted in its tenant (c->pub.tenant set; the
+ * worker's end, or a failed reply or start, counts it out), or -1 with the message for
+ * the client in msg (ADMIT_MSG bytes), its CUDA error code in *code and the log reason
+ * in why. */
+#define ADMIT_MSG 160
+static int admit(server *s, conn *c, char *msg, int *code, char *why)
 {
     const vcuda_server_config *cfg = s->cfg;
     vcuda_tenant *t = c->claimed;
     int max = cfg->max_conns > 0 ? cfg->max_conns : 256;
     pthread_mutex_lock(&s->mu);
-    int full = s->nauthed >= max;
+    int n = s->nauthed;
     pthread_mutex_unlock(&s->mu);
-    if (full) {
-        snprintf(refusal, VCUDA_WHY_LEN, "vcuda: server full: client limit reached");
+    *code = 2; /* cudaErrorMemoryAllocation: out of a resource */
+    if (n >= max) {
+        snprintf(msg, ADMIT_MSG, "vcuda: server full: client limit reached");
         return snprintf(why, VCUDA_WHY_LEN, "client limit %d reached", max), -1;
     }
-    if (vcuda_tenant_join(t)) {
-        snprintf(refusal, VCUDA_WHY_LEN, "vcuda: tenant %s: connection limit %u reached", t->name, t->max_conns);
+    if (cfg->max_per_source > 0 && c->src->nauthed >= cfg->max_per_source) {
+        snprintf(msg, ADMIT_MSG, "vcuda: server: too many connections from %s", c->src->name);
+        return snprintf(why, VCUDA_WHY_LEN, "%s already has %d sessions (the per-source cap)", c->src->name,
+                        c->src->nauthed), -1;
+    }
+    if (vcuda_tenant_join(t)) { /* (last: it counts the connection in) */
+        snprintf(msg, ADMIT_MSG, "vcuda: tenant %s: connection limit %u reached", t->name, t->max_conns);
         return snprintf(why, VCUDA_WHY_LEN, "tenant %s: connection limit %u reached", t->name, t->max_conns), -1;
     }
     c->pub.tenant = t;
@@ -442,10 +522,11 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
         return snprintf(why, VCUDA_WHY_LEN, "authentication failed (tenant %s: wrong proof: wrong secret or "
                         "replayed AUTH)", t->name), -1;
     }
-    char refusal[VCUDA_WHY_LEN];
-    if (admit(s, c, refusal, why)) {
+    char refusal[ADMIT_MSG];
+    int code;
+    if (admit(s, c, refusal, &code, why)) {
         char ignore[VCUDA_WHY_LEN];
-        vcuda_reply_error(&r, 2 /* cudaErrorMemoryAllocation */, refusal);
+        vcuda_reply_error(&r, code, refusal);
         send_small(c, m, &r, ignore);
         return -1;
     }
@@ -458,8 +539,8 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
         vcuda_tenant_leave(c->pub.tenant); /* admitted, never served */
         return -1;
     }
-    fprintf(stderr, "%s: peer %s: authenticated (connection %llu, tenant %s)\n", cfg->log_prefix, c->pub.peer,
-            (unsigned long long)c->pub.id, t->name);
+    vcuda_log_limited(cfg->log_prefix, "peer %s: authenticated (connection %llu, tenant %s)", c->pub.peer,
+                      (unsigned long long)c->pub.id, t->name);
     if (start_worker(s, c, why)) {
         vcuda_tenant_leave(c->pub.tenant);
         return -1;
@@ -470,7 +551,9 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
 static int start_worker(server *s, conn *c, char *why)
 {
     pthread_attr_t a;
+    --c->src->npre, ++c->src->nauthed; /* (the network loop's thread: see source) */
     c->state = AUTHED;
+    c->wfd = c->pub.fd;
     pthread_mutex_init(&c->wlock, NULL);
     vcuda_buf_free(&c->out);
     atomic_store(&c->last_sent, vcuda_now_ms());
@@ -481,6 +564,7 @@ static int start_worker(server *s, conn *c, char *why)
     if (rc) {
         pthread_mutex_destroy(&c->wlock);
         c->state = PRE_AUTH;
+        ++c->src->npre, --c->src->nauthed;
         return snprintf(why, VCUDA_WHY_LEN, "no worker thread: %s", strerror(rc)), -1;
     }
     pthread_mutex_lock(&s->mu);
@@ -531,32 +615,41 @@ static int on_readable(server *s, conn *c, char *why)
     }
 }
 
-static void source_of(const char *peer, char *out, size_t n)
+/* Which pre-auth connection to drop for a new one (pre[] is oldest first).  Stalled:
+ * older than a handshake needs, whatever it sent; idle: nothing sent yet.  First an
+ * address holding more than its share pays (its oldest stalled, idle, then any one),
+ * then the oldest stalled one from anywhere, the oldest idle one, and last the oldest
+ * of the address holding most.  A client that speaks the protocol is through in an
+ * RTT: it goes only when its own address floods, or when no stalled or idle socket of
+ * anyone else is left. */
+static int victim(conn **pre, int n, int share, int64_t now)
 {
-    const char *colon = strrchr(peer, ':');
-    size_t len = colon ? (size_t)(colon - peer) : strlen(peer);
-    if (len >= n) len = n - 1;
-    memcpy(out, peer, len), out[len] = 0;
+    int stale_over = -1, idle_over = -1, stale = -1, idle = -1, heavy_first = 0;
+    const source *heavy = pre[0]->src;
+    for (int i = 0; i < n; ++i) {
+        const source *src = pre[i]->src;
+        int old = now - pre[i]->born >= PREAUTH_GRACE_MS, quiet = pre[i]->state == PRE_HELLO && !pre[i]->got;
+        int over = src->npre > share;
+        if (old && stale < 0) stale = i;
+        if (quiet && idle < 0) idle = i;
+        if (over && old && stale_over < 0) stale_over = i;
+        if (over && quiet && idle_over < 0) idle_over = i;
+        if (src->npre > heavy->npre) heavy = src, heavy_first = i; /* (i: its first) */
+    }
+    if (stale_over >= 0) return stale_over;
+    if (idle_over >= 0) return idle_over;
+    if (heavy->npre > share) return heavy_first;
+    if (stale >= 0) return stale;
+    if (idle >= 0) return idle;
+    return heavy_first;
 }
 
-/* Which pre-auth connection to drop for a new one: the oldest that has not sent a
- * HELLO, preferring a source that holds more than a quarter of the slots; a
- * connection mid-handshake goes only when no idle one is left. */
-static int victim(conn **pre, int n)
+/* An address's oldest pre-auth connection that has stalled, or -1. */
+static int oldest_stalled_of(conn **pre, int n, const source *src, int64_t now)
 {
-    int first_idle = -1, checked = 0;
-    for (int i = 0; i < n && checked < 4; ++i) {
-        if (pre[i]->state != PRE_HELLO || pre[i]->got) continue;
-        if (first_idle < 0) first_idle = i;
-        int same = 0;
-        for (int j = 0; j < n; ++j) same += !strcmp(pre[j]->source, pre[i]->source);
-        if (same > n / 4) return i;
-        ++checked;
-    }
-    if (first_idle >= 0) return first_idle;
     for (int i = 0; i < n; ++i)
-        if (pre[i]->state == PRE_HELLO) return i;
-    return 0;
+        if (pre[i]->src == src && now - pre[i]->born >= PREAUTH_GRACE_MS) return i;
+    return -1;
 }
 
 /* Joins finished workers; with `all`, first tells every worker to stop. */
@@ -602,18 +695,37 @@ static int heartbeats(server *s, int cap)
     return wait < 1 ? 1 : wait;
 }
 
+/* Marks the authenticated connections whose clients closed their side (polled for
+ * POLLRDHUP only: requests arriving wake nobody here). */
+static void mark_gone(conn **watch, const struct pollfd *pf, int n)
+{
+    for (int i = 0; i < n; ++i)
+        if (pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) atomic_store(&watch[i]->gone, 1);
+}
+
+/* Drops pre-auth connection v (its reason in why) from pre[], keeping the order. */
+static void drop_at(server *s, conn **pre, int *npre, int v, const char *why)
+{
+    drop_pre(s, pre[v], why);
+    memmove(pre + v, pre + v + 1, (size_t)(*npre - v - 1) * sizeof *pre);
+    --*npre;
+}
+
 int vcuda_server_run(const vcuda_server_config *cfg)
 {
     int maxpre = cfg->max_preauth > 0 ? cfg->max_preauth : 128, npre = 0;
+    int maxauth = cfg->max_conns > 0 ? cfg->max_conns : 256;
+    int share = maxpre / 4 > 2 ? maxpre / 4 : 2; /* of the pre-auth slots, per address */
+    size_t nfds = (size_t)maxpre + 1 + (size_t)maxauth;
     server *s = calloc(1, sizeof *s);
-    conn **pre = calloc((size_t)maxpre, sizeof *pre);
-    struct pollfd *pf = calloc((size_t)maxpre + 1, sizeof *pf);
+    conn **pre = calloc((size_t)maxpre, sizeof *pre), **watch = calloc((size_t)maxauth, sizeof *watch);
+    struct pollfd *pf = calloc(nfds, sizeof *pf);
     char *pending = calloc((size_t)maxpre + 1, 1); /* UCX: ready without poll() saying so */
     uint64_t next_id = 1;
     char why[VCUDA_WHY_LEN];
-    if (!s || !pre || !pf || !pending) {
+    if (!s || !pre || !watch || !pf || !pending) {
         fprintf(stderr, "%s: out of memory\n", cfg->log_prefix);
-        free(s), free(pre), free(pf), free(pending);
+        free(s), free(pre), free(watch), free(pf), free(pending);
         return -1;
     }
     s->cfg = cfg;
@@ -623,7 +735,7 @@ int vcuda_server_run(const vcuda_server_config *cfg)
     else if (vcuda_tenants_single(&single, cfg->token, cfg->token_len, 0, why) == 0) s->tenants = &single;
     else {
         fprintf(stderr, "%s: %s\n", cfg->log_prefix, why);
-        free(s), free(pre), free(pf), free(pending);
+        free(s), free(pre), free(watch), free(pf), free(pending);
         return -1;
     }
     pthread_mutex_init(&s->mu, NULL);
@@ -640,15 +752,25 @@ int vcuda_server_run(const vcuda_server_config *cfg)
             pending[i + 1] = (char)vcuda_fd_pending(pre[i]->pub.fd);
             if (pre[i]->deadline - now < wait) wait = pre[i]->deadline - now < 0 ? 0 : (int)(pre[i]->deadline - now);
         }
+        int nwatch = 0; /* after them: the authenticated sockets, for their clients leaving */
+        pthread_mutex_lock(&s->mu);
+        for (conn *c = s->authed; c && nwatch < maxauth; c = c->next)
+            if (!c->ucx && !atomic_load(&c->done) && !atomic_load(&c->gone)) {
+                pf[npre + 1 + nwatch] = (struct pollfd){.fd = c->wfd, .events = POLLRDHUP};
+                watch[nwatch++] = c;
+            }
+        pthread_mutex_unlock(&s->mu);
         for (int i = 0; i <= npre; ++i)
             if (pending[i]) wait = 0;
-        int r = poll(pf, (nfds_t)npre + 1, wait);
+        int r = poll(pf, (nfds_t)(npre + 1 + nwatch), wait);
         for (int i = 0; i <= npre; ++i)
             if (pending[i]) pf[i].revents |= POLLIN, r = r > 0 ? r : 1;
         if (r < 0 && errno != EINTR) {
             fprintf(stderr, "%s: poll: %s\n", cfg->log_prefix, strerror(errno));
             break;
         }
+        if (r > 0) mark_gone(watch, pf + npre + 1, nwatch);
+        reap(s, 0); /* (before any admission: a session that ended frees its slot now) */
         now = vcuda_now_ms();
         /* handshakes first, compacting the array (oldest first stays first) */
         int kept = 0;
@@ -669,8 +791,7 @@ int vcuda_server_run(const vcuda_server_config *cfg)
             else if (rc == 0) pre[kept++] = c;
         }
         npre = kept;
-        reap(s, 0);
-        log_tick();
+        log_tick(0);
         /* A process that is stopping (a sticky error: a fresh one takes over the socket)
          * leaves new connections queued for its successor instead of dropping them. */
         if (r > 0 && (pf[0].revents & POLLIN) && !*cfg->stop) {
@@ -679,25 +800,36 @@ int vcuda_server_run(const vcuda_server_config *cfg)
                 int fd = vcuda_accept(cfg->listen_fd, peer, sizeof peer);
                 if (fd < 0) break; /* nothing (more) to accept: next round */
                 conn *c = calloc(1, sizeof *c);
-                if (!c) {
+                source *src = c ? source_of(s, peer) : NULL;
+                if (!src) {
                     vcuda_log_limited(cfg->log_prefix, "peer %s: closed: out of memory", peer);
                     vcuda_close(fd);
+                    free(c);
                     break;
                 }
-                if (npre == maxpre) { /* the cap: someone idle makes room */
-                    int v = victim(pre, npre);
-                    snprintf(why, VCUDA_WHY_LEN, "dropped: %d connections not yet authenticated (cap)", maxpre);
-                    drop_pre(s, pre[v], why);
-                    memmove(pre + v, pre + v + 1, (size_t)(npre - v - 1) * sizeof *pre);
-                    --npre;
+                c->srv = s;
+                c->src = src, ++src->npre; /* (counted from here: src lives while c does) */
+                now = vcuda_now_ms();
+                /* an address past its share makes room itself, from its stalled ones */
+                int v = src->npre > share ? oldest_stalled_of(pre, npre, src, now) : -1;
+                if (v >= 0) {
+                    snprintf(why, VCUDA_WHY_LEN, "dropped: stalled while %s holds %d of the %d pre-auth slots "
+                             "(its share: %d)", src->name, src->npre, maxpre, share);
+                    drop_at(s, pre, &npre, v, why);
+                }
+                if (npre == maxpre) { /* the cap: someone else makes room */
+                    v = victim(pre, npre, share, now);
+                    snprintf(why, VCUDA_WHY_LEN, "dropped after %lld ms: %d connections not yet authenticated "
+                             "(the cap)", (long long)(now - pre[v]->born), maxpre);
+                    drop_at(s, pre, &npre, v, why);
                 }
                 c->pub.fd = fd;
-                c->cfg = cfg, c->srv = s;
+                c->cfg = cfg;
                 c->pub.id = next_id++;
                 c->ucx = listen_ucx;
                 memcpy(c->pub.peer, peer, sizeof peer);
-                source_of(peer, c->source, sizeof c->source);
-                c->deadline = vcuda_now_ms() + cfg->frame_timeout_ms; /* the handshake must come promptly */
+                c->born = now;
+                c->deadline = now + cfg->frame_timeout_ms; /* the handshake must come promptly */
                 int rc = on_readable(s, c, why); /* a HELLO often arrives with the connection */
                 if (rc < 0) drop_pre(s, c, why);
                 else if (rc == 0) pre[npre++] = c;
@@ -707,9 +839,9 @@ int vcuda_server_run(const vcuda_server_config *cfg)
     }
     for (int i = 0; i < npre; ++i) drop_pre(s, pre[i], "server shutting down");
     reap(s, 1);
-    log_tick();
+    log_tick(1);
     pthread_mutex_destroy(&s->mu);
     vcuda_tenants_free(&single);
-    free(s), free(pre), free(pf), free(pending);
+    free(s), free(pre), free(watch), free(pf), free(pending);
     return 0;
 }

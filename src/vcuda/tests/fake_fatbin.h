@@ -37,7 +37,7 @@ static void register_kernel(void **h, const void *stub, const char *name)
 /* A graph test's start: its arguments ("server|client SERVER FAKE_LIB_DIR": graphs kept
  * on the server or replayed by the client) checked, a server started for this process,
  * the fake fatbinary `tag` registered.  NULL, with the usage on stderr, on bad arguments. */
-static void **graph_test_start(int argc, char **argv, vcuda_test_server *s, const char *token, const char *tag)
+static inline void **graph_test_start(int argc, char **argv, vcuda_test_server *s, const char *token, const char *tag)
 {
     if (argc != 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
         fprintf(stderr, "usage: %s server|client SERVER FAKE_LIB_DIR\n", argv[0]);
@@ -49,7 +49,7 @@ static void **graph_test_start(int argc, char **argv, vcuda_test_server *s, cons
 }
 
 /* How often `what` occurs in text (a server log). */
-static int count(const char *text, const char *what)
+static inline int count(const char *text, const char *what)
 {
     int n = 0;
     for (const char *p = text; (p = strstr(p, what)); ++p) ++n;

@@ -6,7 +6,8 @@
  *   - "device" memory is host memory; copies and sets are memcpy/memset;
  *   - streams have a time at which their queued work ends; the kernel `busy(uint ms)`
  *     makes its stream busy for ms milliseconds, and every synchronize, event wait and
- *     stream-ordered copy sleeps until then, like a GPU still running;
+ *     stream-ordered copy sleeps until then, like a GPU still running (copies to the
+ *     device only once the staging memory is full, see cuMemcpyHtoDAsync_v2);
  *   - `sticky(uint code)` kills the context with a sticky error: every later call of the
  *     process returns that code, in any context (as the real driver does); with 710 (a
  *     device-side assert) the next synchronize first writes the driver's assertion
@@ -55,6 +56,7 @@ typedef unsigned long long CUdeviceptr;
 
 typedef struct stream {
     int64_t end_ns; /* queued work ends then */
+    size_t staged;  /* bytes of pageable H2D copies queued behind that work */
 } stream;
 typedef struct {
     int64_t at_ns;
@@ -185,8 +187,28 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { CUresu
 EXPORT CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { CUresult r = alive(); if (!r) memcpy(d, DEV(s), n); return r; }
 EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { CUresult r = alive(); if (!r) memmove(DEV(d), DEV(s), n); return r; }
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { CUresult r = alive(); if (!r) memset(DEV(d), v, n); return r; }
-/* stream-ordered: pageable staging waits for the stream, as the real driver may */
-EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *st) { CUresult r = drain(st); if (!r) memcpy(DEV(d), s, n); return r; }
+/* A pageable H2D copy is staged at once, behind the stream's queued work, while the
+ * driver's staging memory (STAGING bytes here) holds what the stream has not reached;
+ * past that it waits for the stream, as the real driver's does once staging is full. */
+#define STAGING ((size_t)4 << 20)
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *st)
+{
+    CUresult r = alive();
+    if (r) return r;
+    pthread_mutex_lock(&mu);
+    stream *x = S(st);
+    if (now_ns() >= x->end_ns) x->staged = 0;
+    int full = x->staged + n > STAGING;
+    x->staged += n;
+    pthread_mutex_unlock(&mu);
+    if (full && !(r = drain(st))) {
+        pthread_mutex_lock(&mu);
+        x->staged = n;
+        pthread_mutex_unlock(&mu);
+    }
+    if (!r) memcpy(DEV(d), s, n);
+    return r;
+}
 EXPORT CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) { CUresult r = drain(st); if (!r) memcpy(d, DEV(s), n); return r; }
 EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { CUresult r = drain(st); if (!r) memmove(DEV(d), DEV(s), n); return r; }
 EXPORT CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void *st) { CUresult r = drain(st); if (!r) memset(DEV(d), v, n); return r; }

@@ -1,7 +1,8 @@
 /* libFuzzer target: the module image validator (image.h) must never read outside the
- * image, whatever it is sent; and for an image it accepts, neither may the reading of
- * what its data takes on the device (vcuda_image_footprint: section headers, fatbin
- * entries, PTX declarations). */
+ * image, whatever it is sent; neither may the reading of what its data takes on the
+ * device (vcuda_image_footprint: section headers, fatbin entries, PTX declarations),
+ * which checks the image in the same walk and so must refuse whatever the validator
+ * refuses, with the same result. */
 #include "vcuda/image.h"
 
 #include <stddef.h>
@@ -24,11 +25,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!p) return 0;
     memcpy(p, data, size);
     char why[160];
-    if (vcuda_image_check(p, size, why) == 0) {
-        uint64_t bytes;
-        size_t names = 0;
-        vcuda_image_footprint(p, size, &bytes, count_name, &names, why);
-    }
+    int checked = vcuda_image_check(p, size, why);
+    uint64_t bytes;
+    size_t names = 0;
+    int sized = vcuda_image_footprint(p, size, &bytes, count_name, &names, why);
+    if (checked && sized != checked) abort();
     free(p);
     return 0;
 }

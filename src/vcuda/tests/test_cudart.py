@@ -16,6 +16,10 @@ exports      every symbol the real runtime (--real) defines, the stand-in define
 errors       cudaGetErrorName/String agree with the real runtime for codes 0..10000
 unsupported  a function vcuda does not remote returns cudaErrorNotSupported, becomes the
              last error, and names itself on stderr once, however often it is called
+per_thread_entry_points
+             every _ptsz/_ptds entry point a program built with --default-stream
+             per-thread imports (--programs) is defined by the stand-in, not one of its
+             generated stubs (weak symbols, failing by name)
 """
 import argparse, json, os, re, shutil, signal, socket, subprocess, sys, time
 
@@ -230,6 +234,25 @@ def case_unsupported(a):
                     "a generated stub names itself once")
     fails += expect(sum(l.startswith("vcuda: cudaMallocManaged is not supported remotely: ") for l in lines) == 1,
                     "a refusal with a reason names itself once")
+    return fails
+
+
+def case_per_thread_entry_points(a):
+    if not shutil.which("nm") or not shutil.which("objdump"):
+        print("skipped: nm/objdump (binutils) not found")
+        return 77
+    node = "libcudart.so." + stand_in_major(a.lib)
+    out = subprocess.run(["nm", "-D", "--defined-only", os.path.join(a.lib, node)], capture_output=True, text=True,
+                         check=True).stdout
+    kinds = {f[2].partition("@")[0]: f[1] for f in (l.split() for l in out.splitlines()) if len(f) == 3}
+    fails, seen = 0, 0
+    for prog in a.programs or []:
+        wanted = sorted({f[-1] for f in dynamic_symbols(prog) if "*UND*" in f and re.search(r"_pt(sz|ds)$", f[-1])})
+        stubs = [w for w in wanted if kinds.get(w) != "T"]
+        seen += len(wanted)
+        fails += expect(not stubs, f"{os.path.basename(prog)}: {len(wanted)} per-thread entry points imported, "
+                                   f"not defined (stubs or missing): {stubs or 'none'}")
+    fails += expect(seen > 0, "some program imports per-thread entry points (else nothing was checked)")
     return fails
 
 

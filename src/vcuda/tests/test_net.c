@@ -200,7 +200,8 @@ static void good_client(void)
 }
 
 /* SINK chunks (the transport benchmark) get one reply, after the last; MORE on a
- * request that is not a chunked copy closes the connection with the reason. */
+ * request that is not a chunked copy closes the connection with the reason, as do
+ * NOREPLY on one that is not a launch and SYNC anywhere but on an H2D copy's last chunk. */
 static void chunked_requests(void)
 {
     server s;
@@ -230,9 +231,31 @@ static void chunked_requests(void)
     CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     expect_closed(fd);
     close(fd);
+    fd = connect_hello(s.port); /* only an H2D copy's last chunk may be host-synchronous */
+    m.hdr.flags = VCUDA_FLAG_SYNC;
+    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    expect_closed(fd);
+    close(fd);
+    fd = connect_hello(s.port);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_MEMCPY_H2D;
+    m.hdr.request_id = 8;
+    m.nv = 2, m.blob = data, m.blob_len = 16;
+    m.hdr.flags = VCUDA_FLAG_MORE;
+    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    m.hdr.flags = VCUDA_FLAG_SYNC; /* the last: taken (the test handler answers every copy 801) */
+    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_recv_frame(fd, &r, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK && r.hdr.request_id == 8 &&
+          (r.hdr.flags & VCUDA_FLAG_ERROR) && r.v[0] == 801);
+    m.hdr.flags = VCUDA_FLAG_MORE | VCUDA_FLAG_SYNC;
+    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    expect_closed(fd);
+    close(fd);
     const char *log = finish(&s);
     CHECK(strstr(log, "closed: MORE flag on GET_DEVICE_COUNT, which is not a chunked request"));
     CHECK(strstr(log, "closed: NOREPLY flag on GET_DEVICE_COUNT, which must be answered"));
+    CHECK(strstr(log, "closed: SYNC flag on GET_DEVICE_COUNT"));
+    CHECK(strstr(log, "closed: SYNC flag on a chunk before the last of MEMCPY_H2D"));
 }
 
 static void wrong_token(void)

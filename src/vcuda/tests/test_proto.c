@@ -180,7 +180,7 @@ static void reject_header(void)
         expect(frame, n, VCUDA_E_BAD_OPCODE);
     }
     frame[6] = VCUDA_OP_PING, frame[7] = 0;
-    put32(frame + 8, 1u << 5);
+    put32(frame + 8, VCUDA_FLAG_KNOWN + 1u);
     expect(frame, n, VCUDA_E_BAD_FLAGS);
     put32(frame + 8, VCUDA_FLAG_ERROR); /* an error that is not a reply */
     expect(frame, n, VCUDA_E_BAD_FLAGS);

@@ -10,8 +10,10 @@
 #include "vcuda/net.h"
 #include "vcuda/sha256.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -673,7 +675,7 @@ static void sticky(void)
     }
     CHECK(ok == 0);
     char *log = finish(&s);
-    CHECK(strstr(log, "starting a fresh serving process after a sticky error"));
+    CHECK(strstr(log, "ended after a sticky error") && strstr(log, "starting a fresh serving process in"));
     CHECK(strstr(log, "Assertion `code != 710` failed.")); /* in the log */
 }
 
@@ -924,6 +926,14 @@ static void tenants(void)
 
 /* ---- module data ---------------------------------------------------------------------- */
 
+/* The container header of a fatbin whose entries end at `at` (they start at 16).
+ * Returns at, the fatbin's size. */
+static size_t fatbin_header(uint8_t *out, size_t at)
+{
+    fc_put(out, 0xba55ed50u, 4), fc_put(out + 4, 1, 2), fc_put(out + 6, 16, 2), fc_put(out + 8, at - 16, 8);
+    return at;
+}
+
 /* A fatbin of n entries (kind 1 PTX, 2 cubin), each its bytes as given (PTX: text with
  * its NUL).  Returns its size. */
 static size_t fatbin_of(uint8_t *out, int n, const int *kind, const uint8_t *const *data, const size_t *len)
@@ -936,8 +946,7 @@ static size_t fatbin_of(uint8_t *out, int n, const int *kind, const uint8_t *con
         memcpy(out + at + 64, data[i], len[i]);
         at += 64 + len[i];
     }
-    fc_put(out, 0xba55ed50u, 4), fc_put(out + 4, 1, 2), fc_put(out + 6, 16, 2), fc_put(out + 8, at - 16, 8);
-    return at;
+    return fatbin_header(out, at);
 }
 
 static size_t ptx_fatbin(uint8_t *out, const char *ptx)
@@ -1094,6 +1103,11 @@ static void module_globals(void)
      * unloaded again when it does not fit */
     nf = ptx_fatbin(fat, ".global .x96 odd;\n// vcuda-fake-global odd 1073741824\n");
     CHECK(rc_module_image(&t[3], fat, nf) == 0 && t[3].r.v[0] == 2 && memmem(t[3].r.str, t[3].r.str_len, "exceeds", 7));
+    /* (the driver loaded it, so the image is cached: a lookup, with nothing validated or
+     * read again, is sized the same from what the cache kept with it) */
+    vcuda_sha256(fat, nf, look.hash);
+    CHECK(rc_call(&t[3], &look, 0, 2000) == 1 && t[3].r.v[0] == 2 && memmem(t[3].r.str, t[3].r.str_len, "exceeds", 7));
+    CHECK(rc_call(&f[0], &look, 0, 2000) == 0);
     nf = ptx_fatbin(fat, ".global .x96 odd;\n// vcuda-fake-global odd 4096\n");
     CHECK(rc_module_image(&t[3], fat, nf) != 0);
     for (int i = 1; i < 4; ++i) rc_close(&t[i]);
@@ -1185,23 +1199,35 @@ static void limits(const char *opts)
     unlink(tenants_path);
 }
 
-/* Resident memory of the serving process (the supervisor's child), in KiB. */
-static long serving_rss_kib(pid_t supervisor)
+/* The serving process (the supervisor's child), or 0. */
+static pid_t serving_pid(pid_t supervisor)
 {
-    char path[128], line[256];
-    long child = 0, kib = -1;
+    char path[128];
+    long child = 0;
     snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)supervisor, (int)supervisor);
     FILE *f = fopen(path, "r");
     if (f && fscanf(f, "%ld", &child) != 1) child = 0;
     if (f) fclose(f);
-    snprintf(path, sizeof path, "/proc/%ld/status", child);
-    if (child && (f = fopen(path, "r"))) {
+    return (pid_t)child;
+}
+
+/* A memory figure of the serving process (field: "VmRSS:", "VmHWM:"), in KiB, or -1. */
+static long serving_status_kib(pid_t supervisor, const char *field)
+{
+    char path[128], line[256];
+    long kib = -1;
+    pid_t child = serving_pid(supervisor);
+    snprintf(path, sizeof path, "/proc/%d/status", (int)child);
+    FILE *f = child ? fopen(path, "r") : NULL;
+    if (f) {
         while (fgets(line, sizeof line, f))
-            if (!strncmp(line, "VmRSS:", 6)) kib = atol(line + 6);
+            if (!strncmp(line, field, strlen(field))) kib = atol(line + strlen(field));
         fclose(f);
     }
     return kib;
 }
+
+static long serving_rss_kib(pid_t supervisor) { return serving_status_kib(supervisor, "VmRSS:"); }
 
 /* Receive buffers grown by a large transfer are given back once the client is idle. */
 static void shrink(void)
@@ -1318,6 +1344,631 @@ static void real_cubin(const char *path)
     rc_close(&c);
     char *log = finish(&s);
     CHECK(!strstr(log, "Segmentation"));
+}
+
+/* ---- decompression bounds ------------------------------------------------------------ */
+
+/* A zstd frame made by hand (so no compressor is needed): the raw bytes in raw blocks,
+ * then `zeros` zero bytes in RLE blocks (4 bytes per 128 KiB: what makes a few KiB
+ * declare a GiB), its header declaring fcs bytes of content.  Returns its size. */
+static size_t zstd_frame(uint8_t *out, const uint8_t *raw, size_t rawn, uint64_t zeros, uint64_t fcs)
+{
+    enum { BLOCK = 128 << 10 };
+    size_t at = 0;
+    fc_put(out, 0xfd2fb528u, 4), at += 4;
+    out[at++] = 0xc0;      /* 8-byte content size, window descriptor, no checksum */
+    out[at++] = 7 << 3;    /* window 2^(10+7) = 128 KiB */
+    fc_put(out + at, fcs, 8), at += 8;
+    for (size_t k = 0; k < rawn; k += BLOCK) {
+        size_t len = rawn - k < BLOCK ? rawn - k : BLOCK;
+        int last = k + len == rawn && zeros == 0;
+        fc_put(out + at, (uint64_t)len << 3 | (uint64_t)last, 3), at += 3; /* raw block */
+        memcpy(out + at, raw + k, len), at += len;
+    }
+    for (uint64_t k = 0; k < zeros; k += BLOCK) {
+        uint64_t len = zeros - k < BLOCK ? zeros - k : BLOCK;
+        fc_put(out + at, len << 3 | 1u << 1 | (uint64_t)(k + len == zeros), 3), at += 3; /* RLE block */
+        out[at++] = 0;
+    }
+    return at;
+}
+
+/* A fatbin of k zstd-compressed cubin entries, each the cubin (cn bytes) followed by
+ * `zeros` zero bytes, declaring `declared` bytes decompressed (0: the true size) while
+ * its zstd frame says frame_size (0: the true size).  malloc'd; *n its size. */
+static uint8_t *zstd_fatbin_of(const uint8_t *cubin, size_t cn, int k, uint64_t zeros, uint64_t declared,
+                               uint64_t frame_size, size_t *n)
+{
+    size_t each = 64 + 14 + cn + 3 + (zeros / (128 << 10) + 1) * 4 + 8;
+    uint8_t *fat = calloc(1, 16 + (size_t)k * each);
+    size_t at = 16;
+    for (int e = 0; e < k; ++e) {
+        uint8_t *h = fat + at;
+        size_t z = zstd_frame(h + 64, cubin, cn, zeros, frame_size ? frame_size : cn + zeros);
+        fc_put(h, 2, 2), fc_put(h + 2, 0x101, 2), fc_put(h + 4, 64, 4), fc_put(h + 8, z, 8);
+        fc_put(h + 0x10, z, 4), fc_put(h + 0x28, 0x11 | 0x8000, 8), fc_put(h + 0x38, declared ? declared : cn + zeros, 8);
+        at += 64 + z;
+    }
+    *n = fatbin_header(fat, at);
+    return fat;
+}
+
+/* The same, of the fake cubin (tag). */
+static uint8_t *zstd_fatbin(int k, const char *tag, uint64_t zeros, uint64_t declared, uint64_t frame_size, size_t *n)
+{
+    uint8_t cubin[2048];
+    size_t cn = fake_cubin(cubin, tag);
+    return zstd_fatbin_of(cubin, cn, k, zeros, declared, frame_size, n);
+}
+
+static long maxrss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+typedef struct {
+    const uint8_t *img;
+    size_t n;
+    int sized; /* vcuda_image_footprint (which checks too) rather than vcuda_image_check */
+    int rounds, ok, busy, other;
+    char why[VCUDA_WHY_LEN];
+} check_job;
+
+static pthread_barrier_t check_start;
+static void *check_many(void *arg)
+{
+    check_job *j = arg;
+    pthread_barrier_wait(&check_start);
+    for (int r = 0; r < j->rounds; ++r) {
+        uint64_t bytes;
+        int rc = j->sized ? vcuda_image_footprint(j->img, j->n, &bytes, NULL, NULL, j->why)
+                          : vcuda_image_check(j->img, j->n, j->why);
+        if (rc == 0) ++j->ok;
+        else if (rc == VCUDA_IMAGE_BUSY && strstr(j->why, "server busy")) ++j->busy;
+        else ++j->other;
+    }
+    return NULL;
+}
+
+/* n threads check (sized: and size) img `rounds` times each at once; the most
+ * decompressed at one time. */
+static uint64_t check_concurrently(const uint8_t *img, size_t n, int sized, int threads, int rounds, int *ok, int *busy,
+                                   int *other)
+{
+    pthread_t t[16];
+    check_job j[16];
+    uint64_t now, peak;
+    vcuda_image_inflight(&now, &peak); /* (the peak counts from here) */
+    CHECK(now == 0);
+    pthread_barrier_init(&check_start, NULL, (unsigned)threads);
+    for (int i = 0; i < threads; ++i) {
+        j[i] = (check_job){.img = img, .n = n, .sized = sized, .rounds = rounds};
+        pthread_create(&t[i], NULL, check_many, &j[i]);
+    }
+    *ok = *busy = *other = 0;
+    for (int i = 0; i < threads; ++i) {
+        pthread_join(t[i], NULL);
+        *ok += j[i].ok, *busy += j[i].busy, *other += j[i].other;
+        if (j[i].other) printf("  unexpected: %s\n", j[i].why);
+    }
+    pthread_barrier_destroy(&check_start);
+    vcuda_image_inflight(NULL, &peak);
+    return peak;
+}
+
+typedef struct {
+    uint16_t port;
+    const uint8_t *img;
+    size_t n;
+    int rc, code;
+    char msg[VCUDA_WHY_LEN];
+} load_job;
+
+static void *load_once(void *arg)
+{
+    load_job *j = arg;
+    rc_t c;
+    if (rc_open(&c, j->port, 5000)) return j->rc = -9, NULL;
+    vcuda_msg m = msg(VCUDA_OP_MODULE_LOAD);
+    vcuda_sha256(j->img, j->n, m.hash);
+    m.blob = j->img, m.blob_len = (uint32_t)j->n;
+    pthread_barrier_wait(&check_start);
+    j->rc = rc_call(&c, &m, 0, 20000);
+    if (j->rc == 1) {
+        j->code = (int)c.r.v[0];
+        snprintf(j->msg, sizeof j->msg, "%.*s", (int)c.r.str_len, (const char *)c.r.str);
+    }
+    rc_close(&c);
+    return NULL;
+}
+
+/* Every size a compressed fatbin entry declares is bounded before anything is
+ * decompressed (per entry, per image, and across the process at one time), and
+ * decompression stops at the declared size. */
+static void image_bounds(void)
+{
+    char why[VCUDA_WHY_LEN];
+    size_t n;
+    uint8_t *img;
+    long rss0 = maxrss_kib();
+    uint64_t peak;
+    /* 1 GiB of zeros behind a valid cubin in ~32 KiB of zstd: refused by name, unread */
+    img = zstd_fatbin(1, "bomb", (1ull << 30) - 4096, 0, 0, &n);
+    int64_t t0 = now_ms();
+    CHECK(vcuda_image_check(img, n, why) == -1 && strstr(why, "--max-entry-mib"));
+    printf("{\"test\":\"image_bounds\",\"case\":\"1 GiB entry\",\"bytes_sent\":%zu,\"ms\":%lld,\"why\":\"%s\"}\n", n,
+           (long long)(now_ms() - t0), why);
+    /* sizing a module's data for a tenant's quota goes by the same bounds */
+    uint64_t fb = 0;
+    CHECK(vcuda_image_footprint(img, n, &fb, NULL, NULL, why) == -1 && strstr(why, "--max-entry-mib"));
+    free(img);
+    /* eight entries of 48 MiB: each within the bound, together beyond the image's */
+    img = zstd_fatbin(8, "sum", 48u << 20, 0, 0, &n);
+    CHECK(vcuda_image_check(img, n, why) == -1 && strstr(why, "--max-image-mib") && strstr(why, "entries 0-5"));
+    printf("  8 x 48 MiB: %s\n", why);
+    CHECK(vcuda_image_footprint(img, n, &fb, NULL, NULL, why) == -1 && strstr(why, "--max-image-mib"));
+    free(img);
+    vcuda_image_inflight(NULL, &peak);
+    CHECK(peak == 0);                        /* nothing was decompressed ... */
+    CHECK(maxrss_kib() - rss0 < 16 << 10);   /* ... nor allocated */
+    void *zstd = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!zstd) {
+        printf("image_bounds: the decompressing half skipped: no libzstd.so.1 (%s)\n", dlerror());
+        img = zstd_fatbin(1, "nozstd", 1 << 20, 0, 0, &n);
+        CHECK(vcuda_image_check(img, n, why) == -1 && strstr(why, "no libzstd.so.1"));
+        free(img);
+        return;
+    }
+    dlclose(zstd);
+    /* a valid compressed cubin is accepted */
+    img = zstd_fatbin(1, "ok", 1 << 20, 0, 0, &n);
+    CHECK(vcuda_image_check(img, n, why) == 0);
+    free(img);
+    /* ... and its data sized from its decompressed cubin: a 1 GiB .nv.global seen
+     * inside the entry as in the same cubin uncompressed */
+    uint8_t gc[2048];
+    uint64_t plain = 0;
+    size_t gn = fake_cubin_global(gc, "zg", 1ull << 30);
+    CHECK(vcuda_image_footprint(gc, gn, &plain, NULL, NULL, why) == 0 && plain >= 1ull << 30);
+    img = zstd_fatbin_of(gc, gn, 1, 1 << 20, 0, 0, &n);
+    CHECK(vcuda_image_footprint(img, n, &fb, NULL, NULL, why) == 0 && fb == plain);
+    printf("  compressed entry, 1 GiB .nv.global: %llu bytes\n", (unsigned long long)fb);
+    free(img);
+    /* data that inflates beyond what the entry declares: decompression stops there */
+    rss0 = maxrss_kib();
+    img = zstd_fatbin(1, "over", 48u << 20, 1 << 20, 0, &n);
+    CHECK(vcuda_image_check(img, n, why) == -1 && strstr(why, "does not decompress to the 1048576 bytes declared"));
+    CHECK(vcuda_image_footprint(img, n, &fb, NULL, NULL, why) == -1 &&
+          strstr(why, "does not decompress to the 1048576 bytes declared"));
+    CHECK(maxrss_kib() - rss0 < 16 << 10); /* 1 MiB written, not 48 */
+    free(img);
+    img = zstd_fatbin(1, "under", 1 << 20, 2 << 20, 2 << 20, &n); /* declared (and framed) 2 MiB, 1 MiB there */
+    CHECK(vcuda_image_check(img, n, why) == -1 && strstr(why, "does not decompress to the 2097152 bytes declared"));
+    free(img);
+    /* the process-wide budget: an entry larger than it is refused at once; concurrent
+     * checks never hold more than it decompressed at one time */
+    vcuda_image_limits lim = {32u << 20, 64u << 20, 16u << 20, 20000};
+    vcuda_image_set_limits(&lim);
+    img = zstd_fatbin(1, "budget", 20u << 20, 0, 0, &n);
+    CHECK(vcuda_image_check(img, n, why) == -1 && strstr(why, "--inflate-budget-mib"));
+    free(img);
+    lim.budget = 24u << 20; /* one 8-MiB entry after another, three at a time */
+    vcuda_image_set_limits(&lim);
+    img = zstd_fatbin(4, "many", (8u << 20) - 4096, 0, 0, &n);
+    int ok, busy, other;
+    peak = check_concurrently(img, n, 0, 12, 3, &ok, &busy, &other);
+    printf("{\"test\":\"image_bounds\",\"case\":\"12 threads x 3 checks x 4 entries of 8 MiB\",\"budget_mib\":24,"
+           "\"peak_mib\":%.1f,\"ok\":%d}\n", peak / 1048576.0, ok);
+    CHECK(ok == 36 && busy == 0 && other == 0 && peak <= lim.budget && peak >= (8u << 20) - 4096);
+    /* the footprint reader (validation and sizing in one pass) within the same budget */
+    peak = check_concurrently(img, n, 1, 12, 3, &ok, &busy, &other);
+    printf("{\"test\":\"image_bounds\",\"case\":\"the same, sized\",\"peak_mib\":%.1f,\"ok\":%d}\n",
+           peak / 1048576.0, ok);
+    CHECK(ok == 36 && busy == 0 && other == 0 && peak <= lim.budget && peak >= (8u << 20) - 4096);
+    lim.wait_ms = 0; /* no waiting: refused as busy, by name, when there is no room */
+    vcuda_image_set_limits(&lim);
+    peak = check_concurrently(img, n, 0, 12, 3, &ok, &busy, &other);
+    printf("{\"test\":\"image_bounds\",\"case\":\"the same, no wait\",\"peak_mib\":%.1f,\"ok\":%d,\"busy\":%d}\n",
+           peak / 1048576.0, ok, busy);
+    CHECK(ok + busy == 36 && other == 0 && peak <= lim.budget);
+    free(img);
+    /* through the server: eight clients load at once, each image 2 x 64 MiB decompressed
+     * (the default bound per entry), 64 MiB the whole server's budget */
+    server s;
+    start(&s, "--inflate-budget-mib 64");
+    long hwm0 = serving_status_kib(s.pid, "VmHWM:");
+    img = zstd_fatbin(1, "bomb", (1ull << 30) - 4096, 0, 0, &n);
+    load_job bomb = {.port = s.port, .img = img, .n = n};
+    pthread_barrier_init(&check_start, NULL, 1);
+    load_once(&bomb);
+    pthread_barrier_destroy(&check_start);
+    CHECK(bomb.rc == 1 && bomb.code == 200 && strstr(bomb.msg, "--max-entry-mib"));
+    free(img);
+    enum { CLIENTS = 8 };
+    pthread_t t[CLIENTS];
+    load_job j[CLIENTS];
+    uint8_t *imgs[CLIENTS];
+    pthread_barrier_init(&check_start, NULL, CLIENTS);
+    for (int i = 0; i < CLIENTS; ++i) {
+        char tag[16];
+        snprintf(tag, sizeof tag, "load%d", i);
+        imgs[i] = zstd_fatbin(2, tag, (64u << 20) - 4096, 0, 0, &n);
+        j[i] = (load_job){.port = s.port, .img = imgs[i], .n = n};
+        pthread_create(&t[i], NULL, load_once, &j[i]);
+    }
+    int validated = 0;
+    for (int i = 0; i < CLIENTS; ++i) {
+        pthread_join(t[i], NULL);
+        free(imgs[i]);
+        /* validated, then refused by the driver (the stand-in reads no compressed entry;
+         * a GPU's has no such cubin), or refused as busy by name */
+        int passed = j[i].rc == 1 && strstr(j[i].msg, "(CUresult");
+        validated += passed;
+        if (!passed) printf("  client %d: rc %d code %d: %s\n", i, j[i].rc, j[i].code, j[i].msg);
+        CHECK(passed || (j[i].rc == 1 && j[i].code == 2 && strstr(j[i].msg, "server busy")));
+    }
+    pthread_barrier_destroy(&check_start);
+    long hwm1 = serving_status_kib(s.pid, "VmHWM:");
+    printf("{\"test\":\"image_bounds\",\"case\":\"8 clients x 2 x 64 MiB through the server\",\"budget_mib\":64,"
+           "\"validated\":%d,\"peak_rss_growth_mib\":%.1f}\n", validated, (hwm1 - hwm0) / 1024.0);
+    CHECK(hwm0 > 0 && hwm1 - hwm0 < (64 + 32) << 10); /* the budget and some slack, not 8 x 64 MiB */
+    CHECK(validated >= 1);
+    finish(&s);
+    /* a tenant's quota: a compressed entry's data is sized from what it decompresses to,
+     * and refused by name before the driver sees it; one beyond the bounds is refused
+     * for the bounds, not sized */
+    char extra[128];
+    snprintf(extra, sizeof extra, "--tenants %s", tenants_file("tight 256 0 t-secret\n"));
+    start(&s, extra);
+    rc_t c;
+    CHECK(rc_open_as(&c, s.port, 2000, "tight", "t-secret", why) == 0);
+    img = zstd_fatbin_of(gc, gn, 1, 1 << 20, 0, 0, &n);
+    CHECK(rc_module_image(&c, img, n) == 0 && c.r.v[0] == 2 && memmem(c.r.str, c.r.str_len, "exceeds tenant tight's quota", 28));
+    printf("  refused: %.*s\n", (int)c.r.str_len, (const char *)c.r.str);
+    free(img);
+    img = zstd_fatbin_of(gc, gn, 1, (1ull << 30) - 4096, 0, 0, &n);
+    CHECK(rc_module_image(&c, img, n) == 0 && c.r.v[0] == 200 && memmem(c.r.str, c.r.str_len, "--max-entry-mib", 15));
+    free(img);
+    rc_close(&c);
+    finish(&s);
+    unlink(tenants_path);
+}
+
+/* ---- the supervisor: a serving process that dies is replaced ------------------------ */
+
+/* A new client is served within ms (it waits in the backlog while there is no serving
+ * process); 0 or -1. */
+static int served_within(uint16_t port, int ms)
+{
+    for (int64_t end = now_ms() + ms; now_ms() < end; usleep(20000)) {
+        rc_t c;
+        if (rc_open(&c, port, 2000)) continue;
+        int rc = rc_simple(&c, VCUDA_OP_PING, 0, 0, 0, 2000) == 0 && rc_simple(&c, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0;
+        rc_close(&c);
+        if (rc) return 0;
+    }
+    return -1;
+}
+
+/* The serving process other than `old`, once there is one (up to ms), or 0. */
+static pid_t next_serving(pid_t supervisor, pid_t old, int ms)
+{
+    for (int64_t end = now_ms() + ms; now_ms() < end; usleep(2000)) {
+        pid_t p = serving_pid(supervisor);
+        if (p && p != old) return p;
+    }
+    return 0;
+}
+
+static void supervisor(void)
+{
+    struct rlimit no_core = {0, 0}; /* (the crashes below are sent, not found) */
+    setrlimit(RLIMIT_CORE, &no_core);
+    server s;
+    start(&s, NULL);
+    CHECK(served_within(s.port, 5000) == 0);
+    /* killed (the OOM killer's way) and crashed: replaced, and new clients are served */
+    const int sigs[] = {SIGKILL, SIGSEGV, SIGABRT, SIGBUS};
+    pid_t p = serving_pid(s.pid);
+    for (int k = 0; k < 4; ++k) {
+        CHECK(p > 0 && kill(p, sigs[k]) == 0);
+        int64_t t0 = now_ms();
+        CHECK(served_within(s.port, 10000) == 0);
+        printf("{\"test\":\"supervisor\",\"signal\":%d,\"served_again_after_ms\":%lld}\n", sigs[k],
+               (long long)(now_ms() - t0));
+        pid_t q = next_serving(s.pid, p, 1000);
+        CHECK(q > 0 && q != p);
+        p = q;
+    }
+    /* a crash loop: each serving process killed as soon as it is there; the pauses grow
+     * (0.1, 0.2, ... s: 4 replacements above, in a row, so the next pause is 1.6 s) */
+    int64_t t0 = now_ms();
+    int kills = 0;
+    for (; kills < 2; ++kills) {
+        CHECK(p > 0 && kill(p, SIGKILL) == 0);
+        p = next_serving(s.pid, p, 15000);
+    }
+    int64_t loop_ms = now_ms() - t0;
+    printf("{\"test\":\"supervisor\",\"crash_loop_kills\":%d,\"ms\":%lld}\n", kills, (long long)loop_ms);
+    CHECK(p > 0 && loop_ms >= 1600 + 3200 - 200); /* paused, did not spin */
+    CHECK(served_within(s.port, 10000) == 0);
+    /* a stop asked of the supervisor still ends everything */
+    kill(s.pid, SIGTERM);
+    int st = -1;
+    t0 = now_ms();
+    while (waitpid(s.pid, &st, WNOHANG) == 0 && now_ms() - t0 < 5000) usleep(10000);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(kill(p, 0) == -1 && errno == ESRCH); /* the serving process is gone too */
+    if (!WIFEXITED(st)) kill(-s.pid, SIGKILL), waitpid(s.pid, NULL, 0);
+    FILE *f = fopen(s.log, "r");
+    static char log[1 << 20];
+    size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
+    log[n] = 0;
+    if (f) fclose(f);
+    unlink(s.log);
+    fprintf(stderr, "--- server log (%zu bytes) ---\n%s\n------------------\n", n, n > 3000 ? log + n - 3000 : log);
+    CHECK(strstr(log, "was killed by SIGKILL (the OOM killer, or kill -9)"));
+    CHECK(strstr(log, "was killed by SIGSEGV") && strstr(log, "was killed by SIGABRT") && strstr(log, "was killed by SIGBUS"));
+    CHECK(strstr(log, "starting a fresh serving process in 0.1 s") && strstr(log, "in 0.8 s") && strstr(log, "in 3.2 s"));
+}
+
+/* ---- sources, idle sessions, stalled handshakes, clients that left ------------------ */
+
+/* A blocking TCP connection to 127.0.0.1:port from address `from` (127.0.0.x: loopback
+ * addresses are distinct sources); -1 on failure. */
+static int connect_from(const char *from, uint16_t port, int nonblock)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &a.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a)) return fd >= 0 ? close(fd) : 0, -1;
+    a = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(0x7f000001)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) && errno != EINPROGRESS) return close(fd), -1;
+    return fd;
+}
+
+/* A session from address `from`, its HELLO sent rtt_us after the connection is made
+ * (as over a network: the server accepts it half an RTT before its HELLO arrives); 0,
+ * or -1 with the reason in why. */
+static int rc_open_from(rc_t *c, const char *from, uint16_t port, int rtt_us, char *why)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = connect_from(from, port, 0);
+    if (c->fd < 0) return snprintf(why, VCUDA_WHY_LEN, "connect from %s failed", from), -1;
+    if (rtt_us) usleep((useconds_t)rtt_us);
+    if (vcuda_handshake(c->fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 5000, &c->b, NULL, why)) {
+        rc_close(c);
+        return -1;
+    }
+    c->id = 10;
+    return 0;
+}
+
+static void per_source(void)
+{
+    server s;
+    char why[VCUDA_WHY_LEN];
+    start(&s, "--max-per-source 3 --max-clients 8");
+    rc_t a[3], b, c;
+    for (int i = 0; i < 3; ++i) CHECK(rc_open_from(&a[i], "127.0.0.2", s.port, 0, why) == 0);
+    CHECK(rc_open_from(&b, "127.0.0.2", s.port, 0, why) == -1 && strstr(why, "too many connections from 127.0.0.2"));
+    printf("  the fourth from 127.0.0.2: %s\n", why);
+    CHECK(rc_open_from(&c, "127.0.0.3", s.port, 0, why) == 0); /* another address is served */
+    CHECK(rc_simple(&c, VCUDA_OP_PING, 0, 0, 0, 2000) == 0);
+    rc_close(&a[0]); /* a slot of its own again, once the server has seen it go */
+    int ok = -1;
+    for (int64_t end = now_ms() + 3000; ok && now_ms() < end; usleep(20000))
+        if ((ok = rc_open_from(&b, "127.0.0.2", s.port, 0, why)) == 0) CHECK(rc_simple(&b, VCUDA_OP_PING, 0, 0, 0, 2000) == 0);
+    CHECK(ok == 0);
+    rc_close(&b), rc_close(&c), rc_close(&a[1]), rc_close(&a[2]);
+    char *log = finish(&s);
+    CHECK(strstr(log, "127.0.0.2 already has 3 sessions (the per-source cap)"));
+}
+
+typedef struct {
+    uint16_t port;
+    int pings_ok, pings;
+} pinger_job;
+
+static void *pinger(void *arg)
+{
+    pinger_job *j = arg;
+    rc_t c;
+    if (rc_open(&c, j->port, 2000)) return NULL;
+    for (int64_t end = now_ms() + 2600; now_ms() < end; usleep(300000), ++j->pings)
+        j->pings_ok += rc_simple(&c, VCUDA_OP_PING, 0, 0, 0, 2000) == 0;
+    rc_close(&c);
+    return NULL;
+}
+
+static void idle_timeout(void)
+{
+    server s;
+    start(&s, "--idle-timeout-s 1");
+    rc_t idle, busy;
+    CHECK(rc_open(&idle, s.port, 2000) == 0 && rc_open(&busy, s.port, 2000) == 0);
+    pinger_job pj = {.port = s.port};
+    pthread_t t;
+    pthread_create(&t, NULL, pinger, &pj);
+    /* one busy in a request longer than the timeout: not idle */
+    uint64_t fn = rc_function(&busy, rc_module(&busy, "idle", 0), "busy");
+    uint32_t ms = 2500;
+    CHECK(fn && rc_launch(&busy, fn, &ms, 4, VCUDA_FLAG_NOREPLY, 2000) == 0);
+    CHECK(rc_simple(&busy, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 5000) == 0);
+    pthread_join(t, NULL);
+    CHECK(pj.pings >= 5 && pj.pings_ok == pj.pings); /* pinging: kept */
+    CHECK(rc_simple(&busy, VCUDA_OP_PING, 0, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&idle, VCUDA_OP_PING, 0, 0, 0, 2000) < 0); /* 2.5 s without a request: closed */
+    printf("{\"test\":\"idle_timeout\",\"timeout_s\":1,\"pinger\":\"%d/%d\"}\n", pj.pings_ok, pj.pings);
+    rc_close(&idle), rc_close(&busy);
+    char *log = finish(&s);
+    const char *line = strstr(log, "closed: idle: no request for 1 s");
+    CHECK(line && !strstr(line + 1, "closed: idle")); /* that one only */
+}
+
+/* Sockets from one address that each send a HELLO and then nothing (re-opened as soon
+ * as the server drops them), `n` of them. */
+typedef struct {
+    uint16_t port;
+    const char *from;
+    int n, reopened;
+} storm_job;
+static volatile int storm_stop;
+
+static int storm_open(const storm_job *j, struct pollfd *p, int *sent)
+{
+    *sent = 0;
+    p->fd = connect_from(j->from, j->port, 1);
+    p->events = POLLOUT;
+    return p->fd;
+}
+
+static void *storm(void *arg)
+{
+    storm_job *j = arg;
+    struct pollfd *pf = calloc((size_t)j->n, sizeof *pf);
+    int *sent = calloc((size_t)j->n, sizeof *sent);
+    for (int i = 0; i < j->n; ++i) storm_open(j, &pf[i], &sent[i]);
+    while (!storm_stop) {
+        if (poll(pf, (nfds_t)j->n, 20) <= 0) continue;
+        for (int i = 0; i < j->n; ++i) {
+            if (!pf[i].revents) continue;
+            int drop = (pf[i].revents & (POLLERR | POLLHUP)) != 0;
+            if (!drop && !sent[i] && (pf[i].revents & POLLOUT)) { /* connected: a HELLO, then silence */
+                uint8_t nc[VCUDA_NONCE_SIZE], f[256];
+                size_t len;
+                char why[VCUDA_WHY_LEN];
+                vcuda_random(nc, sizeof nc);
+                vcuda_msg m = msg(VCUDA_OP_HELLO);
+                m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = sizeof nc;
+                m.str = (const uint8_t *)"default", m.str_len = 7;
+                vcuda_encode(&m, f, sizeof f, &len, why);
+                drop = send(pf[i].fd, f, len, MSG_NOSIGNAL) != (ssize_t)len;
+                sent[i] = 1, pf[i].events = POLLIN;
+            } else if (!drop && (pf[i].revents & POLLIN)) { /* the challenge, unanswered; or EOF */
+                uint8_t junk[512];
+                ssize_t r = recv(pf[i].fd, junk, sizeof junk, MSG_DONTWAIT);
+                drop = r == 0 || (r < 0 && errno != EAGAIN);
+            }
+            if (drop) {
+                close(pf[i].fd);
+                storm_open(j, &pf[i], &sent[i]);
+                ++j->reopened;
+            }
+        }
+    }
+    for (int i = 0; i < j->n; ++i) close(pf[i].fd);
+    free(pf), free(sent);
+    return NULL;
+}
+
+typedef struct {
+    uint16_t port;
+    int n, ok;
+    char why[VCUDA_WHY_LEN];
+} legit_job;
+
+static void *legit(void *arg)
+{
+    legit_job *j = arg;
+    for (int i = 0; i < j->n; ++i) {
+        rc_t c;
+        char why[VCUDA_WHY_LEN];
+        if (rc_open_from(&c, "127.0.0.1", j->port, 2000, why)) {
+            snprintf(j->why, sizeof j->why, "%s", why);
+            continue;
+        }
+        j->ok += rc_simple(&c, VCUDA_OP_PING, 0, 0, 0, 5000) == 0;
+        rc_close(&c);
+    }
+    return NULL;
+}
+
+/* 2 x 600 sockets that send a HELLO and stall, from two addresses, while legitimate
+ * clients connect from a third, 2 ms away: every legitimate one is served.  (Where the
+ * stallers were protected for having sent a HELLO, a client still on its way was
+ * dropped for them.) */
+static void preauth_storm(void)
+{
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_max < 1400) {
+        printf("vcuda.server.preauth_storm skipped: the fd limit (%llu) is below the 1,200 sockets needed\n",
+               (unsigned long long)rl.rlim_max);
+        exit(77);
+    }
+    rl.rlim_cur = rl.rlim_max > 4096 ? 4096 : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    server s;
+    start(&s, NULL);
+    storm_job st[2] = {{.port = s.port, .from = "127.0.0.2", .n = 600}, {.port = s.port, .from = "127.0.0.3", .n = 600}};
+    pthread_t ts[2], tl[4];
+    for (int i = 0; i < 2; ++i) pthread_create(&ts[i], NULL, storm, &st[i]);
+    usleep(500000); /* the stallers fill every pre-auth slot */
+    legit_job lj[4];
+    int64_t t0 = now_ms();
+    for (int i = 0; i < 4; ++i) {
+        lj[i] = (legit_job){.port = s.port, .n = 25};
+        pthread_create(&tl[i], NULL, legit, &lj[i]);
+    }
+    int ok = 0;
+    for (int i = 0; i < 4; ++i) {
+        pthread_join(tl[i], NULL);
+        ok += lj[i].ok;
+        if (lj[i].ok < lj[i].n) printf("  a legitimate client failed: %s\n", lj[i].why);
+    }
+    double secs = (now_ms() - t0) / 1e3;
+    storm_stop = 1;
+    for (int i = 0; i < 2; ++i) pthread_join(ts[i], NULL);
+    printf("{\"test\":\"preauth_storm\",\"stalling\":1200,\"legitimate\":100,\"served\":%d,\"stallers_reopened\":%d,"
+           "\"seconds\":%.1f}\n", ok, st[0].reopened + st[1].reopened, secs);
+    CHECK(ok == 100);
+    CHECK(st[0].reopened + st[1].reopened >= 600); /* the server was dropping stallers */
+    char *log = finish(&s);
+    CHECK(strstr(log, "connections not yet authenticated (the cap)") && strstr(log, "suppressed"));
+}
+
+/* A client that queued work and left (closed its sending side) gets none of it started:
+ * the sticky kernel it pipelined behind a synchronize never runs. */
+static void gone_client(void)
+{
+    server s;
+    char why[VCUDA_WHY_LEN];
+    start(&s, NULL);
+    rc_t c;
+    CHECK(rc_open(&c, s.port, 2000) == 0);
+    uint64_t mod = rc_module(&c, "gone", 0), busy = rc_function(&c, mod, "busy"), sticky = rc_function(&c, mod, "sticky");
+    CHECK(busy && sticky);
+    uint32_t ms = 500, code = 700;
+    vcuda_msg m[4];
+    m[0] = msg(VCUDA_OP_LAUNCH), m[2] = msg(VCUDA_OP_LAUNCH);
+    m[1] = msg(VCUDA_OP_DEVICE_SYNCHRONIZE), m[3] = msg(VCUDA_OP_GET_DEVICE);
+    for (int k = 0; k < 3; k += 2) {
+        m[k].v[0] = k ? sticky : busy;
+        for (int i = 1; i <= 6; ++i) m[k].v[i] = 1;
+        m[k].nv = 9, m[k].nsizes = 1, m[k].sizes[0] = 4, m[k].blob = (const uint8_t *)(k ? &code : &ms), m[k].blob_len = 4;
+        m[k].hdr.flags = VCUDA_FLAG_NOREPLY;
+    }
+    for (int k = 0; k < 4; ++k) {
+        m[k].hdr.request_id = 100 + (uint64_t)k;
+        CHECK(vcuda_send_frame(c.fd, &m[k], &c.b, 2000, why) == 0);
+    }
+    shutdown(c.fd, SHUT_WR); /* all sent; gone */
+    int replies = 0, get_device = 0;
+    vcuda_msg r;
+    while (vcuda_recv_frame(c.fd, &r, &c.b, 3000, why) == 0) {
+        if (r.hdr.opcode == VCUDA_OP_PROGRESS) continue;
+        ++replies, get_device += r.hdr.opcode == VCUDA_OP_GET_DEVICE;
+    }
+    rc_close(&c);
+    printf("{\"test\":\"gone_client\",\"replies_after_leaving\":%d}\n", replies);
+    CHECK(get_device == 0 && replies <= 1); /* at most the synchronize already under way */
+    CHECK(served_within(s.port, 3000) == 0); /* the same serving process, its context intact */
+    char *log = finish(&s);
+    CHECK(strstr(log, "client disconnected; its LAUNCH and anything after it not started"));
+    CHECK(!strstr(log, "sticky") && !strstr(log, "fresh serving process"));
 }
 
 /* ---- the calls of the whole runtime surface, under the same rules ------------------ */
@@ -2026,6 +2677,12 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "isolation")) isolation("--max-modules 16");
     else if (!strcmp(c, "isolation_context")) isolation("--max-modules 16 --isolation context");
     else if (!strcmp(c, "images")) images();
+    else if (!strcmp(c, "image_bounds")) image_bounds();
+    else if (!strcmp(c, "supervisor")) supervisor();
+    else if (!strcmp(c, "per_source")) per_source();
+    else if (!strcmp(c, "idle_timeout")) idle_timeout();
+    else if (!strcmp(c, "preauth_storm")) preauth_storm();
+    else if (!strcmp(c, "gone_client")) gone_client();
     else if (!strcmp(c, "quotas")) quotas();
     else if (!strcmp(c, "tenants")) tenants();
     else if (!strcmp(c, "footprint")) footprint();

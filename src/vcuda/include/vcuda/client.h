@@ -74,7 +74,8 @@ vcuda_client_status vcuda_client_post(int dev, const vcuda_msg *req, char *why);
 
 /* A copy to the server: req is sent once per chunk of `data` (at most `chunk` bytes,
  * back to back, VCUDA_FLAG_MORE on all but the last) with v[addr_field] advanced by the
- * chunk's offset; the one reply comes after the last.  Each frame has its own
+ * chunk's offset; the one reply comes after the last (which carries VCUDA_FLAG_SYNC if
+ * req->hdr.flags does: the other flags of req are not sent).  Each frame has its own
  * deadline, so a large copy is bounded per chunk, not as a whole. */
 vcuda_client_status vcuda_client_send_chunks(int dev, const vcuda_msg *req, unsigned addr_field,
                                              const uint8_t *data, uint64_t size, size_t chunk,

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define VCUDA_MAGIC 0x44554356u /* "VCUD" as little-endian bytes */
-#define VCUDA_PROTO_VERSION 6u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET, arrays, textures; 5: graph twins (conditional and memory nodes, GRAPH_TWIN_*); 6: the tenant in HELLO */
+#define VCUDA_PROTO_VERSION 6u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET, arrays, textures; 5: graph twins (conditional and memory nodes, GRAPH_TWIN_*); 6: the tenant in HELLO, VCUDA_FLAG_SYNC */
 #define VCUDA_HEADER_SIZE 24u
 
 /* Limits; compile-time configurable.  The payload bound is what a server is willing to
@@ -81,7 +81,11 @@ enum {
     VCUDA_FLAG_MORE = 1u << 2,  /* another chunk of the same copy follows */
     VCUDA_FLAG_NOREPLY = 1u << 3, /* asynchronous kernel launch: no reply (errors: see server_gpu.h) */
     VCUDA_FLAG_OUTPUT = 1u << 4,  /* reply: device printf output waits (PRINTF_FETCH) */
-    VCUDA_FLAG_KNOWN = 31u
+    /* request, the last chunk of a MEMCPY_H2D: a host-synchronous copy (cudaMemcpy and
+     * the others without a stream), complete with the stream's earlier work when the
+     * reply comes, as CUDA's synchronous copies from host memory are */
+    VCUDA_FLAG_SYNC = 1u << 5,
+    VCUDA_FLAG_KNOWN = 63u
 };
 
 #define VCUDA_LAUNCH_LAYOUT                                                                 \
@@ -200,6 +204,8 @@ typedef enum {
  * reply until the last one) and the chunks of a D2H reply. */
 #define VCUDA_CHUNKED_REQUEST(op) ((op) == VCUDA_OP_MEMCPY_H2D || (op) == VCUDA_OP_SINK)
 #define VCUDA_CHUNKED_REPLY(op) ((op) == VCUDA_OP_MEMCPY_D2H)
+/* The only request that may be host-synchronous (VCUDA_FLAG_SYNC). */
+#define VCUDA_SYNC_REQUEST(op) ((op) == VCUDA_OP_MEMCPY_H2D)
 /* The only requests that may go without a reply (VCUDA_FLAG_NOREPLY): launches. */
 #define VCUDA_NOREPLY_REQUEST(op) \
     ((op) == VCUDA_OP_LAUNCH || (op) == VCUDA_OP_GRAPH_LAUNCH || (op) == VCUDA_OP_LAUNCH_EX)

@@ -4,13 +4,15 @@
  * without the CUDA toolkit and, on a machine without a GPU, refuses to start with the
  * reason.  All clients share the device's primary context, each on its own worker
  * thread with its own non-blocking streams (its default stream stands in for the
- * legacy one, ordered with its own blocking streams only), so no client's work or
- * synchronize waits for another's.  Module images are validated (image.h) and cached
- * under the SHA-256 the server computes itself, to save transfers only: each client
- * loads its own module from the cached image, so its __device__ and __constant__ state
- * is its own, and unloads it when it goes.  Each client has its own table of
- * allocations, streams, events, modules, functions, instantiated graphs (built on
- * the server from a graph the client sends whole, see proto.h), CUDA arrays and
+ * legacy one, ordered with its own blocking streams only: a client's per-thread default
+ * streams are blocking streams of its own; a blocking stream it destroys with work still
+ * queued stays in that order, and in its device synchronize, until the work is done),
+ * so no client's work or synchronize waits for another's.  Module images are validated
+ * (image.h) and cached under the SHA-256 the server computes itself, to save transfers
+ * only: each client loads its own module from the cached image, so its __device__ and
+ * __constant__ state is its own, and unloads it when it goes.  Each client has its own
+ * table of allocations, streams, events, modules, functions, instantiated graphs (built
+ * on the server from a graph the client sends whole, see proto.h), CUDA arrays and
  * texture and surface objects (proto.h, "arrays"), bounded by per-client limits
  * (vcuda_gpu_limits); every handle and device range a client names is checked against
  * that table, and everything in it is released when the client goes away.

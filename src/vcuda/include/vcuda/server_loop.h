@@ -5,22 +5,36 @@
  * as one of the server's tenants (HELLO/AUTH challenge-response, see proto.h, with the
  * secret of the tenant HELLO names, tenants.h) reading each incrementally, so a peer
  * that stalls delays nobody.  Before authentication nothing larger than a HELLO/AUTH
- * payload is read or allocated; unauthenticated connections are capped (max_preauth):
- * when the cap is reached the oldest connection that has not even sent a HELLO is
- * dropped first, from the source holding the most of them, so idle sockets opened by
- * anyone cannot lock out clients that speak the protocol.  Rejections are logged one
- * line each up to a few per second, then summarized once a second.
+ * payload is read or allocated, the whole handshake must be done within
+ * frame_timeout_ms of the connect, and unauthenticated connections are bounded, so
+ * that sockets that stall -- idle, or after a HELLO, or mid-frame -- cannot lock out a
+ * client that speaks the protocol (which is through in an RTT):
+ *   - per source (peer address): one holding more than a quarter of max_preauth has
+ *     its own oldest stalled connection (one older than a handshake needs, 250 ms,
+ *     whatever it sent: idle, after a HELLO, mid-frame) dropped for each new one;
+ *   - max_preauth in all: at the cap, a new connection displaces one of a source over
+ *     its quarter (stalled, else idle, else its oldest), else the oldest stalled one,
+ *     else the oldest that sent nothing yet, else the oldest of the source holding most.
+ * Authenticated sessions are bounded too: max_conns in all, max_per_source from one
+ * address and the tenant's MAX_CONNS of one tenant (tenants.h) at once (refused by name:
+ * "server full", "too many connections from ADDR", "tenant NAME: connection limit N
+ * reached"; all decided in one place, admit() in server_loop.c), and a session with no
+ * request for idle_timeout_ms is closed (any request counts, the clients' keep-alive
+ * included).
+ * Connection lines (authenticated, closed and why, resources released) are logged one
+ * line each up to 20 per second, then summarized once a second: a flood of
+ * connections cannot flood the log.
  *
- * An authenticated connection is admitted if the server has room for another client
- * (max_conns) and its tenant for another connection (its MAX_CONNS); refused ones get
- * the reason by name.  An admitted connection gets its own worker thread: it reads that client's
- * requests, runs the handler (which may block in the driver for as long as the GPU
- * work takes) and writes the replies, so one client's synchronize, slow reading or
+ * An admitted connection gets its own worker thread: it reads that client's requests,
+ * runs the handler (which may block in the driver for as long as the GPU work takes)
+ * and writes the replies, so one client's synchronize, slow reading or
  * flood never delays another's PING.  While a worker is busy with a request longer
  * than the client's heartbeat interval, the network loop sends that client PROGRESS
  * frames (its liveness), never waiting for the socket.  Any failed check closes that
  * connection with one stderr line naming the peer and the reason; the others keep
- * being served.  PING (keep-alive) and SINK (transport benchmark) are answered without
+ * being served.  A client that closes its side (EOF, reset) gets nothing more started:
+ * requests it pipelined that are still unread or not yet begun are dropped with the
+ * session.  PING (keep-alive) and SINK (transport benchmark) are answered without
  * the handler.  Requests flagged VCUDA_FLAG_MORE (chunked copies only) get no reply. */
 #ifndef VCUDA_SERVER_LOOP_H
 #define VCUDA_SERVER_LOOP_H
@@ -72,6 +86,8 @@ typedef struct {
     int frame_timeout_ms; /* a started frame, the handshake after connect, and each reply send */
     int max_conns;        /* authenticated clients (default 256); more are refused by name */
     int max_preauth;      /* connections not yet authenticated (default 128) */
+    int max_per_source;   /* authenticated clients from one peer address (0: no cap) */
+    int idle_timeout_ms;  /* a session without a request this long is closed (0: never) */
     uint32_t max_frame;   /* largest request payload a client may send (default VCUDA_MAX_PAYLOAD) */
     const struct vcuda_handler *handler;
     volatile sig_atomic_t *stop; /* loop returns (after disconnecting all) when set */
@@ -92,8 +108,8 @@ int vcuda_send_more(vcuda_conn *c, const vcuda_msg *req, vcuda_msg *r, char *why
  * (msg must outlive the send: a static string or the conn's own storage). */
 void vcuda_reply_error(vcuda_msg *reply, int code, const char *msg);
 
-/* Rate-limited log line (the server's rejection messages): printed while fewer than
- * a few lines went out this second, else counted and summarized once a second.
+/* Rate-limited log line (every line about one connection): printed while fewer than
+ * 20 lines went out this second, else counted and summarized once a second.
  * Thread-safe. */
 void vcuda_log_limited(const char *prefix, const char *fmt, ...)
 #if defined(__GNUC__)
