@@ -476,7 +476,7 @@ def reached_server(d):
     if not any(" listening on " in t for t in texts):
         return None
     # "peer ADDR: authenticated (connection N, tenant NAME)"
-    return any(re.search(r": authenticated \(connection \d+[,)]", t) for t in texts)
+    return any(re.search(r": authenticated \(connection \d+(, tenant [^)]*)?\)", t) for t in texts)
 
 
 def first_diff(a, b):

@@ -7,7 +7,7 @@
 //                                behind it and a synchronize: expects success however
 //                                long MS is (exit 1 and the error otherwise)
 //   vcuda-tenancy latency N      medians of N calls: 1 KiB H2D, launch + synchronize
-//   vcuda-tenancy hold MIB MS    allocates MIB MiB, holds it MS milliseconds: exit 0 when
+//   vcuda-tenancy alloc MIB MS   allocates MIB MiB, holds it MS milliseconds: exit 0 when
 //                                the allocation succeeded (a tenant's quota refuses it)
 //   vcuda-tenancy limit-stack KIB  sets cudaLimitStackSize to KIB KiB and launches a
 //                                kernel; prints the free device memory before and after
@@ -19,6 +19,17 @@
 //                                free device memory before and after (the driver grows its
 //                                local memory reservation at the launch; not charged to a
 //                                tenant, see server_gpu.h: this measures what that leaves)
+//   vcuda-tenancy hold FILE      client A: fills 256 MiB with a pattern of the word
+//                                addresses and a seed, prints a device pointer into it and
+//                                the seed, waits until FILE exists, then checks every word
+//                                (a kernel, which must still run) and reads back the 4 KiB
+//                                at the pointer: exit 0 if all are intact
+//   vcuda-tenancy peek PTR SEED [write]
+//                                client B: a kernel copies 4 KiB at PTR (A's pointer) into
+//                                B's own buffer (with write: then overwrites them); prints
+//                                the error and how many words were A's pattern; exit 0
+//                                whatever happened to the kernel (the caller judges what
+//                                the isolation mode allows), 1 if B failed before it
 // Results are JSON lines on stdout; exit 0 when the expectation holds, 77 with no GPU.
 // (A module declaring a 1 GiB __device__ array: vcuda-tenancy-global, tenancy_global.cu.)
 #undef NDEBUG // the device-side assert must stay in a release build
@@ -28,7 +39,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cstdint>
+#include <ctime>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 __device__ int counter;
@@ -55,6 +69,34 @@ __global__ void local_frame(int n, int *out)
     volatile char buf[64 << 10]; // indexed at run time: in local memory
     for (int i = 0; i < n; ++i) buf[(i * 4099) & 0xffff] = (char)i;
     *out = buf[n & 0xffff];
+}
+
+// The pattern of hold/peek: a word's value follows from its address, so the reader needs
+// only the seed to tell whether the words it read are A's.
+__host__ __device__ unsigned pattern(unsigned long long addr, unsigned seed)
+{
+    return (unsigned)((addr / 4 * 0x9E3779B97F4A7C15ull) >> 32) ^ seed;
+}
+
+__global__ void fill(unsigned *p, size_t n, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = pattern((unsigned long long)(p + i), seed);
+}
+
+__global__ void check(const unsigned *p, size_t n, unsigned seed, unsigned long long *bad)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        if (p[i] != pattern((unsigned long long)(p + i), seed)) atomicAdd(bad, 1ull);
+}
+
+__global__ void copy_words(unsigned *src, unsigned *dst, int n, int overwrite)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        dst[i] = src[i];
+        if (overwrite) src[i] = ~src[i];
+    }
 }
 
 static double now_us()
@@ -123,13 +165,13 @@ int main(int argc, char **argv)
                calls, a[calls / 2], a[calls / 10], a[calls * 9 / 10], b[calls / 2], b[calls / 10], b[calls * 9 / 10]);
         return 0;
     }
-    if (!strcmp(mode, "hold")) {
+    if (!strcmp(mode, "alloc")) {
         size_t mib = argc > 2 ? strtoull(argv[2], NULL, 10) : 64;
         int ms = argc > 3 ? atoi(argv[3]) : 1000;
         void *d = NULL;
         cudaError_t e = cudaMalloc(&d, mib << 20);
         if (!e) e = cudaMemset(d, 1, mib << 20);
-        printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"hold\",\"mib\":%zu,\"error\":\"%s\"}\n", mib, cudaGetErrorName(e));
+        printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"alloc\",\"mib\":%zu,\"error\":\"%s\"}\n", mib, cudaGetErrorName(e));
         fflush(stdout);
         if (!e) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
         return e == cudaSuccess ? 0 : 1;
@@ -169,6 +211,65 @@ int main(int argc, char **argv)
                "\"printf_fifo\":%zu,\"free_mib\":%zu,\"total_mib\":%zu}\n", cudaGetErrorName(e), stack, heap, fifo, f >> 20,
                total >> 20);
         return e == cudaSuccess ? 0 : 1;
+    }
+    if (!strcmp(mode, "hold") && argc > 2) {
+        const size_t bytes = 256u << 20, n = bytes / 4, words = 1024;
+        unsigned seed = (unsigned)now_us() ^ 0x5eedu, *d;
+        unsigned long long *bad, nbad = ~0ull;
+        if (cudaMalloc(&d, bytes) != cudaSuccess || cudaMalloc(&bad, sizeof *bad) != cudaSuccess) {
+            printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"hold\",\"error\":\"%s\"}\n", cudaGetErrorName(cudaGetLastError()));
+            return 1;
+        }
+        fill<<<1024, 256>>>(d, n, seed);
+        cudaError_t e = cudaDeviceSynchronize();
+        unsigned *at = d + n / 4 * 3; // well inside: another process's first allocations do not reach it
+        printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"hold\",\"ptr\":\"%p\",\"seed\":%u,\"bytes\":%zu,\"fill\":\"%s\"}\n",
+               (void *)at, seed, bytes, cudaGetErrorName(e));
+        fflush(stdout);
+        if (e != cudaSuccess) return 1;
+        double t0 = now_us();
+        while (access(argv[2], F_OK) != 0) {
+            if (now_us() - t0 > 300e6) {
+                printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"hold-verify\",\"error\":\"no %s within 300 s\"}\n", argv[2]);
+                return 1;
+            }
+            struct timespec ts = {0, 50000000};
+            nanosleep(&ts, nullptr);
+        }
+        std::vector<unsigned> h(words);
+        cudaError_t e1 = cudaMemset(bad, 0, sizeof *bad);
+        if (e1 == cudaSuccess) check<<<1024, 256>>>(d, n, seed, bad), e1 = cudaDeviceSynchronize();
+        if (e1 == cudaSuccess) e1 = cudaMemcpy(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost);
+        cudaError_t e2 = cudaMemcpy(h.data(), at, words * 4, cudaMemcpyDeviceToHost);
+        size_t same = 0;
+        for (size_t i = 0; i < words; ++i) same += h[i] == pattern((unsigned long long)(at + i), seed);
+        bool intact = e1 == cudaSuccess && e2 == cudaSuccess && nbad == 0 && same == words;
+        printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"hold-verify\",\"check_kernel\":\"%s\",\"bad_words\":%lld,"
+               "\"readback\":\"%s\",\"readback_intact_words\":%zu,\"intact\":%s}\n",
+               cudaGetErrorName(e1), e1 == cudaSuccess ? (long long)nbad : -1LL, cudaGetErrorName(e2), same,
+               intact ? "true" : "false");
+        return intact ? 0 : 1;
+    }
+    if (!strcmp(mode, "peek") && argc > 3) {
+        const int words = 1024;
+        unsigned *src = (unsigned *)(uintptr_t)strtoull(argv[2], nullptr, 0), *dst;
+        unsigned seed = (unsigned)strtoul(argv[3], nullptr, 0);
+        int overwrite = argc > 4 && !strcmp(argv[4], "write");
+        std::vector<unsigned> h(words, 0);
+        if (cudaMalloc(&dst, words * 4) != cudaSuccess || cudaMemset(dst, 0, words * 4) != cudaSuccess) {
+            printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"peek\",\"setup\":\"%s\"}\n", cudaGetErrorName(cudaGetLastError()));
+            return 1;
+        }
+        copy_words<<<words / 256, 256>>>(src, dst, words, overwrite);
+        cudaError_t el = cudaGetLastError(), e = cudaDeviceSynchronize();
+        cudaError_t ec = e == cudaSuccess ? cudaMemcpy(h.data(), dst, words * 4, cudaMemcpyDeviceToHost) : e;
+        int same = 0;
+        for (int i = 0; i < words && ec == cudaSuccess; ++i) same += h[i] == pattern((unsigned long long)(src + i), seed);
+        printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"peek\",\"ptr\":\"%p\",\"write\":%s,\"launch\":\"%s\",\"sync\":\"%s\","
+               "\"sync_code\":%d,\"words\":%d,\"words_of_other\":%d,\"read_other\":%s}\n",
+               (void *)src, overwrite ? "true" : "false", cudaGetErrorName(el), cudaGetErrorName(e), (int)e, words, same,
+               same > 0 ? "true" : "false");
+        return 0;
     }
     fprintf(stderr, "vcuda-tenancy: unknown mode %s\n", mode);
     return 2;

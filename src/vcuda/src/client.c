@@ -33,6 +33,7 @@ typedef struct {
     vcuda_buf ka_buf;   /* keep-alive's own, so it never clobbers a caller's reply */
     vcuda_buf pb;       /* PROGRESS frames read while a send waits (the frame's head is in buf) */
     uint64_t sending_id; /* request being sent: PROGRESS up to this id is accepted */
+    vcuda_session ses;   /* frame tags (mac.h); under mu like everything on fd */
     uint64_t next_id;
     int64_t last_use;
 } device;
@@ -119,7 +120,7 @@ static int progress_while_sending(void *arg, char *why)
 {
     device *d = arg;
     vcuda_msg m;
-    if (vcuda_recv_frame(d->fd, &m, &d->pb, timeout_ms, why)) return -1;
+    if (vcuda_recv_frame(d->fd, &d->ses, &m, &d->pb, timeout_ms, why)) return -1;
     if (!is_progress(d, &m, d->sending_id))
         return fail(why, "%s frame from the server while it was being sent a request", vcuda_opcode_name(m.hdr.opcode));
     return 1;
@@ -135,7 +136,7 @@ static vcuda_client_status send_req(device *d, const vcuda_msg *req, uint64_t id
     m.hdr.flags = flags;
     m.hdr.request_id = id;
     d->sending_id = id;
-    vcuda_net_status s = vcuda_send_frame_live(d->fd, &m, b, tmo, progress_while_sending, d, why);
+    vcuda_net_status s = vcuda_send_frame_live(d->fd, &d->ses, &m, b, tmo, progress_while_sending, d, why);
     d->last_use = vcuda_now_ms();
     return s == VCUDA_NET_PROTO ? VCUDA_CLIENT_BAD_REQUEST : s ? VCUDA_CLIENT_UNAVAILABLE : VCUDA_CLIENT_OK;
 }
@@ -149,7 +150,7 @@ static vcuda_client_status recv_reply(device *d, uint64_t id, unsigned op, vcuda
     /* liveness is separate from the call's duration: each PROGRESS restarts the wait,
      * so a synchronize on long GPU work succeeds while a dead or stopped server is
      * still detected within tmo */
-    while (!(s = vcuda_recv_frame_to(d->fd, rep, b, dst, cap, tmo, why)) && is_progress(d, rep, id)) {}
+    while (!(s = vcuda_recv_frame_to(d->fd, &d->ses, rep, b, dst, cap, tmo, why)) && is_progress(d, rep, id)) {}
     d->last_use = vcuda_now_ms();
     if (s) return VCUDA_CLIENT_UNAVAILABLE;
     *more = (rep->hdr.flags & VCUDA_FLAG_MORE) != 0;
@@ -206,7 +207,8 @@ static int health_check(device *d, char *why)
     for (;;) {
         d->fd = vcuda_connect_ep(d->ep.ucx, d->ep.host, d->ep.port, timeout_ms, why);
         if (d->fd < 0) return -1;
-        hs = vcuda_handshake(d->fd, tenant, token, token_len, heartbeat_ms(), timeout_ms, &d->buf, NULL, why);
+        snprintf(d->ses.peer, sizeof d->ses.peer, "%s", d->ep.name); /* for a refused frame's message */
+        hs = vcuda_handshake(d->fd, tenant, token, token_len, heartbeat_ms(), timeout_ms, &d->buf, NULL, &d->ses, why);
         if (hs != -3 || vcuda_now_ms() + 50 >= give_up) break;
         vcuda_close(d->fd);
         struct timespec pause = {0, 50 * 1000000L};

@@ -18,11 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #define nfail(why, s, ...) ((vcuda_net_status)vcuda_fail(why, s, __VA_ARGS__))
-#define FRAME_MAX ((size_t)VCUDA_HEADER_SIZE + VCUDA_MAX_PAYLOAD)
+#define FRAME_MAX ((size_t)VCUDA_HEADER_SIZE + VCUDA_MAX_PAYLOAD + VCUDA_TAG_SIZE)
 
 
 const char *vcuda_net_status_name(vcuda_net_status s)
@@ -93,18 +94,35 @@ static vcuda_net_status wait_fd(int fd, short ev, int64_t deadline, char *why)
 
 static int64_t deadline_of(int timeout_ms) { return timeout_ms < 0 ? -1 : vcuda_now_ms() + timeout_ms; }
 
-/* fn (may be NULL): while the peer does not take our bytes, frames it sends are handed
+/* Drops n bytes, sent or received, from the front of an iovec list (and empty entries). */
+static void iov_advance(struct iovec **iov, int *cnt, size_t n)
+{
+    while (*cnt && n >= (*iov)->iov_len) n -= (*iov)->iov_len, ++*iov, --*cnt;
+    if (*cnt) (*iov)->iov_base = (uint8_t *)(*iov)->iov_base + n, (*iov)->iov_len -= n;
+}
+
+/* Writes the pieces in order, as one stream (one sendmsg while the socket has room).
+ * fn (may be NULL): while the peer does not take our bytes, frames it sends are handed
  * to fn (see vcuda_send_frame_live); each one it accepts restarts the deadline. */
-static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t dl, int more, int timeout_ms,
+static vcuda_net_status write_until(int fd, struct iovec *iov, int cnt, int64_t dl, int timeout_ms,
                                     vcuda_input_fn fn, void *arg, char *why)
 {
 #ifdef VCUDA_HAVE_UCX
-    if (vcuda_ucx_is(fd)) return vcuda_ucx_send(fd, p, n, dl, why);
+    if (vcuda_ucx_is(fd)) {
+        for (int i = 0; i < cnt; ++i) {
+            vcuda_net_status s = iov[i].iov_len ? vcuda_ucx_send(fd, iov[i].iov_base, iov[i].iov_len, dl, why)
+                                                : VCUDA_NET_OK;
+            if (s) return s;
+        }
+        return VCUDA_NET_OK;
+    }
 #endif
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
+    iov_advance(&iov, &cnt, 0);
+    while (cnt) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
-            p += w, n -= (size_t)w;
+            iov_advance(&iov, &cnt, (size_t)w);
             continue;
         }
         if (w < 0 && errno == EINTR) continue;
@@ -129,14 +147,32 @@ static vcuda_net_status write_until(int fd, const uint8_t *p, size_t n, int64_t 
     return VCUDA_NET_OK;
 }
 
-/* `got` counts bytes already part of the frame, to tell clean EOF from truncation. */
-static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, size_t got, char *why)
+/* recv(MSG_DONTWAIT) into the pieces (UCX: into the first; the caller comes back). */
+static ssize_t recv_some_v(int fd, struct iovec *iov, int cnt)
+{
+#ifdef VCUDA_HAVE_UCX
+    if (vcuda_ucx_is(fd)) return vcuda_ucx_recv(fd, iov->iov_base, iov->iov_len);
+#endif
+    if (cnt == 1) return recv(fd, iov->iov_base, iov->iov_len, MSG_DONTWAIT);
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+    return recvmsg(fd, &mh, MSG_DONTWAIT);
+}
+
+/* Fills the pieces, or, with *more (may be NULL) given, at least `need` bytes of them
+ * (a frame's header and whatever of the frame the socket already holds after it, up to
+ * the pieces' size: one recv where the frame is there whole); *more gets the count read
+ * beyond `need`.  `got` counts bytes already part of the frame, to tell clean EOF from
+ * truncation. */
+static vcuda_net_status read_until_v(int fd, struct iovec *iov, int cnt, size_t need, size_t *more, int64_t dl,
+                                     size_t got, char *why)
 {
     int64_t spin_end = spin_us ? vcuda_now_ns() + (int64_t)spin_us * 1000 : 0;
-    while (n) {
-        ssize_t r = vcuda_recv_some(fd, p, n);
+    size_t have = 0;
+    iov_advance(&iov, &cnt, 0);
+    while (cnt && (!more || have < need)) {
+        ssize_t r = recv_some_v(fd, iov, cnt);
         if (r > 0) {
-            p += r, n -= (size_t)r, got += (size_t)r;
+            iov_advance(&iov, &cnt, (size_t)r), got += (size_t)r, have += (size_t)r;
             continue;
         }
         if (r == 0)
@@ -151,12 +187,50 @@ static vcuda_net_status read_until(int fd, uint8_t *p, size_t n, int64_t dl, siz
             return nfail(why, s, "peer stalled mid-frame after %zu bytes: timed out", got);
         if (s) return s;
     }
+    if (more) *more = have - need;
+    return VCUDA_NET_OK;
+}
+
+static vcuda_net_status read_until(int fd, void *p, size_t n, int64_t dl, size_t got, char *why)
+{
+    struct iovec iov = {p, n};
+    return read_until_v(fd, &iov, 1, n, NULL, dl, got, why);
+}
+
+/* Copies n bytes already read into the pieces, advancing them. */
+static void iov_fill(struct iovec **iov, int *cnt, const uint8_t *p, size_t n)
+{
+    for (size_t k; n && *cnt; p += k, n -= k) {
+        k = n < (*iov)->iov_len ? n : (*iov)->iov_len;
+        memcpy((*iov)->iov_base, p, k);
+        iov_advance(iov, cnt, k);
+    }
+}
+
+/* The rest of a frame: n payload bytes into p and the tag (tl bytes) into tag, the first
+ * `pre` bytes of the two already in place.  With x, the payload goes to it a portion at a
+ * time as it arrives (still in cache, the socket drained meanwhile); the last portion
+ * and the tag come in one read. */
+static vcuda_net_status read_rest(int fd, uint8_t *p, size_t n, uint8_t *tag, size_t tl, size_t pre, vcuda_aead *x,
+                                  int64_t dl, size_t got, char *why)
+{
+    size_t at = pre < n ? pre : n, tpre = pre - at; /* payload bytes in place, and tag bytes */
+    if (x && at) vcuda_aead_aad(x, p, at);
+    do {
+        size_t k = n - at > VCUDA_MAC_PORTION ? VCUDA_MAC_PORTION : n - at, t = at + k == n ? tl - tpre : 0;
+        struct iovec iov[2] = {{p + at, k}, {tag + tpre, t}};
+        vcuda_net_status s = read_until_v(fd, iov, 2, 0, NULL, dl, got, why);
+        if (s) return s;
+        if (x && k) vcuda_aead_aad(x, p + at, k);
+        at += k, got += k + t;
+    } while (at < n);
     return VCUDA_NET_OK;
 }
 
 vcuda_net_status vcuda_write_all(int fd, const void *p, size_t n, int timeout_ms, char *why)
 {
-    return write_until(fd, p, n, deadline_of(timeout_ms), 0, timeout_ms, NULL, NULL, why);
+    struct iovec iov = {(void *)p, n};
+    return write_until(fd, &iov, 1, deadline_of(timeout_ms), timeout_ms, NULL, NULL, why);
 }
 
 vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char *why)
@@ -164,14 +238,14 @@ vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char 
     return read_until(fd, p, n, deadline_of(timeout_ms), 0, why);
 }
 
-vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
+vcuda_net_status vcuda_send_frame(int fd, vcuda_session *ses, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
                                   char *why)
 {
-    return vcuda_send_frame_live(fd, m, b, timeout_ms, NULL, NULL, why);
+    return vcuda_send_frame_live(fd, ses, m, b, timeout_ms, NULL, NULL, why);
 }
 
-vcuda_net_status vcuda_send_frame_live(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
-                                       vcuda_input_fn fn, void *arg, char *why)
+vcuda_net_status vcuda_send_frame_live(int fd, vcuda_session *ses, const vcuda_msg *m, vcuda_buf *b,
+                                       int timeout_ms, vcuda_input_fn fn, void *arg, char *why)
 {
     size_t len = 0, head = 0;
     /* bulk bytes at the end of a frame go out from the caller's memory, not via b */
@@ -180,46 +254,92 @@ vcuda_net_status vcuda_send_frame_live(int fd, const vcuda_msg *m, vcuda_buf *b,
         if (vcuda_buf_reserve(b, head)) return nfail(why, VCUDA_NET_IO, "no memory for a %zu-byte frame", head);
         s = vcuda_encode_split(m, b->data, b->cap, &len, &head, why);
     }
-    if (s) return VCUDA_NET_PROTO; /* why already says which field */
+    if (s) return VCUDA_NET_PROTO; /* why already says which field; nothing sent or sealed */
+    uint8_t tag[VCUDA_TAG_SIZE];
+    const uint8_t *bulk = m->blob;
+    size_t bn = len - head, at = 0;
     int64_t dl = deadline_of(timeout_ms);
-    vcuda_net_status ns = write_until(fd, b->data, head, dl, head < len, timeout_ms, fn, arg, why);
-    if (!ns && head < len) ns = write_until(fd, m->blob, len - head, dl, 0, timeout_ms, fn, arg, why);
+    vcuda_aead x;
+    vcuda_net_status ns = VCUDA_NET_OK;
+    if (ses) vcuda_session_begin(ses, 1, &x), vcuda_aead_aad(&x, b->data, head);
+    /* bulk data beyond a portion goes out a portion at a time, each fed to the tag once
+     * it is out (the peer reads and checks it meanwhile); the rest, with the head or on
+     * its own, and the tag in one sendmsg */
+    while (ses && bn - at > VCUDA_MAC_PORTION) {
+        struct iovec iov[2] = {{b->data, at ? 0 : head}, {(void *)(bulk + at), VCUDA_MAC_PORTION}};
+        if ((ns = write_until(fd, iov, 2, dl, timeout_ms, fn, arg, why))) return ns;
+        vcuda_aead_aad(&x, bulk + at, VCUDA_MAC_PORTION);
+        at += VCUDA_MAC_PORTION;
+    }
+    struct iovec iov[3];
+    int n = 0;
+    if (!at) iov[n++] = (struct iovec){b->data, head};
+    if (bn > at) iov[n++] = (struct iovec){(void *)(bulk + at), bn - at};
+    if (ses) {
+        if (bn > at) vcuda_aead_aad(&x, bulk + at, bn - at);
+        vcuda_session_seal_end(ses, &x, tag);
+        iov[n++] = (struct iovec){tag, sizeof tag};
+    }
+    ns = write_until(fd, iov, n, dl, timeout_ms, fn, arg, why);
+    if (ses && !ns) vcuda_session_prepare(ses); /* now, while the peer works on it */
     return ns;
 }
 
-vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeout_ms, char *why)
+vcuda_net_status vcuda_recv_frame(int fd, vcuda_session *ses, vcuda_msg *m, vcuda_buf *b, int timeout_ms, char *why)
 {
-    return vcuda_recv_frame_to(fd, m, b, NULL, 0, timeout_ms, why);
+    return vcuda_recv_frame_to(fd, ses, m, b, NULL, 0, timeout_ms, why);
 }
 
-vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_msg *m, vcuda_buf *b, uint8_t *dst, size_t cap,
-                                     int timeout_ms, char *why)
+vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_session *ses, vcuda_msg *m, vcuda_buf *b, uint8_t *dst,
+                                     size_t cap, int timeout_ms, char *why)
 {
     int64_t dl = deadline_of(timeout_ms);
-    uint8_t hb[VCUDA_HEADER_SIZE];
+    /* the header, and up to a tag's size more: a tagged frame has at least that many
+     * bytes after its header, so they are its own even before the header is checked, and
+     * a frame without payload comes in one recv */
+    uint8_t hb[VCUDA_HEADER_SIZE + 4 + VCUDA_TAG_SIZE], tag[VCUDA_TAG_SIZE];
+    size_t tl = ses ? VCUDA_TAG_SIZE : 0, extra = 0;
     vcuda_header h;
-    vcuda_net_status ns = read_until(fd, hb, sizeof hb, dl, 0, why);
+    struct iovec hv = {hb, VCUDA_HEADER_SIZE + tl};
+    vcuda_net_status ns = read_until_v(fd, &hv, 1, VCUDA_HEADER_SIZE, &extra, dl, 0, why);
     if (ns) return ns;
+    const uint8_t *x = hb + VCUDA_HEADER_SIZE; /* the `extra` bytes read after the header */
+    size_t got = VCUDA_HEADER_SIZE + extra;
     /* the declared length is trusted only after the header passed every check */
-    if (vcuda_decode_header(hb, sizeof hb, &h, why)) return VCUDA_NET_PROTO;
+    if (vcuda_decode_header(hb, VCUDA_HEADER_SIZE, &h, why)) return VCUDA_NET_PROTO;
     if (dst && vcuda_layout_is_bytes_only(vcuda_layout(h.opcode, h.flags)) && h.payload_len >= 4) {
-        uint8_t lb[4];
-        if ((ns = read_until(fd, lb, 4, dl, sizeof hb, why))) return ns;
+        uint8_t *lb = hb + VCUDA_HEADER_SIZE; /* the bytes field's length, read or to read */
+        if (extra < 4) {
+            if ((ns = read_until(fd, lb + extra, 4 - extra, dl, got, why))) return ns;
+            got = VCUDA_HEADER_SIZE + 4, extra = 4;
+        }
         uint32_t n = (uint32_t)lb[0] | (uint32_t)lb[1] << 8 | (uint32_t)lb[2] << 16 | (uint32_t)lb[3] << 24;
         /* the same checks the decoder applies, before a byte lands in dst */
         if (n != h.payload_len - 4 || n > VCUDA_MAX_CHUNK)
             return nfail(why, VCUDA_NET_PROTO, "bytes field of %u in a %u-byte payload", n, h.payload_len);
         if (n > cap) return nfail(why, VCUDA_NET_PROTO, "%u bytes sent, %zu expected at most", n, cap);
-        if ((ns = read_until(fd, dst, n, dl, sizeof hb + 4, why))) return ns;
+        struct iovec iov[2] = {{dst, n}, {tag, tl}}, *v = iov;
+        int cnt = 2;
+        iov_fill(&v, &cnt, lb + 4, extra - 4);
+        vcuda_aead mac;
+        if (ses) vcuda_session_begin(ses, 0, &mac), vcuda_aead_aad(&mac, hb, VCUDA_HEADER_SIZE + 4);
+        if ((ns = read_rest(fd, dst, n, tag, tl, extra - 4, ses ? &mac : NULL, dl, got, why))) return ns;
+        if (ses && !vcuda_session_open_end(ses, &mac, tag, why)) return VCUDA_NET_PROTO;
         memset(m, 0, offsetof(vcuda_msg, sizes));
         m->hdr = h;
         m->blob = dst, m->blob_len = n;
         return VCUDA_NET_OK;
     }
-    if (vcuda_buf_reserve(b, h.payload_len ? h.payload_len : 1))
+    size_t rest = (size_t)h.payload_len + tl; /* >= extra */
+    if (vcuda_buf_reserve(b, rest ? rest : 1))
         return nfail(why, VCUDA_NET_IO, "no memory for a %u-byte payload", h.payload_len);
-    ns = read_until(fd, b->data, h.payload_len, dl, sizeof hb, why);
+    if (extra) memcpy(b->data, x, extra);
+    vcuda_aead mac;
+    if (ses) vcuda_session_begin(ses, 0, &mac), vcuda_aead_aad(&mac, hb, VCUDA_HEADER_SIZE);
+    ns = read_rest(fd, b->data, h.payload_len, b->data + h.payload_len, tl, extra, ses ? &mac : NULL, dl, got, why);
     if (ns) return ns;
+    /* nothing of the payload is interpreted before the tag says it is the peer's */
+    if (ses && !vcuda_session_open_end(ses, &mac, b->data + h.payload_len, why)) return VCUDA_NET_PROTO;
     if (vcuda_decode_payload(&h, b->data, h.payload_len, m, why)) return VCUDA_NET_PROTO;
     return VCUDA_NET_OK;
 }
@@ -413,7 +533,7 @@ int vcuda_parse_hostport(const char *s, char *addr, uint16_t *port)
 /* ---- the client's side of the handshake (proto.h "authentication") -------------- */
 
 int vcuda_handshake(int fd, const char *tenant, const uint8_t *token, size_t token_len, int heartbeat_ms,
-                    int timeout_ms, vcuda_buf *b, int *server_device, char *why)
+                    int timeout_ms, vcuda_buf *b, int *server_device, vcuda_session *ses, char *why)
 {
     if (!tenant) tenant = VCUDA_TENANT_DEFAULT;
     if (!vcuda_tenant_name_ok(tenant, strlen(tenant)))
@@ -436,8 +556,8 @@ int vcuda_handshake(int fd, const char *tenant, const uint8_t *token, size_t tok
             m.blob = proof, m.blob_len = sizeof proof;
             m.v[0] = (uint64_t)heartbeat_ms, m.nv = 1;
         }
-        int st = vcuda_send_frame(fd, &m, b, timeout_ms, why);
-        if (!st) st = vcuda_recv_frame(fd, &r, b, timeout_ms, why);
+        int st = vcuda_send_frame(fd, NULL, &m, b, timeout_ms, why); /* the handshake is untagged */
+        if (!st) st = vcuda_recv_frame(fd, NULL, &r, b, timeout_ms, why);
         if (st) return st == VCUDA_NET_CLOSED || st == VCUDA_NET_IO ? -3 : -1; /* -3: may connect again */
         if (!(r.hdr.flags & VCUDA_FLAG_REPLY) || r.hdr.opcode != m.hdr.opcode || r.hdr.request_id != m.hdr.request_id)
             return vcuda_fail(why, -1, "%s: the reply does not match", vcuda_opcode_name(m.hdr.opcode));
@@ -454,6 +574,8 @@ int vcuda_handshake(int fd, const char *tenant, const uint8_t *token, size_t tok
             if (!vcuda_token_equal(r.blob, r.blob_len, proof, sizeof proof))
                 return vcuda_fail(why, -1, "the server could not prove that it holds the token (not our server?)");
             if (server_device) *server_device = (int)r.v[0];
+            /* from here every frame is tagged, under the values both AUTH frames carried */
+            if (ses) vcuda_session_start(ses, 0, token, token_len, nc, ns, (uint32_t)heartbeat_ms, (uint32_t)r.v[0], NULL);
         }
     }
     return 0;

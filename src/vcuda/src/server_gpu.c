@@ -361,8 +361,9 @@ static int reply_invalid(client *cl, vcuda_msg *r, int code, const char *fmt, ..
 /* ---- quotas ------------------------------------------------------------------------ */
 
 /* Device memory for a client: charged to its tenant, all of whose connections share its
- * quota, and counted as the client's (its end gives back what it still holds), unless
- * that would take the tenant past its quota: 0, or 1 with the refusal in r. */
+ * quota (counted in this process, which serves all of them: server_gpu.h), and counted
+ * as the client's (its end gives back what it still holds), unless that would take the
+ * tenant past its quota: 0, or 1 with the refusal in r. */
 static int charge(client *cl, vcuda_msg *r, const char *api, uint64_t bytes)
 {
     uint64_t used = 0;
@@ -1753,7 +1754,8 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
  * when the others have gone takes it at the start of its next request (a synchronize it
  * had under way may have written a departed client's bytes, which go to the log).
  * --isolation context does not change this: the contexts are separate, the stream the
- * driver writes them to is not.  Device assertion messages ("... Assertion `EXPR`
+ * driver writes them to is not; with --isolation process each tenant's serving process
+ * has a stdout of its own, so the rule holds per tenant.  Device assertion messages ("... Assertion `EXPR`
  * failed.") follow the same rule: the driver writes them to stderr while it reports the
  * sticky error (710), so stderr is a pipe too, whose lines all go on to the server's log
  * and whose assertion lines also to the owner; the reply carrying the 710 says output
@@ -1953,7 +1955,11 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
  * so a tenant with a quota cannot set them.  A limit set on the shared context is the
  * tenant's until its last connection leaves: then the context gets its previous values
  * back and the tenant its quota, so the next client finds the context as it was.  On a
- * client's own context the limits go with the context, at the client's end. */
+ * client's own context the limits go with the context, at the client's end.  With
+ * --isolation process the shared context is the tenant's serving process's, which holds
+ * all of that tenant's connections: the same restore when the last one leaves (the
+ * process lingers, serving the tenant's next client), and a process that has exited
+ * takes its context with it (the next one starts from the driver's defaults). */
 static const char *const limit_names[NLIMITS] = {
     "cudaLimitStackSize", "cudaLimitPrintfFifoSize", "cudaLimitMallocHeapSize", "cudaLimitDevRuntimeSyncDepth",
     "cudaLimitDevRuntimePendingLaunchCount", "cudaLimitMaxL2FetchGranularity", "cudaLimitPersistingL2CacheSize"};

@@ -1,5 +1,5 @@
 /* vcuda server shell (see server_loop.h). */
-#define _GNU_SOURCE /* MSG_NOSIGNAL, pthread_tryjoin-free portable subset */
+#define _GNU_SOURCE /* MSG_NOSIGNAL, POLLRDHUP, ppoll */
 #include "vcuda/server_loop.h"
 
 #include "vcuda/tenants.h"
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Largest handshake payload: HELLO "u t s" with a token-sized field and the longest
@@ -31,7 +32,7 @@
 
 enum { PRE_HELLO, PRE_AUTH, AUTHED };
 
-typedef struct server server;
+typedef struct vcuda_server server;
 
 /* A peer address (the port left out) and its connections, counted by the network loop
  * (the only thread that adds or removes connections). */
@@ -49,17 +50,21 @@ typedef struct conn {
     source *src;      /* its peer address's counts */
     int64_t born;     /* accepted then */
     int64_t deadline; /* handshake deadline (pre-auth only) */
-    uint8_t hdr[VCUDA_HEADER_SIZE], pay[HANDSHAKE_MAX];
+    uint8_t hdr[VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE], pay[HANDSHAKE_MAX]; /* (see worker_main) */
     size_t got;
     vcuda_header h;
     uint8_t nc[VCUDA_NONCE_SIZE], ns[VCUDA_NONCE_SIZE];
     vcuda_tenant *claimed;  /* the tenant HELLO named, NULL if none such */
     char claimed_name[VCUDA_TENANT_NAME_MAX + 1]; /* (for the log; "" if not a valid name) */
+    int joined; /* counted among pub.tenant's connections by admit() here (tenant_out) */
     /* authenticated: the worker's */
     pthread_t thread;
     pthread_mutex_t wlock; /* one writer at a time: the worker, or a PROGRESS frame */
     uint8_t pend[64];      /* unsent tail of a PROGRESS frame, sent before anything else */
     size_t npend;
+    /* frame tags (mac.h): the worker alone receives; sending, and with it the send
+     * count, is under wlock, so tags follow the order frames take on the wire */
+    vcuda_session ses;
     int heartbeat_ms, ucx;
     vcuda_buf in, out;
     vcuda_msg req, rep; /* per connection: workers run concurrently */
@@ -72,16 +77,30 @@ typedef struct conn {
     struct conn *next;
 } conn;
 
-struct server {
+struct vcuda_server {
     const vcuda_server_config *cfg;
     const vcuda_tenants *tenants;
     pthread_mutex_t mu; /* the authenticated list */
     conn *authed;
     int nauthed;
+    struct handed *handed; /* sessions handed to other processes (cfg->handoff), still open */
+    int nhanded;
     uint64_t nonces[NONCE_MEMORY];
     unsigned nonce_at;
     source *sources[SOURCE_BUCKETS];
+    struct pollfd *pf; /* vcuda_server_turn's: the caller's fds, then the watched sockets */
+    conn **watch;
+    size_t cap;
 };
+
+/* A session handed over: counted against the caps (in all, per source and among its
+ * tenant's connections) until the handoff reports it ended.  The network loop's only. */
+typedef struct handed {
+    struct handed *next;
+    uint64_t id;
+    source *src;
+    vcuda_tenant *tenant;
+} handed;
 
 /* ---- rate-limited logging ---------------------------------------------------------- */
 
@@ -163,23 +182,68 @@ static source *source_of(server *s, const char *peer)
     return *pp;
 }
 
-/* A connection no longer counted against its address (forgotten once it has none). */
-static void source_leave(server *s, conn *c)
+/* One connection fewer counted against an address (a session, or one not yet
+ * authenticated); the address is forgotten once it has none. */
+static void source_put(server *s, source *src, int session)
 {
-    source *src = c->src;
-    if (!src) return;
-    if (c->state == AUTHED) --src->nauthed;
+    if (session) --src->nauthed;
     else --src->npre;
-    c->src = NULL;
     if (src->npre || src->nauthed) return;
     source **pp = source_slot(s, src->name);
     *pp = src->next;
     free(src);
 }
 
+static void source_leave(server *s, conn *c)
+{
+    if (c->src) source_put(s, c->src, c->state == AUTHED);
+    c->src = NULL;
+}
+
+/* The connection no longer counted among its tenant's (if admit() counted it). */
+static void tenant_out(conn *c)
+{
+    if (c->joined) vcuda_tenant_leave(c->pub.tenant);
+    c->joined = 0;
+}
+
+/* c, about to be handed over, counted as a session (of its address too, and of its
+ * tenant: the count admit() took moves here) until handed_end.  0, or -1 out of memory. */
+static int handed_add(server *s, conn *c)
+{
+    handed *h = malloc(sizeof *h);
+    if (!h) return -1;
+    h->id = c->pub.id, h->src = c->src, ++c->src->nauthed;
+    h->tenant = c->joined ? c->pub.tenant : NULL, c->joined = 0;
+    h->next = s->handed, s->handed = h;
+    pthread_mutex_lock(&s->mu); /* (admit reads the count with nauthed) */
+    ++s->nhanded;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* The handoff's report: the session of connection `id` is over. */
+static void handed_end(void *arg, uint64_t id)
+{
+    server *s = arg;
+    for (handed **pp = &s->handed; *pp; pp = &(*pp)->next) {
+        handed *h = *pp;
+        if (h->id != id) continue;
+        *pp = h->next;
+        pthread_mutex_lock(&s->mu);
+        --s->nhanded;
+        pthread_mutex_unlock(&s->mu);
+        source_put(s, h->src, 1);
+        if (h->tenant) vcuda_tenant_leave(h->tenant);
+        free(h);
+        return;
+    }
+}
+
 static void free_conn(conn *c)
 {
     source_leave(c->srv, c);
+    tenant_out(c); /* (admitted, then never served: a failed reply or start) */
     if (c->pub.fd >= 0) vcuda_close(c->pub.fd);
     vcuda_buf_free(&c->in);
     vcuda_buf_free(&c->out);
@@ -208,7 +272,7 @@ static int send_reply(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
         s = vcuda_write_all(c->pub.fd, c->pend, c->npend, cfg->frame_timeout_ms, why);
         c->npend = 0;
     }
-    if (!s) s = vcuda_send_frame(c->pub.fd, r, &c->out, cfg->frame_timeout_ms, why);
+    if (!s) s = vcuda_send_frame(c->pub.fd, &c->ses, r, &c->out, cfg->frame_timeout_ms, why);
     atomic_store(&c->last_sent, vcuda_now_ms());
     pthread_mutex_unlock(&c->wlock);
     if (s == VCUDA_NET_PROTO) {
@@ -232,26 +296,26 @@ int vcuda_send_more(vcuda_conn *pub, const vcuda_msg *req, vcuda_msg *r, char *w
 }
 
 /* Network loop side: a PROGRESS frame for a connection whose worker has been busy for
- * a heartbeat interval.  Never waits: if the socket has no room, the client is not
- * reading anyway; a partial frame is finished by the next writer. */
+ * a heartbeat interval.  Never waits: what the socket does not take now stays in pend,
+ * sent by the next heartbeat or before the worker's next frame (a tagged frame is never
+ * dropped: its sequence number is spent), and no new PROGRESS is made while one waits. */
 static void heartbeat(conn *c, int64_t now)
 {
     if (pthread_mutex_trylock(&c->wlock)) return; /* the worker is writing: data flows */
     if (c->pub.fd >= 0 && c->npend == 0) {
         vcuda_msg m;
-        uint8_t f[64];
-        size_t n = 0;
         memset(&m, 0, sizeof m);
         m.hdr.opcode = VCUDA_OP_PROGRESS;
         m.hdr.flags = VCUDA_FLAG_REPLY;
         m.hdr.request_id = (uint64_t)atomic_load(&c->busy_id);
         m.v[0] = (uint64_t)(now - atomic_load(&c->busy_since)), m.nv = 1;
-        if (vcuda_encode(&m, f, sizeof f, &n, NULL) == VCUDA_OK) {
-            ssize_t w = send(c->pub.fd, f, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-            if (w > 0) {
-                if ((size_t)w < n) memcpy(c->pend, f + w, n - (size_t)w), c->npend = n - (size_t)w;
-                atomic_store(&c->last_sent, now);
-            }
+        if (vcuda_encode_sealed(&c->ses, &m, c->pend, sizeof c->pend, &c->npend, NULL) != VCUDA_OK) c->npend = 0;
+    }
+    if (c->pub.fd >= 0 && c->npend) {
+        ssize_t w = send(c->pub.fd, c->pend, c->npend, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            memmove(c->pend, c->pend + w, c->npend - (size_t)w), c->npend -= (size_t)w;
+            atomic_store(&c->last_sent, now);
         }
     }
     pthread_mutex_unlock(&c->wlock);
@@ -259,18 +323,19 @@ static void heartbeat(conn *c, int64_t now)
 
 /* ---- the worker: one authenticated client ----------------------------------------- */
 
-/* Reads exactly n bytes into p; *got counts the frame's bytes so far (for messages).
- * dl < 0: waiting for the next request, no deadline but the idle timeout (if any); the
- * stop flag is checked 5x a second.  0, or -1 (why set). */
-static int read_exact(conn *c, uint8_t *p, size_t n, size_t *got, int64_t dl, char *why)
+/* Reads at least n and at most cap bytes into p (cap > n only where the frame is known
+ * to be that long); *got counts the frame's bytes so far (for messages, and what was
+ * read).  dl < 0: waiting for the next request, no deadline but the idle timeout (if
+ * any); the stop flag is checked 5x a second.  0, or -1 (why set). */
+static int read_exact(conn *c, uint8_t *p, size_t n, size_t cap, size_t *got, int64_t dl, char *why)
 {
     const vcuda_server_config *cfg = c->cfg;
     int64_t spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000, idle_since = vcuda_now_ms();
     int64_t idle_end = dl < 0 && cfg->idle_timeout_ms > 0 ? idle_since + cfg->idle_timeout_ms : -1;
-    while (n) {
-        ssize_t r = vcuda_recv_some(c->pub.fd, p, n);
+    for (size_t have = 0; have < n;) {
+        ssize_t r = vcuda_recv_some(c->pub.fd, p + have, cap - have);
         if (r > 0) {
-            p += r, n -= (size_t)r, *got += (size_t)r;
+            have += (size_t)r, *got += (size_t)r;
             continue;
         }
         if (r == 0) {
@@ -376,9 +441,14 @@ static void *worker_main(void *arg)
             sched_yield();
             served = 0;
         }
-        if (read_exact(c, c->hdr, 1, &got, -1, why)) break;
+        /* the header, and up to a tag's size more: every frame now has at least that many
+         * bytes after its header, so they are the frame's own even before the header is
+         * checked, and a whole small request comes in one recv */
+        const size_t hmax = VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE;
+        if (read_exact(c, c->hdr, 1, hmax, &got, -1, why)) break;
         int64_t dl = vcuda_now_ms() + cfg->frame_timeout_ms;
-        if (read_exact(c, c->hdr + 1, VCUDA_HEADER_SIZE - 1, &got, dl, why)) break;
+        if (got < VCUDA_HEADER_SIZE && read_exact(c, c->hdr + got, VCUDA_HEADER_SIZE - got, hmax - got, &got, dl, why))
+            break;
         if (vcuda_decode_header(c->hdr, VCUDA_HEADER_SIZE, &c->h, why)) break;
         /* nothing is allocated or read on a length not yet checked */
         uint32_t max = cfg->max_frame ? cfg->max_frame : VCUDA_MAX_PAYLOAD;
@@ -387,11 +457,32 @@ static void *worker_main(void *arg)
                      vcuda_opcode_name(c->h.opcode), c->h.payload_len, max);
             break;
         }
-        if (vcuda_buf_reserve(&c->in, c->h.payload_len ? c->h.payload_len : 1)) {
+        /* the payload and its tag after it, in one read */
+        if (vcuda_buf_reserve(&c->in, (size_t)c->h.payload_len + VCUDA_TAG_SIZE)) {
             snprintf(why, VCUDA_WHY_LEN, "no memory for a %u-byte payload", c->h.payload_len);
             break;
         }
-        if (read_exact(c, c->in.data, c->h.payload_len, &got, dl, why)) break;
+        /* what came with the header first, then the rest; the payload goes to the tag a
+         * portion at a time as it arrives (mac.h), the last portion with the tag */
+        size_t n = c->h.payload_len, have = got - VCUDA_HEADER_SIZE, total = n + VCUDA_TAG_SIZE;
+        size_t fed = have < n ? have : n;
+        vcuda_aead mac;
+        memcpy(c->in.data, c->hdr + VCUDA_HEADER_SIZE, have);
+        vcuda_session_begin(&c->ses, 0, &mac);
+        vcuda_aead_aad(&mac, c->hdr, VCUDA_HEADER_SIZE);
+        vcuda_aead_aad(&mac, c->in.data, fed);
+        int failed = 0;
+        while (have < total && !failed) {
+            size_t k = n - fed > VCUDA_MAC_PORTION ? VCUDA_MAC_PORTION : total - have;
+            failed = read_exact(c, c->in.data + have, k, k, &got, dl, why);
+            have += k;
+            size_t upto = have < n ? have : n;
+            vcuda_aead_aad(&mac, c->in.data + fed, upto - fed);
+            fed = upto;
+        }
+        if (failed) break;
+        /* injected, replayed, reordered, dropped or altered: refused before it is decoded */
+        if (!vcuda_session_open_end(&c->ses, &mac, c->in.data + n, why)) break;
         if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) break;
         /* a client that has closed its side does not see the effects of what it queued:
          * a pipelined batch still in the socket after it left is not run */
@@ -404,7 +495,7 @@ static void *worker_main(void *arg)
     }
 out:
     if (h->disconnect) h->disconnect(h->ctx, &c->pub);
-    vcuda_tenant_leave(c->pub.tenant); /* (its memory went with the handler's disconnect) */
+    tenant_out(c); /* (its memory went with the handler's disconnect) */
     vcuda_log_limited(cfg->log_prefix, "peer %s: closed: %s", c->pub.peer, why);
     pthread_mutex_lock(&c->wlock);
     vcuda_close(c->pub.fd);
@@ -437,42 +528,47 @@ static int nonce_seen(server *s, const uint8_t *nc)
 static int send_small(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
 {
     fill_reply(req, r);
-    return vcuda_send_frame(c->pub.fd, r, &c->out, 100, why) ? -1 : 0;
+    return vcuda_send_frame(c->pub.fd, NULL, r, &c->out, 100, why) ? -1 : 0; /* untagged */
 }
 
 static int start_worker(server *s, conn *c, char *why);
 
 /* Whether a client that proved its tenant's secret gets a session now: the one place
- * that decides, in this order: the server's limit on clients (max_conns), its cap per
- * source address (max_per_source), and the tenant's limit on its connections at once
- * (its MAX_CONNS).  0 with the connection counted in its tenant (c->pub.tenant set; the
- * worker's end, or a failed reply or start, counts it out), or -1 with the message for
- * the client in msg (ADMIT_MSG bytes), its CUDA error code in *code and the log reason
- * in why. */
-#define ADMIT_MSG 160
+ * that decides, whichever process will serve it (the sessions handed to other processes
+ * count, in all, per source and per tenant), in this order: the server's limit on
+ * clients (max_conns), its cap per source address (max_per_source), the tenant's limit
+ * on its connections at once (its MAX_CONNS), and whether the handoff can take the
+ * tenant (a serving process for it: the tenant processes' cap).  0 with the connection
+ * counted among its tenant's (c->pub.tenant set, c->joined: tenant_out counts it out),
+ * or -1 with the message for the client in msg (VCUDA_WHY_LEN bytes), its CUDA error
+ * code in *code and the log reason in why. */
 static int admit(server *s, conn *c, char *msg, int *code, char *why)
 {
     const vcuda_server_config *cfg = s->cfg;
     vcuda_tenant *t = c->claimed;
     int max = cfg->max_conns > 0 ? cfg->max_conns : 256;
     pthread_mutex_lock(&s->mu);
-    int n = s->nauthed;
+    int n = s->nauthed + s->nhanded;
     pthread_mutex_unlock(&s->mu);
     *code = 2; /* cudaErrorMemoryAllocation: out of a resource */
     if (n >= max) {
-        snprintf(msg, ADMIT_MSG, "vcuda: server full: client limit reached");
+        snprintf(msg, VCUDA_WHY_LEN, "vcuda: server full: client limit reached");
         return snprintf(why, VCUDA_WHY_LEN, "client limit %d reached", max), -1;
     }
     if (cfg->max_per_source > 0 && c->src->nauthed >= cfg->max_per_source) {
-        snprintf(msg, ADMIT_MSG, "vcuda: server: too many connections from %s", c->src->name);
+        snprintf(msg, VCUDA_WHY_LEN, "vcuda: server: too many connections from %s", c->src->name);
         return snprintf(why, VCUDA_WHY_LEN, "%s already has %d sessions (the per-source cap)", c->src->name,
                         c->src->nauthed), -1;
     }
-    if (vcuda_tenant_join(t)) { /* (last: it counts the connection in) */
-        snprintf(msg, ADMIT_MSG, "vcuda: tenant %s: connection limit %u reached", t->name, t->max_conns);
+    if (vcuda_tenant_join(t)) {
+        snprintf(msg, VCUDA_WHY_LEN, "vcuda: tenant %s: connection limit %u reached", t->name, t->max_conns);
         return snprintf(why, VCUDA_WHY_LEN, "tenant %s: connection limit %u reached", t->name, t->max_conns), -1;
     }
-    c->pub.tenant = t;
+    if (cfg->handoff && cfg->handoff->room(cfg->handoff->ctx, t->name, msg)) {
+        vcuda_tenant_leave(t);
+        return snprintf(why, VCUDA_WHY_LEN, "refused: %.*s", VCUDA_WHY_LEN - 10, msg), -1;
+    }
+    c->pub.tenant = t, c->joined = 1;
     return 0;
 }
 
@@ -522,30 +618,48 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
         return snprintf(why, VCUDA_WHY_LEN, "authentication failed (tenant %s: wrong proof: wrong secret or "
                         "replayed AUTH)", t->name), -1;
     }
-    char refusal[ADMIT_MSG];
+    char refusal[VCUDA_WHY_LEN], ignore[VCUDA_WHY_LEN];
     int code;
     if (admit(s, c, refusal, &code, why)) {
-        char ignore[VCUDA_WHY_LEN];
         vcuda_reply_error(&r, code, refusal);
         send_small(c, m, &r, ignore);
         return -1;
     }
+    uint64_t hb = m->v[0];
+    /* every later frame either way is tagged, under the values both AUTH frames carried
+     * and the secret the proofs were made with, the tenant's (the reply below is not:
+     * the session's first frame is the client's next request) */
+    vcuda_session_start(&c->ses, 1, t->secret, t->secret_len, c->nc, c->ns, (uint32_t)hb, (uint32_t)cfg->device,
+                        c->pub.peer);
+    c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
+    if (cfg->handoff) { /* to the tenant's serving process, before the reply (see server_loop.h) */
+        int rc = handed_add(s, c);
+        if (rc) snprintf(refusal, sizeof refusal, "vcuda: server: out of memory");
+        else if ((rc = cfg->handoff->hand(cfg->handoff->ctx, &c->pub, c->heartbeat_ms, &c->ses, refusal)))
+            handed_end(s, c->pub.id);
+        if (rc) {
+            vcuda_reply_error(&r, 2 /* cudaErrorMemoryAllocation */, refusal);
+            send_small(c, m, &r, ignore);
+            return snprintf(why, VCUDA_WHY_LEN, "refused: %.*s", VCUDA_WHY_LEN - 10, refusal), -1;
+        }
+    }
     vcuda_auth_proof(t->secret, t->secret_len, 1, c->nc, c->ns, mine);
     r.blob = mine, r.blob_len = sizeof mine;
     r.v[0] = (uint64_t)cfg->device, r.nv = 1;
-    uint64_t hb = m->v[0];
-    c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
     if (send_small(c, m, &r, why)) {
-        vcuda_tenant_leave(c->pub.tenant); /* admitted, never served */
-        return -1;
+        if (!cfg->handoff) return -1; /* (dropped: free_conn counts it out of its tenant) */
+        /* its serving process finds the connection broken and ends the session */
+        vcuda_log_limited(cfg->log_prefix, "peer %s: AUTH reply failed: %s", c->pub.peer, why);
+        free_conn(c);
+        return 1;
     }
     vcuda_log_limited(cfg->log_prefix, "peer %s: authenticated (connection %llu, tenant %s)", c->pub.peer,
                       (unsigned long long)c->pub.id, t->name);
-    if (start_worker(s, c, why)) {
-        vcuda_tenant_leave(c->pub.tenant);
-        return -1;
+    if (cfg->handoff) { /* the loop's copy of the socket goes; the serving process has its own */
+        free_conn(c);
+        return 1;
     }
-    return 1;
+    return start_worker(s, c, why) ? -1 : 1;
 }
 
 static int start_worker(server *s, conn *c, char *why)
@@ -711,40 +825,121 @@ static void drop_at(server *s, conn **pre, int *npre, int v, const char *why)
     --*npre;
 }
 
+vcuda_server *vcuda_server_new(const vcuda_server_config *cfg)
+{
+    server *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->cfg = cfg;
+    pthread_mutex_init(&s->mu, NULL);
+    return s;
+}
+
+int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *from, int heartbeat_ms, const vcuda_session *ses,
+                       char *why)
+{
+    conn *c = calloc(1, sizeof *c);
+    source *src = c ? source_of(s, from->peer) : NULL;
+    if (!src) {
+        free(c);
+        vcuda_close(from->fd);
+        return snprintf(why, VCUDA_WHY_LEN, "no memory for a connection"), -1;
+    }
+    c->src = src, ++src->npre; /* (start_worker counts it as a session) */
+    c->pub.fd = from->fd;
+    c->pub.id = from->id;
+    memcpy(c->pub.peer, from->peer, sizeof c->pub.peer);
+    c->pub.peer[sizeof c->pub.peer - 1] = 0;
+    c->pub.tenant = from->tenant; /* (counted by the process that admitted it: not joined here) */
+    c->cfg = s->cfg, c->srv = s;
+    c->ucx = vcuda_ucx_is(from->fd);
+    c->heartbeat_ms = heartbeat_ms;
+    c->ses = *ses;
+    if (start_worker(s, c, why)) {
+        free_conn(c);
+        return -1;
+    }
+    return 0;
+}
+
+int vcuda_server_turn(vcuda_server *s, struct pollfd *fds, int n, int cap_ms, const sigset_t *sigmask)
+{
+    int wait = heartbeats(s, cap_ms);
+    if (wait > cap_ms) wait = cap_ms < 0 ? 0 : cap_ms;
+    /* one wait for the caller's fds and the sessions' sockets (after them) */
+    int nw = 0;
+    pthread_mutex_lock(&s->mu);
+    size_t need = (size_t)n + (size_t)s->nauthed;
+    if (need > s->cap) {
+        size_t cap = need < 32 ? 64 : 2 * need;
+        struct pollfd *pf = realloc(s->pf, cap * sizeof *pf);
+        if (pf) s->pf = pf;
+        conn **w = pf ? realloc(s->watch, cap * sizeof *w) : NULL;
+        if (w) s->watch = w, s->cap = cap; /* (else fewer are watched this turn) */
+    }
+    struct pollfd *pf = (size_t)n <= s->cap ? s->pf : fds;
+    if (pf != fds) {
+        memcpy(pf, fds, (size_t)n * sizeof *fds);
+        for (conn *c = s->authed; c && (size_t)(n + nw) < s->cap; c = c->next)
+            if (!c->ucx && !atomic_load(&c->done) && !atomic_load(&c->gone)) {
+                pf[n + nw] = (struct pollfd){.fd = c->wfd, .events = POLLRDHUP};
+                s->watch[nw++] = c;
+            }
+    }
+    pthread_mutex_unlock(&s->mu);
+    struct timespec ts = {wait / 1000, (long)(wait % 1000) * 1000000L};
+    int r = ppoll(pf, (nfds_t)(n + nw), &ts, sigmask), err = errno, ready = 0;
+    for (int i = 0; i < n; ++i) {
+        if (pf != fds) fds[i].revents = pf[i].revents;
+        ready += r > 0 && fds[i].revents;
+    }
+    if (r > 0) mark_gone(s->watch, pf + n, nw); /* (only this thread frees connections) */
+    reap(s, 0); /* a session that ended frees its slot before the caller admits anyone */
+    log_tick(0);
+    if (r < 0) return errno = err, -1;
+    return ready;
+}
+
+void vcuda_server_end(vcuda_server *s)
+{
+    reap(s, 1);
+    while (s->handed) handed_end(s, s->handed->id);
+    log_tick(1);
+    pthread_mutex_destroy(&s->mu);
+    free(s->pf), free(s->watch), free(s);
+}
+
 int vcuda_server_run(const vcuda_server_config *cfg)
 {
     int maxpre = cfg->max_preauth > 0 ? cfg->max_preauth : 128, npre = 0;
-    int maxauth = cfg->max_conns > 0 ? cfg->max_conns : 256;
     int share = maxpre / 4 > 2 ? maxpre / 4 : 2; /* of the pre-auth slots, per address */
-    size_t nfds = (size_t)maxpre + 1 + (size_t)maxauth;
-    server *s = calloc(1, sizeof *s);
-    conn **pre = calloc((size_t)maxpre, sizeof *pre), **watch = calloc((size_t)maxauth, sizeof *watch);
-    struct pollfd *pf = calloc(nfds, sizeof *pf);
+    server *s = vcuda_server_new(cfg);
+    conn **pre = calloc((size_t)maxpre, sizeof *pre);
+    struct pollfd *pf = calloc((size_t)maxpre + 1, sizeof *pf);
     char *pending = calloc((size_t)maxpre + 1, 1); /* UCX: ready without poll() saying so */
     uint64_t next_id = 1;
     char why[VCUDA_WHY_LEN];
-    if (!s || !pre || !watch || !pf || !pending) {
+    if (!s || !pre || !pf || !pending) {
         fprintf(stderr, "%s: out of memory\n", cfg->log_prefix);
-        free(s), free(pre), free(watch), free(pf), free(pending);
+        if (s) vcuda_server_end(s);
+        free(pre), free(pf), free(pending);
         return -1;
     }
-    s->cfg = cfg;
     vcuda_tenants single; /* without a table: the token is the secret of "default" */
     memset(&single, 0, sizeof single);
     if (cfg->tenants) s->tenants = cfg->tenants;
     else if (vcuda_tenants_single(&single, cfg->token, cfg->token_len, 0, why) == 0) s->tenants = &single;
     else {
         fprintf(stderr, "%s: %s\n", cfg->log_prefix, why);
-        free(s), free(pre), free(watch), free(pf), free(pending);
+        vcuda_server_end(s);
+        free(pre), free(pf), free(pending);
         return -1;
     }
-    pthread_mutex_init(&s->mu, NULL);
     int listen_ucx = vcuda_ucx_is(cfg->listen_fd);
     /* several accepts per turn: the last one must find the queue empty, not wait */
     if (!listen_ucx) fcntl(cfg->listen_fd, F_SETFL, fcntl(cfg->listen_fd, F_GETFL) | O_NONBLOCK);
     while (!*cfg->stop) {
         int64_t now = vcuda_now_ms();
-        int wait = heartbeats(s, 200); /* re-check *stop at least 5x a second */
+        int wait = 200; /* re-check *stop at least 5x a second */
         pf[0] = (struct pollfd){.fd = cfg->listen_fd, .events = POLLIN};
         pending[0] = (char)vcuda_fd_pending(cfg->listen_fd);
         for (int i = 0; i < npre; ++i) {
@@ -752,25 +947,18 @@ int vcuda_server_run(const vcuda_server_config *cfg)
             pending[i + 1] = (char)vcuda_fd_pending(pre[i]->pub.fd);
             if (pre[i]->deadline - now < wait) wait = pre[i]->deadline - now < 0 ? 0 : (int)(pre[i]->deadline - now);
         }
-        int nwatch = 0; /* after them: the authenticated sockets, for their clients leaving */
-        pthread_mutex_lock(&s->mu);
-        for (conn *c = s->authed; c && nwatch < maxauth; c = c->next)
-            if (!c->ucx && !atomic_load(&c->done) && !atomic_load(&c->gone)) {
-                pf[npre + 1 + nwatch] = (struct pollfd){.fd = c->wfd, .events = POLLRDHUP};
-                watch[nwatch++] = c;
-            }
-        pthread_mutex_unlock(&s->mu);
         for (int i = 0; i <= npre; ++i)
             if (pending[i]) wait = 0;
-        int r = poll(pf, (nfds_t)(npre + 1 + nwatch), wait);
+        int r = vcuda_server_turn(s, pf, npre + 1, wait, NULL);
         for (int i = 0; i <= npre; ++i)
             if (pending[i]) pf[i].revents |= POLLIN, r = r > 0 ? r : 1;
         if (r < 0 && errno != EINTR) {
             fprintf(stderr, "%s: poll: %s\n", cfg->log_prefix, strerror(errno));
             break;
         }
-        if (r > 0) mark_gone(watch, pf + npre + 1, nwatch);
-        reap(s, 0); /* (before any admission: a session that ended frees its slot now) */
+        /* (before any admission, as the sessions served here: those that ended in other
+         * processes free their slots now) */
+        if (cfg->handoff) cfg->handoff->turn(cfg->handoff->ctx, handed_end, s);
         now = vcuda_now_ms();
         /* handshakes first, compacting the array (oldest first stays first) */
         int kept = 0;
@@ -791,7 +979,6 @@ int vcuda_server_run(const vcuda_server_config *cfg)
             else if (rc == 0) pre[kept++] = c;
         }
         npre = kept;
-        log_tick(0);
         /* A process that is stopping (a sticky error: a fresh one takes over the socket)
          * leaves new connections queued for its successor instead of dropping them. */
         if (r > 0 && (pf[0].revents & POLLIN) && !*cfg->stop) {
@@ -838,10 +1025,8 @@ int vcuda_server_run(const vcuda_server_config *cfg)
         }
     }
     for (int i = 0; i < npre; ++i) drop_pre(s, pre[i], "server shutting down");
-    reap(s, 1);
-    log_tick(1);
-    pthread_mutex_destroy(&s->mu);
-    vcuda_tenants_free(&single);
-    free(s), free(pre), free(watch), free(pf), free(pending);
+    vcuda_server_end(s);
+    vcuda_tenants_free(&single); /* (after the sessions that pointed into it) */
+    free(pre), free(pf), free(pending);
     return 0;
 }

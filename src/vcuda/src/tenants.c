@@ -44,6 +44,26 @@ void vcuda_tenants_free(vcuda_tenants *ts)
     memset(ts, 0, sizeof *ts);
 }
 
+int vcuda_tenants_only(vcuda_tenants *ts, const char *name)
+{
+    vcuda_tenant *t = vcuda_tenant_find(ts, (const uint8_t *)name, strlen(name));
+    char keep[VCUDA_TENANT_NAME_MAX + 1];
+    uint64_t quota = t ? t->mem_quota : 0;
+    uint32_t max_conns = t ? t->max_conns : 0;
+    if (t) memcpy(keep, t->name, sizeof keep);
+    for (size_t i = 0; i < ts->n; ++i) {
+        pthread_mutex_destroy(&ts->t[i].mu);
+        memset(&ts->t[i], 0, sizeof ts->t[i]);
+    }
+    memset(ts->nobody, 0, sizeof ts->nobody);
+    ts->n = 0;
+    if (!t) return -1;
+    static const uint8_t none[1];
+    if (tenant_init(&ts->t[0], keep, strlen(keep), none, 0, quota, max_conns)) return -1;
+    ts->n = 1;
+    return 0;
+}
+
 static int start(vcuda_tenants *ts, char *why)
 {
     memset(ts, 0, sizeof *ts);

@@ -3,7 +3,10 @@
  * decoder accepts re-encodes to the identical bytes: the wire format is canonical,
  * so decoder and encoder cannot silently disagree about a field.  A GRAPH_INSTANTIATE or
  * GRAPH_TWIN_ADD_NODE the frame decoder accepts goes on through the graph decoder, and a MEMCPY_3D or
- * TEX_CREATE through the descriptor decoder, the same way. */
+ * TEX_CREATE through the descriptor decoder, the same way.  (The tag after each frame
+ * past the handshake is the transport's, checked before this decoder runs; what the
+ * decoder sees, and so the seed corpus, is unchanged by it.  A client holding the token
+ * can still send any frame it likes, so the decoder is fuzzed on its own.) */
 #include "vcuda/proto.h"
 
 #include <stdlib.h>

@@ -3,15 +3,18 @@
  * port with a test handler (GET_DEVICE_COUNT -> 3), its stderr in a log file the
  * tests read back to check that each rejection was logged with its reason. */
 #define _POSIX_C_SOURCE 200809L
+#include "vcuda/client.h"
 #include "vcuda/server_loop.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,18 +25,37 @@
 static const char TOKEN[] = "s3cret-test-token";
 static char why[VCUDA_WHY_LEN];
 static vcuda_buf buf;
+static vcuda_session sessions[1024]; /* each connection's, by fd */
+#define SES(fd) (&sessions[fd])
 
 /* ---- server in a child process --------------------------------------------------- */
 
 static volatile sig_atomic_t stop_flag;
 static void on_term(int s) { (void)s; stop_flag = 1; }
 
+static uint8_t pattern(uint64_t at) { return (uint8_t)(at * 7 + 1); }
+/* copies through the relay go in chunks of this many bytes: more than a MAC portion, so
+ * a chunk is tagged and checked in pieces (mac.h), and the relay alters a later piece */
+#define RELAY_CHUNK (96u << 10)
+
 static int t_handle(void *ctx, vcuda_conn *c, const vcuda_msg *req, vcuda_msg *r, char *w)
 {
-    (void)ctx, (void)c;
+    (void)ctx;
     if (req->hdr.opcode == VCUDA_OP_GET_DEVICE_COUNT) {
         r->v[0] = 3, r->nv = 1;
         return 0;
+    }
+    if (req->hdr.opcode == VCUDA_OP_MEMCPY_D2H) { /* size bytes of pattern(src + i), RELAY_CHUNK a chunk */
+        static _Thread_local uint8_t chunk[RELAY_CHUNK];
+        uint64_t size = req->v[1], off = 0;
+        for (;;) {
+            uint32_t n = size - off < sizeof chunk ? (uint32_t)(size - off) : (uint32_t)sizeof chunk;
+            for (uint32_t i = 0; i < n; ++i) chunk[i] = pattern(req->v[0] + off + i);
+            r->blob = chunk, r->blob_len = n;
+            if ((off += n) >= size) return 0; /* the last chunk is the reply */
+            if (vcuda_send_more(c, req, r, w)) return -1;
+            memset(r, 0, sizeof *r);
+        }
     }
     if (req->hdr.opcode == VCUDA_OP_DEVICE_RESET) { /* a handler may close, with a reason */
         snprintf(w, VCUDA_WHY_LEN, "test handler closes on DEVICE_RESET");
@@ -138,8 +160,8 @@ static int request(int fd, unsigned op, vcuda_msg *m)
     memset(m, 0, sizeof *m);
     m->hdr.opcode = (uint16_t)op;
     m->hdr.request_id = ++id;
-    if (vcuda_send_frame(fd, m, &buf, TIMEOUT_MS, why)) return -1;
-    vcuda_net_status s = vcuda_recv_frame(fd, m, &buf, 2 * TIMEOUT_MS, why);
+    if (vcuda_send_frame(fd, SES(fd), m, &buf, TIMEOUT_MS, why)) return -1;
+    vcuda_net_status s = vcuda_recv_frame(fd, SES(fd), m, &buf, 2 * TIMEOUT_MS, why);
     if (s) return -(int)s;
     CHECK(m->hdr.request_id == id && m->hdr.opcode == op && (m->hdr.flags & VCUDA_FLAG_REPLY));
     return 0;
@@ -149,7 +171,8 @@ static int connect_hello(uint16_t port)
 {
     int fd = vcuda_connect("127.0.0.1", port, 1000, why);
     CHECK(fd >= 0);
-    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, TIMEOUT_MS, &buf, NULL, why) == 0);
+    CHECK(fd >= 0 && fd < 1024);
+    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, TIMEOUT_MS, &buf, NULL, SES(fd), why) == 0);
     return fd;
 }
 
@@ -215,25 +238,25 @@ static void chunked_requests(void)
     m.blob = data, m.blob_len = sizeof data;
     for (int i = 0; i < 5; ++i) {
         m.hdr.flags = i < 4 ? VCUDA_FLAG_MORE : 0;
-        CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+        CHECK(vcuda_send_frame(fd, SES(fd), &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     }
-    CHECK(vcuda_recv_frame(fd, &r, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK && r.hdr.request_id == 7 &&
+    CHECK(vcuda_recv_frame(fd, SES(fd), &r, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK && r.hdr.request_id == 7 &&
           r.hdr.opcode == VCUDA_OP_SINK && !(r.hdr.flags & (VCUDA_FLAG_ERROR | VCUDA_FLAG_MORE)));
     CHECK(request(fd, VCUDA_OP_PING, &r) == 0); /* exactly one reply: the next one is the PING's */
     memset(&m, 0, sizeof m);
     m.hdr.opcode = VCUDA_OP_GET_DEVICE_COUNT;
     m.hdr.flags = VCUDA_FLAG_MORE;
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_send_frame(fd, SES(fd), &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     expect_closed(fd);
     close(fd);
     fd = connect_hello(s.port); /* only a launch may go unanswered */
     m.hdr.flags = VCUDA_FLAG_NOREPLY;
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_send_frame(fd, SES(fd), &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     expect_closed(fd);
     close(fd);
     fd = connect_hello(s.port); /* only an H2D copy's last chunk may be host-synchronous */
     m.hdr.flags = VCUDA_FLAG_SYNC;
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_send_frame(fd, SES(fd), &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     expect_closed(fd);
     close(fd);
     fd = connect_hello(s.port);
@@ -242,13 +265,13 @@ static void chunked_requests(void)
     m.hdr.request_id = 8;
     m.nv = 2, m.blob = data, m.blob_len = 16;
     m.hdr.flags = VCUDA_FLAG_MORE;
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_send_frame(fd, SES(fd), &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     m.hdr.flags = VCUDA_FLAG_SYNC; /* the last: taken (the test handler answers every copy 801) */
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
-    CHECK(vcuda_recv_frame(fd, &r, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK && r.hdr.request_id == 8 &&
+    CHECK(vcuda_send_frame(fd, SES(fd), &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_recv_frame(fd, SES(fd), &r, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK && r.hdr.request_id == 8 &&
           (r.hdr.flags & VCUDA_FLAG_ERROR) && r.v[0] == 801);
     m.hdr.flags = VCUDA_FLAG_MORE | VCUDA_FLAG_SYNC;
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_send_frame(fd, SES(fd), &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     expect_closed(fd);
     close(fd);
     const char *log = finish(&s);
@@ -263,7 +286,7 @@ static void wrong_token(void)
     server s;
     start(&s);
     int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
-    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)"s3cret-test-tokem", 17, 1000, TIMEOUT_MS, &buf, NULL, why) == -2 &&
+    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)"s3cret-test-tokem", 17, 1000, TIMEOUT_MS, &buf, NULL, NULL, why) == -2 &&
           strstr(why, "authentication failed"));
     expect_closed(fd);
     close(fd);
@@ -280,7 +303,7 @@ static void not_hello_first(void)
     int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
     memset(&m, 0, sizeof m);
     m.hdr.opcode = VCUDA_OP_GET_DEVICE_COUNT;
-    CHECK(vcuda_send_frame(fd, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
+    CHECK(vcuda_send_frame(fd, NULL, &m, &buf, TIMEOUT_MS, why) == VCUDA_NET_OK);
     expect_closed(fd);
     close(fd);
     CHECK(strstr(finish(&s), "closed: first frame is GET_DEVICE_COUNT, not HELLO"));
@@ -353,6 +376,184 @@ static void hostile_and_good(void)
     const char *log = finish(&s);
     CHECK(strstr(log, "stalled mid-frame after 10 bytes"));
     CHECK(strstr(log, "is not a vcuda frame"));
+}
+
+/* ---- a relay on the path ---------------------------------------------------------- *
+ * A proxy thread between the client core and the server that forwards frame by frame
+ * (it knows where each ends: the header's length, and the tag on every frame after each
+ * side's first two, HELLO and AUTH) and tampers with one of them.  Frames are counted
+ * per direction from the first tagged one: the client sends PING (0, the start-up
+ * check), GET_DEVICE_COUNT (1), three SINK chunks (2-4), MEMCPY_D2H (5), PING (6); the
+ * server answers PING (0), GET_DEVICE_COUNT (1), SINK (2), three D2H chunks (3-5), PING (6). */
+
+enum { PASS, INJECT, REPLAY, FLIP, DROP, REORDER, REPLY_FLIP, REPLY_REPLAY, REPLY_INJECT, AUTH_FIELD };
+static const char *const relay_modes[] = {"pass",       "inject",       "replay",       "flip",        "drop", "reorder",
+                                          "reply_flip", "reply_replay", "reply_inject", "auth_field"};
+
+typedef struct {
+    int lfd, mode, acted;
+    uint16_t port, to;
+} relay_t;
+
+#define RELAY_FRAME (VCUDA_HEADER_SIZE + 64 + RELAY_CHUNK + VCUDA_TAG_SIZE)
+
+/* One frame from fd into f; its size, or 0 at EOF or error. */
+static size_t relay_read(int fd, uint8_t *f, int tagged)
+{
+    char w[VCUDA_WHY_LEN];
+    if (vcuda_read_all(fd, f, VCUDA_HEADER_SIZE, 5000, w)) return 0;
+    size_t len = (size_t)f[20] | (size_t)f[21] << 8 | (size_t)f[22] << 16 | (size_t)f[23] << 24;
+    size_t n = VCUDA_HEADER_SIZE + len + (tagged ? VCUDA_TAG_SIZE : 0);
+    if (n > RELAY_FRAME || vcuda_read_all(fd, f + VCUDA_HEADER_SIZE, n - VCUDA_HEADER_SIZE, 5000, w)) return 0;
+    return n;
+}
+
+/* A well-formed frame with a made-up tag: what someone on the path without the key sends. */
+static size_t forged(uint8_t *f, unsigned op, uint32_t flags, uint64_t id, uint64_t value, unsigned nv)
+{
+    vcuda_msg m;
+    size_t n = 0;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = (uint16_t)op, m.hdr.flags = flags, m.hdr.request_id = id;
+    m.v[0] = value, m.nv = nv;
+    CHECK(vcuda_encode(&m, f, RELAY_FRAME, &n, why) == VCUDA_OK);
+    memset(f + n, 0xa5, VCUDA_TAG_SIZE);
+    return n + VCUDA_TAG_SIZE;
+}
+
+static void *relay_main(void *arg)
+{
+    relay_t *r = arg;
+    static uint8_t f[RELAY_FRAME], kept[RELAY_FRAME], extra[RELAY_FRAME];
+    size_t kept_n = 0;
+    char w[VCUDA_WHY_LEN];
+    int fd[2] = {-1, -1}; /* the client's side, the server's */
+    unsigned count[2] = {0, 0};
+    struct pollfd lp = {.fd = r->lfd, .events = POLLIN};
+    if (poll(&lp, 1, 5000) <= 0 || (fd[0] = accept(r->lfd, NULL, NULL)) < 0) return NULL;
+    if ((fd[1] = vcuda_connect("127.0.0.1", r->to, 1000, w)) < 0) goto out;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = fd[0], .events = POLLIN}, {.fd = fd[1], .events = POLLIN}};
+        if (poll(p, 2, 5000) <= 0) break;
+        int d = p[0].revents ? 0 : 1, to = fd[!d];
+        size_t n = relay_read(fd[d], f, count[d] >= 2);
+        if (!n) break;
+        long t = (long)count[d]++ - 2; /* the tagged frame's number in its direction */
+        int m = r->mode, send_it = 1;
+        size_t en = 0; /* bytes of `extra` to send before it */
+        if (d == 0 && m == INJECT && t == 1)
+            en = forged(extra, VCUDA_OP_MALLOC, 0, 77, 1u << 20, 1), r->acted = 1;
+        if (d == 1 && m == REPLY_INJECT && t == 1) { /* a reply the client would take: 7 devices */
+            uint64_t id = 0;
+            for (int i = 7; i >= 0; --i) id = id << 8 | f[12 + i]; /* the real reply's request id */
+            en = forged(extra, VCUDA_OP_GET_DEVICE_COUNT, VCUDA_FLAG_REPLY, id, 7, 1), r->acted = 1;
+        }
+        if (en && vcuda_write_all(to, extra, en, 1000, w)) break;
+        if ((d == 0 && (m == REPLAY || m == REORDER) && t == (m == REPLAY ? 0 : 3)) ||
+            (d == 1 && m == REPLY_REPLAY && t == 3))
+            memcpy(kept, f, n), kept_n = n, send_it = m != REORDER;
+        if ((d == 0 && m == FLIP && t == 3) || (d == 1 && m == REPLY_FLIP && t == 4))
+            f[VCUDA_HEADER_SIZE + 4 + 80000] ^= 0x10, r->acted = 1; /* a bit of the copied data */
+        if (d == 0 && m == DROP && t == 3) send_it = 0, r->acted = 1;
+        if (d == 0 && m == AUTH_FIELD && t == -1) /* AUTH's heartbeat_ms (after the 4 + 32-byte proof) */
+            f[VCUDA_HEADER_SIZE + 36] ^= 1, r->acted = 1;
+        if (d == 1 && m == REPLY_REPLAY && t == 4) /* chunk 1 again for chunk 2: same id, flags, length */
+            memcpy(f, kept, kept_n), n = kept_n, r->acted = 1;
+        if (send_it && vcuda_write_all(to, f, n, 1000, w)) break;
+        if (d == 0 && ((m == REPLAY && t == 1) || (m == REORDER && t == 4))) {
+            if (vcuda_write_all(to, kept, kept_n, 1000, w)) break;
+            r->acted = 1;
+        }
+    }
+out:
+    for (int i = 0; i < 2; ++i)
+        if (fd[i] >= 0) close(fd[i]);
+    return NULL;
+}
+
+/* The client core through the relay; the expectations of each mode. */
+static void relay_case(int mode)
+{
+    server s;
+    start(&s);
+    relay_t r = {.mode = mode, .to = s.port};
+    r.lfd = vcuda_listen(NULL, 0, &r.port, why);
+    CHECK(r.lfd >= 0);
+    pthread_t t;
+    pthread_create(&t, NULL, relay_main, &r);
+    char servers[64];
+    snprintf(servers, sizeof servers, "127.0.0.1:%u", (unsigned)r.port);
+    setenv("VCUDA_SERVERS", servers, 1);
+    setenv("VCUDA_TOKEN", TOKEN, 1);
+    setenv("VCUDA_TIMEOUT_MS", "2000", 1);
+    unsetenv("VCUDA_KEEPALIVE_MS");
+    CHECK(vcuda_client_open(why) == 0);
+    if (mode == AUTH_FIELD) {
+        /* the proofs hold (they cover the nonces), but the two sides derived different
+         * keys: the first tagged frame, the start-up PING, is refused, the device dropped */
+        CHECK(vcuda_client_device_count() == 0);
+        vcuda_client_close();
+        pthread_join(t, NULL);
+        close(r.lfd);
+        poll(NULL, 0, 100);
+        const char *log = finish(&s);
+        CHECK(r.acted && strstr(log, "authenticated") && strstr(log, "frame 0 from 127.0.0.1:") &&
+              strstr(log, "bad authentication tag"));
+        return;
+    }
+    CHECK(vcuda_client_device_count() == 1);
+    static uint8_t data[3 * RELAY_CHUNK], back[3 * RELAY_CHUNK];
+    static char w[4][VCUDA_WHY_LEN];
+    vcuda_client_status st[4];
+    vcuda_msg m, rep;
+    for (size_t i = 0; i < sizeof data; ++i) data[i] = (uint8_t)(i * 13);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_GET_DEVICE_COUNT;
+    st[0] = vcuda_client_call(0, &m, &rep, 0, w[0]);
+    int count_ok = st[0] == VCUDA_CLIENT_OK && rep.v[0] == 3;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_SINK;
+    st[1] = vcuda_client_send_chunks(0, &m, 0, data, sizeof data, RELAY_CHUNK, &rep, w[1]);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_MEMCPY_D2H;
+    m.v[0] = 5000, m.v[1] = sizeof back, m.v[2] = 0, m.nv = 3;
+    st[2] = vcuda_client_recv_chunks(0, &m, back, sizeof back, &rep, w[2]);
+    int data_ok = 1;
+    for (size_t i = 0; i < sizeof back; ++i) data_ok &= back[i] == pattern(5000 + i);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_PING;
+    st[3] = vcuda_client_call(0, &m, &rep, 0, w[3]);
+    vcuda_client_close();
+    pthread_join(t, NULL);
+    close(r.lfd);
+    for (int i = 0; i < 4; ++i)
+        printf("%s: call %d: %s%s%s\n", relay_modes[mode], i, vcuda_client_status_name(st[i]), st[i] ? ": " : "",
+               st[i] ? w[i] : "");
+    poll(NULL, 0, 100); /* the server logs the close */
+    const char *log = finish(&s);
+    const char *reason = "bad authentication tag (injected, replayed or corrupted)";
+    /* the first call that fails, and the frame its refusal names */
+    static const struct { int fails; const char *frame; int at_server; } want[] = {
+        [PASS] = {4, NULL, 0},          [INJECT] = {0, "frame 1 from 127.0.0.1:", 1},
+        [REPLAY] = {1, "frame 2 from 127.0.0.1:", 1}, [FLIP] = {1, "frame 3 from 127.0.0.1:", 1},
+        [DROP] = {1, "frame 3 from 127.0.0.1:", 1},   [REORDER] = {1, "frame 3 from 127.0.0.1:", 1},
+        [REPLY_FLIP] = {2, "frame 4 from 127.0.0.1:", 0}, [REPLY_REPLAY] = {2, "frame 4 from 127.0.0.1:", 0},
+        [REPLY_INJECT] = {0, "frame 1 from 127.0.0.1:", 0}};
+    int k = want[mode].fails;
+    for (int i = 0; i < 4; ++i) CHECK(i < k ? st[i] == VCUDA_CLIENT_OK : st[i] == VCUDA_CLIENT_UNAVAILABLE);
+    if (k > 0) CHECK(count_ok); /* never the forged count */
+    if (k > 2) CHECK(data_ok);
+    if (mode == PASS) {
+        CHECK(!strstr(log, "bad authentication tag"));
+        return;
+    }
+    CHECK(r.acted);
+    if (want[mode].at_server) { /* the server refused it and said why */
+        CHECK(strstr(log, want[mode].frame) && strstr(log, reason));
+    } else { /* the client refused it, and reports a lost server as for any broken one */
+        CHECK(strstr(w[k], want[mode].frame) && strstr(w[k], reason));
+        CHECK(!strstr(log, reason));
+    }
 }
 
 static void unreachable(void)
@@ -463,6 +664,13 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "truncated")) truncated();
     else if (!strcmp(c, "hostile_and_good")) hostile_and_good();
     else if (!strcmp(c, "unreachable")) unreachable();
+    else if (!strncmp(c, "relay_", 6)) {
+        int mode = -1;
+        for (int i = 0; i < (int)(sizeof relay_modes / sizeof *relay_modes); ++i)
+            if (!strcmp(c + 6, relay_modes[i])) mode = i;
+        if (mode < 0) return fprintf(stderr, "unknown case %s\n", c), 2;
+        relay_case(mode);
+    }
     else return fprintf(stderr, "unknown case %s\n", c), 2;
     vcuda_buf_free(&buf);
     return failures ? 1 : 0;

@@ -1,6 +1,7 @@
 /* CPU-only tests of the vcuda wire protocol: one binary, one CTest per case
  * (`vcuda_proto_test CASE`), plus `write_corpus DIR` for the fuzzer's seed corpus. */
 #define _POSIX_C_SOURCE 200809L
+#include "vcuda/mac.h"
 #include "vcuda/proto.h"
 #include "vcuda/sha256.h"
 
@@ -351,6 +352,264 @@ static void sha256(void)
     }
 }
 
+/* ---- frame authentication (mac.h) -------------------------------------------------- */
+
+/* hex -> bytes (n: capacity); the byte count. */
+static size_t unhex(const char *hex, uint8_t *out, size_t n)
+{
+    size_t k = 0;
+    for (; hex[0] && hex[1] && k < n; hex += 2) {
+        unsigned v;
+        if (sscanf(hex, "%2x", &v) != 1) break;
+        out[k++] = (uint8_t)v;
+    }
+    return k;
+}
+
+static int same_hex(const uint8_t *got, size_t n, const char *want, const char *what)
+{
+    uint8_t w[256];
+    size_t wn = unhex(want, w, sizeof w);
+    if (wn == n && !memcmp(got, w, n)) return 1;
+    fprintf(stderr, "%s: got ", what);
+    for (size_t i = 0; i < n; ++i) fprintf(stderr, "%02x", got[i]);
+    fprintf(stderr, "\n%s: want %s\n", what, want);
+    return 0;
+}
+
+static void poly_once(const uint8_t *key, const uint8_t *m, size_t n, uint8_t tag[16])
+{
+    vcuda_poly1305 p;
+    vcuda_poly1305_init(&p, key);
+    vcuda_poly1305_update(&p, m, n);
+    vcuda_poly1305_final(&p, tag);
+}
+
+/* RFC 8439's test vectors: ChaCha20's block function (2.3.2), Poly1305 (2.5.2 and the
+ * edge cases of appendix A.3 that reach the final reduction's corners: #5 to #11), the
+ * one-time key generation (2.6.2) and the AEAD construction (2.8.2, tag from the RFC's
+ * ciphertext and additional data). */
+static void mac_vectors(void)
+{
+    uint8_t key[32], nonce[12], out[64], m[256], tag[16];
+    for (int i = 0; i < 32; ++i) key[i] = (uint8_t)i;
+    unhex("000000090000004a00000000", nonce, 12);
+    vcuda_chacha20_block(key, 1, nonce, out);
+    CHECK(same_hex(out, 64,
+                   "10f1e7e4d13b5915500fdd1fa32071c4c7d1f4c733c068030422aa9ac3d46c4e"
+                   "d2826446079faa0914c2d705d98b02a2b5129cd1de164eb9cbd083e8a2503c4e", "2.3.2 chacha20 block"));
+
+    unhex("85d6be7857556d337f4452fe42d506a80103808afb0db2fd4abff6af4149f51b", key, 32);
+    const char *cfrg = "Cryptographic Forum Research Group";
+    poly_once(key, (const uint8_t *)cfrg, strlen(cfrg), tag);
+    CHECK(same_hex(tag, 16, "a8061dc1305136c6c22b8baf0c0127a9", "2.5.2 poly1305"));
+
+    static const struct { const char *r, *s, *msg, *tag; } a3[] = {
+        {"02", "", "ffffffffffffffffffffffffffffffff", "03000000000000000000000000000000"},
+        {"02", "ffffffffffffffffffffffffffffffff", "02000000000000000000000000000000", "03000000000000000000000000000000"},
+        {"01", "", "ffffffffffffffffffffffffffffffff" "f0ffffffffffffffffffffffffffffff" "11000000000000000000000000000000",
+         "05000000000000000000000000000000"},
+        {"01", "", "ffffffffffffffffffffffffffffffff" "fbfefefefefefefefefefefefefefefe" "01010101010101010101010101010101",
+         "00000000000000000000000000000000"},
+        {"02", "", "fdffffffffffffffffffffffffffffff", "faffffffffffffffffffffffffffffff"},
+        {"01000000000000000400000000000000", "",
+         "e33594d7505e43b900000000000000003394d7505e4379cd0100000000000000"
+         "0000000000000000000000000000000001000000000000000000000000000000",
+         "14000000000000005500000000000000"},
+        {"01000000000000000400000000000000", "",
+         "e33594d7505e43b900000000000000003394d7505e4379cd0100000000000000"
+         "00000000000000000000000000000000",
+         "13000000000000000000000000000000"},
+    };
+    for (size_t i = 0; i < sizeof a3 / sizeof *a3; ++i) {
+        char what[32];
+        memset(key, 0, sizeof key);
+        unhex(a3[i].r, key, 16);
+        unhex(a3[i].s, key + 16, 16);
+        size_t n = unhex(a3[i].msg, m, sizeof m);
+        poly_once(key, m, n, tag);
+        snprintf(what, sizeof what, "A.3 poly1305 #%zu", i + 5);
+        CHECK(same_hex(tag, 16, a3[i].tag, what));
+    }
+
+    for (int i = 0; i < 32; ++i) key[i] = (uint8_t)(0x80 + i);
+    unhex("000000000001020304050607", nonce, 12);
+    vcuda_chacha20_block(key, 0, nonce, out);
+    CHECK(same_hex(out, 32, "8ad5a08b905f81cc815040274ab29471a833b637e3fd0da508dbb8e2fdd1a646", "2.6.2 one-time key"));
+
+    /* 2.8.2: key 80..9f, nonce 07000000 || 4041424344454647 */
+    unhex("070000004041424344454647", nonce, 12);
+    vcuda_chacha20_block(key, 0, nonce, out);
+    CHECK(same_hex(out, 32, "7bac2b252db447af09b67a55a4e955840ae1d6731075d9eb2a9375783ed553ff", "2.8.2 one-time key"));
+    uint8_t aad[12], ct[128];
+    unhex("50515253c0c1c2c3c4c5c6c7", aad, sizeof aad);
+    size_t ctn = unhex("d31a8d34648e60db7b86afbc53ef7ec2a4aded51296e08fea9e2b5a736ee62d6"
+                       "3dbea45e8ca9671282fafb69da92728b1a71de0a9e060b2905d6a5b67ecd3b36"
+                       "92ddbd7f2d778b8c9803aee328091b58fab324e4fad675945585808b4831d7bc"
+                       "3ff4def08e4b7a9de576d26586cec64b6116", ct, sizeof ct);
+    CHECK(ctn == 114);
+    vcuda_aead a;
+    vcuda_aead_begin(&a, key, nonce);
+    vcuda_aead_aad(&a, aad, 5); /* in pieces, as frames are tagged */
+    vcuda_aead_aad(&a, aad + 5, sizeof aad - 5);
+    vcuda_aead_tag(&a, ct, ctn, tag);
+    CHECK(same_hex(tag, 16, "1ae10b594f09e26a7e902ecbd0600691", "2.8.2 AEAD tag"));
+
+    uint8_t t2[16];
+    memcpy(t2, tag, 16);
+    CHECK(vcuda_tag_equal(tag, t2));
+    for (int i = 0; i < 128; ++i) { /* every single-bit difference */
+        t2[i / 8] ^= (uint8_t)(1u << (i % 8));
+        CHECK(!vcuda_tag_equal(tag, t2));
+        t2[i / 8] ^= (uint8_t)(1u << (i % 8));
+    }
+}
+
+/* Any split into pieces gives the tag of the whole (frames are tagged where they lie:
+ * header, payload head, bulk data), at every length around the block size, and at
+ * lengths where runs go four blocks at a time (AVX2, from 512 bytes in one piece, on a
+ * state that earlier pieces left); long messages against an independent implementation
+ * (Python's cryptography package), also all-ones data under an all-ones key (the
+ * largest limbs either path sees). */
+static void mac_pieces(void)
+{
+    static uint8_t big[70001];
+    uint8_t key[32], m[700], whole[16], part[16];
+    for (int i = 0; i < 32; ++i) key[i] = (uint8_t)(i * 29 + 3);
+    for (size_t i = 0; i < sizeof m; ++i) m[i] = (uint8_t)(i * 131 + (i >> 3));
+    int bad = 0;
+    for (size_t n = 0; n <= 100; ++n)
+        for (size_t a = 0; a <= n; ++a)
+            for (size_t b = a; b <= n; b += 7) {
+                vcuda_poly1305 p;
+                poly_once(key, m, n, whole);
+                vcuda_poly1305_init(&p, key);
+                vcuda_poly1305_update(&p, m, a);
+                vcuda_poly1305_update(&p, m + a, b - a);
+                vcuda_poly1305_update(&p, m + b, n - b);
+                vcuda_poly1305_final(&p, part);
+                bad += memcmp(whole, part, 16) != 0;
+            }
+    CHECK(bad == 0);
+    for (size_t i = 0; i < sizeof big; ++i) big[i] = (uint8_t)(i * 131 + (i >> 3));
+    static const struct { size_t n; const char *tag; } kat[] = {
+        {512, "f9b5ed7b1a07dd993e642d04983f139f"},   {1000, "7a40375ce8f7075ef975bfe141b2f5d4"},
+        {4113, "11ce17d0f85b020926c76497b50ccd6b"},  {65536, "a2ec49da3465ebff2afb3aadcb9b87b5"},
+        {70001, "4316661acbc08697fc8442ab509e4cca"}};
+    for (size_t i = 0; i < sizeof kat / sizeof *kat; ++i) {
+        char what[32];
+        snprintf(what, sizeof what, "poly1305 of %zu bytes", kat[i].n);
+        poly_once(key, big, kat[i].n, whole);
+        CHECK(same_hex(whole, 16, kat[i].tag, what));
+    }
+    bad = 0;
+    for (size_t n = 500; n <= 2200; n += 37)
+        for (size_t a = 0; a <= 130; a += 13) { /* a short piece first, then a long one, then the rest */
+            vcuda_poly1305 p;
+            size_t b = n - (n - a) / 7;
+            poly_once(key, big, n, whole);
+            vcuda_poly1305_init(&p, key);
+            vcuda_poly1305_update(&p, big, a);
+            vcuda_poly1305_update(&p, big + a, b - a);
+            vcuda_poly1305_update(&p, big + b, n - b);
+            vcuda_poly1305_final(&p, part);
+            bad += memcmp(whole, part, 16) != 0;
+        }
+    CHECK(bad == 0);
+    memset(key, 0xff, sizeof key);
+    memset(big, 0xff, 5000);
+    poly_once(key, big, 5000, whole);
+    CHECK(same_hex(whole, 16, "e3bb2a8e5c68d2cc3af6dc8f0316fd53", "poly1305 of 5000 x 0xff, key 0xff"));
+    /* a frame's pieces as they lie when sent (24 + head + bulk) and received (28 + bulk) */
+    vcuda_session s;
+    uint8_t nc[32] = {1}, ns[32] = {2}, t1[16], t2[16];
+    vcuda_session_start(&s, 0, (const uint8_t *)"tok", 3, nc, ns, 250, 0, "here");
+    vcuda_session_seal(&s, m, 52, m + 52, 600, t1);
+    s.sent = 0;
+    vcuda_session_seal(&s, m, 28, m + 28, 624, t2);
+    CHECK(!memcmp(t1, t2, 16) && s.sent == 1);
+}
+
+/* The session: its key and tags against an independent implementation (Python's
+ * hmac and cryptography packages: HMAC-SHA256, then ChaCha20Poly1305 with an empty
+ * plaintext and the frame as associated data), and what it refuses. */
+static void mac_session(void)
+{
+    const char *token = "s3cret-test-token";
+    uint8_t nc[32], ns[32], frame[32], tag[16];
+    for (int i = 0; i < 32; ++i) nc[i] = (uint8_t)i, ns[i] = (uint8_t)(32 + i);
+    /* a MALLOC request's bytes as sent (a header with version 6: any bytes serve) and z(size) = 1 MiB */
+    CHECK(unhex("5643554406000900000000008877665544332211080000000000100000000000", frame, sizeof frame) == 32);
+    vcuda_session c, sv;
+    vcuda_session_start(&c, 0, (const uint8_t *)token, strlen(token), nc, ns, 250, 3, "the server");
+    vcuda_session_start(&sv, 1, (const uint8_t *)token, strlen(token), nc, ns, 250, 3, "the client");
+    CHECK(same_hex(c.key, 32, "e9c344c4cd3169b131edaf1253e0eafc0ee32a967ff1fce000a0bdb7673d18a9", "session key"));
+    CHECK(!memcmp(c.key, sv.key, 32));
+    static const struct { int server; uint64_t seq; const char *tag; } v[] = {
+        {0, 0, "da0ae980fb3099a93c3a338e8b4475a6"},
+        {0, 5, "4e420e24375e52349ea5c3ac8dc78701"},
+        {1, 0, "be83a9f1ca920d50b2e53aa2174c2a78"},
+        {1, 1ull << 40, "aa2f00e2c12474808330a5b13caadfa1"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; ++i) {
+        vcuda_session *s = v[i].server ? &sv : &c;
+        s->sent = v[i].seq;
+        vcuda_session_seal(s, frame, 24, frame + 24, 8, tag);
+        CHECK(same_hex(tag, 16, v[i].tag, "frame tag") && s->sent == v[i].seq + 1);
+    }
+    /* the two sides in step: a client's frames open at the server, in order, once */
+    uint8_t t[4][16];
+    c.sent = sv.received = 0;
+    for (int i = 0; i < 4; ++i) vcuda_session_seal(&c, frame, 24, frame + 24, 8, t[i]);
+    CHECK(vcuda_session_open(&sv, frame, 24, frame + 24, 8, t[0], why) && sv.received == 1);
+    CHECK(!vcuda_session_open(&sv, frame, 24, frame + 24, 8, t[0], why)); /* replayed */
+    printf("refused as expected: %s\n", why);
+    CHECK(strstr(why, "frame 1 from the client: bad authentication tag (injected, replayed or corrupted)"));
+    CHECK(!vcuda_session_open(&sv, frame, 24, frame + 24, 8, t[2], why)); /* reordered (1 dropped) */
+    CHECK(sv.received == 1);                                               /* refusals do not count */
+    frame[30] ^= 4;
+    CHECK(!vcuda_session_open(&sv, frame, 24, frame + 24, 8, t[1], why)); /* a payload bit flipped */
+    frame[30] ^= 4;
+    frame[6] ^= 1;
+    CHECK(!vcuda_session_open(&sv, frame, 24, frame + 24, 8, t[1], why)); /* the opcode changed */
+    frame[6] ^= 1;
+    CHECK(!vcuda_session_open(&sv, frame, 24, frame + 24, 4, t[1], why)); /* truncated */
+    CHECK(vcuda_session_open(&sv, frame, 24, frame + 24, 8, t[1], why) && sv.received == 2);
+    /* reflected: the client's own frame sent back to it is not a server frame */
+    c.received = 0, c.sent = 0;
+    vcuda_session_seal(&c, frame, 32, NULL, 0, tag);
+    CHECK(!vcuda_session_open(&c, frame, 32, NULL, 0, tag, why));
+    /* another connection (other nonces), another token, another heartbeat: other keys */
+    vcuda_session o;
+    const uint8_t *tk = (const uint8_t *)token;
+    size_t tl = strlen(token);
+    c.sent = 0;
+    vcuda_session_seal(&c, frame, 32, NULL, 0, tag);
+    for (int k = 0; k < 4; ++k) {
+        ns[0] ^= (uint8_t)(k == 0);
+        vcuda_session_start(&o, 1, k == 1 ? (const uint8_t *)"s3cret-test-tokem" : tk, tl, nc, ns, k == 2 ? 251 : 250,
+                            k == 3 ? 2 : 3, "x");
+        CHECK(!vcuda_session_open(&o, frame, 32, NULL, 0, tag, why));
+        ns[0] ^= (uint8_t)(k == 0);
+    }
+    vcuda_session_start(&o, 1, tk, tl, nc, ns, 250, 3, "x");
+    CHECK(vcuda_session_open(&o, frame, 32, NULL, 0, tag, why));
+    /* vcuda_encode_sealed: the frame, then its tag, the same as sealing it in place */
+    vcuda_msg m;
+    uint8_t buf[64];
+    size_t n = 0;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_PING;
+    c.sent = 9;
+    CHECK(vcuda_encode_sealed(&c, &m, buf, 39, &n, why) == VCUDA_E_NO_SPACE && n == 40);
+    CHECK(c.sent == 9); /* nothing sealed when nothing encodes */
+    CHECK(vcuda_encode_sealed(&c, &m, buf, sizeof buf, &n, why) == VCUDA_OK && n == 40 && c.sent == 10);
+    c.sent = 9;
+    vcuda_session_seal(&c, buf, 24, NULL, 0, tag);
+    CHECK(!memcmp(buf + 24, tag, 16));
+    CHECK(vcuda_encode_sealed(NULL, &m, buf, sizeof buf, &n, why) == VCUDA_OK && n == 24);
+}
+
 static void token_file(void)
 {
     char path[] = "/tmp/vcuda-token-XXXXXX";
@@ -635,7 +894,8 @@ int main(int argc, char **argv)
         {"reject_payload_length", reject_payload_length}, {"reject_counts", reject_counts},
         {"reject_strings", reject_strings}, {"reject_values", reject_values},
         {"chunking", chunking}, {"token_equal", token_equal}, {"token_file", token_file}, {"sha256", sha256},
-        {"graph_codec", graph_codec}, {"desc_codec", desc_codec}};
+        {"graph_codec", graph_codec}, {"desc_codec", desc_codec}, {"mac_vectors", mac_vectors},
+        {"mac_pieces", mac_pieces}, {"mac_session", mac_session}};
     if (argc == 3 && !strcmp(argv[1], "write_corpus")) return write_corpus(argv[2]);
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; ++i)
         if (!strcmp(argv[1], cases[i].name)) {

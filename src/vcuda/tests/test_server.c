@@ -10,6 +10,7 @@
 #include "vcuda/net.h"
 #include "vcuda/sha256.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +37,14 @@ static const char *server_exe, *fake_dir;
 typedef vcuda_test_server server;
 
 static void start(server *s, const char *extra) { start_server(s, server_exe, fake_dir, TOKEN, extra); }
+
+/* Options a and then b (either may be NULL), for a test run in several modes. */
+static const char *opts_and(const char *a, const char *b)
+{
+    static char both[512];
+    snprintf(both, sizeof both, "%s %s", a ? a : "", b ? b : "");
+    return both;
+}
 
 static char *finish(server *s)
 {
@@ -68,6 +77,7 @@ typedef struct {
     vcuda_buf b;
     vcuda_msg r;
     int progress; /* PROGRESS frames seen */
+    vcuda_session ses;
 } rc_t;
 
 /* A connection as `tenant` (NULL: "default") holding `secret`: 0, or -1 with the
@@ -79,7 +89,7 @@ static int rc_open_as(rc_t *c, uint16_t port, int tmo, const char *tenant, const
     memset(c, 0, sizeof *c);
     c->fd = vcuda_connect("127.0.0.1", port, tmo, why);
     if (c->fd < 0) return -1;
-    if (vcuda_handshake(c->fd, tenant, (const uint8_t *)secret, strlen(secret), 250, tmo, &c->b, NULL, why)) {
+    if (vcuda_handshake(c->fd, tenant, (const uint8_t *)secret, strlen(secret), 250, tmo, &c->b, NULL, &c->ses, why)) {
         close(c->fd);
         vcuda_buf_free(&c->b);
         return -1;
@@ -103,10 +113,10 @@ static int rc_call(rc_t *c, vcuda_msg *m, uint32_t flags, int tmo)
     char why[VCUDA_WHY_LEN];
     m->hdr.request_id = ++c->id;
     m->hdr.flags = flags;
-    if (vcuda_send_frame(c->fd, m, &c->b, tmo, why)) return -1;
+    if (vcuda_send_frame(c->fd, &c->ses, m, &c->b, tmo, why)) return -1;
     if (flags & VCUDA_FLAG_NOREPLY) return 0;
     for (;;) {
-        if (vcuda_recv_frame(c->fd, &c->r, &c->b, tmo, why)) return -1;
+        if (vcuda_recv_frame(c->fd, &c->ses, &c->r, &c->b, tmo, why)) return -1;
         if (c->r.hdr.opcode == VCUDA_OP_PROGRESS) {
             ++c->progress;
             continue;
@@ -211,10 +221,10 @@ static int cmp64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void no_head_of_line(void)
+static void no_head_of_line(const char *opts)
 {
     server s;
-    start(&s, NULL);
+    start(&s, opts);
     sync_job j = {.port = s.port};
     pthread_t t;
     pthread_create(&t, NULL, long_sync, &j);
@@ -258,7 +268,7 @@ static void *never_reads(void *arg)
         m.v[0] = p, m.v[1] = 1 << 20, m.v[2] = 0, m.nv = 3;
         char why[VCUDA_WHY_LEN];
         m.hdr.request_id = ++c.id;
-        if (vcuda_send_frame(c.fd, &m, &c.b, 0, why)) usleep(20000);
+        if (vcuda_send_frame(c.fd, &c.ses, &m, &c.b, 0, why)) usleep(20000);
     }
     rc_close(&c);
     return NULL;
@@ -274,7 +284,7 @@ static void *reads_slowly(void *arg)
     while (!bad_stop) {
         vcuda_msg m = msg(VCUDA_OP_MEMCPY_D2H);
         m.v[0] = p, m.v[1] = 8 << 20, m.v[2] = 0, m.nv = 3, m.hdr.request_id = ++c.id;
-        if (vcuda_send_frame(c.fd, &m, &c.b, 2000, why)) break;
+        if (vcuda_send_frame(c.fd, &c.ses, &m, &c.b, 2000, why)) break;
         uint8_t buf[4096];
         for (size_t got = 0; got < (8u << 20) && !bad_stop;) { /* 4 KiB per 10 ms */
             ssize_t r = recv(c.fd, buf, sizeof buf, 0);
@@ -292,18 +302,19 @@ static void *floods(void *arg)
 {
     rc_t c;
     if (rc_open(&c, *(uint16_t *)arg, 2000)) return NULL;
-    static uint8_t frames[1000 * VCUDA_HEADER_SIZE];
-    for (int i = 0; i < 1000; ++i) {
-        vcuda_msg m = msg(VCUDA_OP_PING);
-        size_t n;
-        m.hdr.request_id = (uint64_t)i + 100;
-        vcuda_encode(&m, frames + i * VCUDA_HEADER_SIZE, VCUDA_HEADER_SIZE, &n, NULL);
-    }
+    enum { F = VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE }; /* a PING, tagged */
+    static uint8_t frames[1000 * F];
     char why[VCUDA_WHY_LEN];
     while (!bad_stop) { /* 1000 pipelined PINGs, then their replies */
+        for (int i = 0; i < 1000; ++i) {
+            vcuda_msg m = msg(VCUDA_OP_PING);
+            size_t n;
+            m.hdr.request_id = (uint64_t)i + 100;
+            vcuda_encode_sealed(&c.ses, &m, frames + i * F, F, &n, NULL);
+        }
         if (vcuda_write_all(c.fd, frames, sizeof frames, 2000, why)) break;
         for (int i = 0; i < 1000; ++i)
-            if (vcuda_recv_frame(c.fd, &c.r, &c.b, 2000, why)) goto out;
+            if (vcuda_recv_frame(c.fd, &c.ses, &c.r, &c.b, 2000, why)) goto out;
     }
 out:
     rc_close(&c);
@@ -453,12 +464,12 @@ static void *rogue_server(void *arg)
     vcuda_msg m, r;
     uint8_t junk[32] = {1};
     for (int step = 0; step < 2; ++step) { /* answers without knowing the token */
-        if (vcuda_recv_frame(fd, &m, &b, 2000, why)) break;
+        if (vcuda_recv_frame(fd, NULL, &m, &b, 2000, why)) break;
         memset(&r, 0, sizeof r);
         r.hdr = m.hdr, r.hdr.flags = VCUDA_FLAG_REPLY;
         r.v[0] = step ? 0 : VCUDA_PROTO_VERSION, r.nv = 1;
         r.blob = junk, r.blob_len = 32;
-        vcuda_send_frame(fd, &r, &b, 1000, why);
+        vcuda_send_frame(fd, NULL, &r, &b, 1000, why);
     }
     usleep(200000);
     close(fd);
@@ -482,20 +493,20 @@ static void auth(void)
     m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
     m.str = (const uint8_t *)"default", m.str_len = 7;
     CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
-    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR) && r.blob_len == 32);
+    CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR) && r.blob_len == 32);
     memcpy(ns, r.blob, 32);
     vcuda_auth_proof((const uint8_t *)TOKEN, strlen(TOKEN), 0, nc, ns, proof);
     m = msg(VCUDA_OP_AUTH);
     m.hdr.request_id = 2, m.blob = proof, m.blob_len = 32, m.v[0] = 1000, m.nv = 1;
     CHECK(send_raw(fd, &m, &b, authf, &an) == 0);
-    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
+    CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
     vcuda_auth_proof((const uint8_t *)TOKEN, strlen(TOKEN), 1, nc, ns, proof);
     CHECK(r.blob_len == 32 && !memcmp(r.blob, proof, 32)); /* the server proved itself */
     close(fd);
     /* the recorded HELLO replayed: refused at once */
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
     CHECK(vcuda_write_all(fd, hello, hn, 1000, why) == 0);
-    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) != VCUDA_NET_OK); /* closed, no challenge */
+    CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) != VCUDA_NET_OK); /* closed, no challenge */
     close(fd);
     /* a fresh HELLO followed by the recorded AUTH: the proof is for another nonce */
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
@@ -504,26 +515,26 @@ static void auth(void)
     m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
     m.str = (const uint8_t *)"default", m.str_len = 7;
     CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
-    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
+    CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
     CHECK(vcuda_write_all(fd, authf, an, 1000, why) == 0);
-    CHECK(vcuda_recv_frame(fd, &r, &b, 1000, why) == 0 && (r.hdr.flags & VCUDA_FLAG_ERROR) && r.v[0] == 800);
+    CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && (r.hdr.flags & VCUDA_FLAG_ERROR) && r.v[0] == 800);
     close(fd);
     /* a wrong token */
     char wrong_secret[VCUDA_WHY_LEN], unknown_tenant[VCUDA_WHY_LEN];
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
-    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)"wrong", 5, 1000, 1000, &b, NULL, why) == -2 && strstr(why, "authentication failed"));
+    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)"wrong", 5, 1000, 1000, &b, NULL, NULL, why) == -2 && strstr(why, "authentication failed"));
     snprintf(wrong_secret, sizeof wrong_secret, "%s", why);
     close(fd);
     /* a tenant the server does not know, with the right token: the same answer, so a
      * client cannot tell unknown tenants from wrong secrets (the log can) */
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
-    CHECK(vcuda_handshake(fd, "no-such-tenant", (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 1000, &b, NULL, why) == -2);
+    CHECK(vcuda_handshake(fd, "no-such-tenant", (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 1000, &b, NULL, NULL, why) == -2);
     snprintf(unknown_tenant, sizeof unknown_tenant, "%s", why);
     CHECK(!strcmp(unknown_tenant, wrong_secret));
     close(fd);
     /* a name that cannot be a tenant's is refused by the client before it connects */
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
-    CHECK(vcuda_handshake(fd, "bad name", (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 1000, &b, NULL, why) == -1 &&
+    CHECK(vcuda_handshake(fd, "bad name", (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 1000, &b, NULL, NULL, why) == -1 &&
           strstr(why, "tenant name"));
     close(fd);
     /* the right token works, and the token is not in any frame: nothing sent contains it */
@@ -539,7 +550,7 @@ static void auth(void)
     pthread_t t;
     pthread_create(&t, NULL, rogue_server, &lfd);
     fd = vcuda_connect("127.0.0.1", port, 1000, why);
-    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 2000, &b, NULL, why) == -1 &&
+    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 2000, &b, NULL, NULL, why) == -1 &&
           strstr(why, "could not prove"));
     close(fd);
     pthread_join(t, NULL);
@@ -762,12 +773,273 @@ static void isolation(const char *opts)
     finish(&s);
 }
 
-/* Quotas: memory is the tenant's (here "default", every client of the token: one quota
- * for all its connections), handles each client's own. */
-static void quotas(void)
+/* ---- --isolation process --------------------------------------------------------------- */
+
+/* The children of pid (its serving processes, once reaped ones are gone): how many, the
+ * first n in out. */
+static int children_of(pid_t pid, pid_t *out, int n)
+{
+    char path[96];
+    int k = 0;
+    long c;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fscanf(f, "%ld", &c) == 1) {
+        if (k < n) out[k] = (pid_t)c;
+        ++k;
+    }
+    if (f) fclose(f);
+    return k;
+}
+
+/* The process the supervisor (the server's first process) runs: the serving process,
+ * or with --isolation process the network loop; 0 if there is none (yet). */
+static pid_t serving_pid(pid_t supervisor)
+{
+    pid_t p = 0;
+    return children_of(supervisor, &p, 1) >= 1 ? p : 0;
+}
+
+/* Sockets pid holds open. */
+static int sockets_of(pid_t pid)
+{
+    char dir[64], path[384], target[64];
+    int n = 0;
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t k = readlink(path, target, sizeof target - 1);
+        if (k > 0) target[k] = 0, n += !strncmp(target, "socket:", 7);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* Waits up to ms until pid has `want` children; 1 if it came to that. */
+static int wait_children(pid_t pid, int want, int ms)
+{
+    pid_t kids[16];
+    for (int64_t end = now_ms() + ms;; usleep(20000)) {
+        if (children_of(pid, kids, 16) == want) return 1;
+        if (now_ms() > end) return 0;
+    }
+}
+
+/* Whether pid has a libcuda mapped (the stand-in is libcuda.so.1 like the driver). */
+static int maps_libcuda(pid_t pid)
+{
+    char path[64], line[1024];
+    int found = 0;
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) found |= strstr(line, "libcuda") != NULL;
+    fclose(f);
+    return found;
+}
+
+static int count_in(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) ++n;
+    return n;
+}
+
+/* A client of a fresh session that writes, reads back and runs a kernel: 0 if all did. */
+static int works(uint16_t port, int tmo)
+{
+    rc_t c;
+    if (rc_open(&c, port, tmo)) return -1;
+    int ok = rc_simple(&c, VCUDA_OP_MALLOC, 64, 0, 0, tmo) == 0 ? 0 : -1;
+    if (!ok) {
+        uint64_t p = c.r.v[0];
+        vcuda_msg m = msg(VCUDA_OP_MEMCPY_H2D);
+        m.v[0] = p, m.v[1] = 0, m.nv = 2, m.blob = (const uint8_t *)"hello", m.blob_len = 6;
+        uint64_t f = 0;
+        ok = rc_call(&c, &m, 0, tmo) == 0 && rc_simple(&c, VCUDA_OP_MEMCPY_D2H, p, 6, 0, tmo) == 0 &&
+                     !memcmp(c.r.blob, "hello", 6) && (f = rc_function(&c, rc_module(&c, "sticky", 1), "counter")) &&
+                     rc_launch(&c, f, &p, 8, 0, tmo) == 0
+                 ? 0
+                 : -1;
+    }
+    rc_close(&c);
+    return ok;
+}
+
+/* The network loop never loads the driver; the tenant's serving process starts after
+ * authentication and holds its sessions; killing it ends only those, and the next
+ * connection gets a fresh one; one without sessions exits after --tenant-linger-s; a
+ * sticky error ends the serving process, not the loop; connections queued for a
+ * serving process that stops go to the next one. */
+static void isolation_process(void)
 {
     server s;
-    start(&s, "--client-mem-mib 1 --max-handles 16");
+    pid_t kids[16];
+    start(&s, "--isolation process --tenant-linger-s 2");
+    /* the supervisor's one child is the network loop (the start-up check of the GPU has
+     * been reaped); neither has the driver loaded */
+    CHECK(children_of(s.pid, kids, 16) == 1);
+    pid_t loop = kids[0];
+    CHECK(maps_libcuda(s.pid) == 0 && maps_libcuda(loop) == 0);
+    CHECK(children_of(loop, kids, 16) == 0);
+    rc_t a, b;
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_simple(&a, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    CHECK(children_of(loop, kids, 16) == 1);
+    pid_t t1 = kids[0];
+    CHECK(maps_libcuda(t1) == 1);
+    CHECK(rc_open(&b, s.port, 2000) == 0 && rc_simple(&b, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    CHECK(children_of(loop, kids, 16) == 1 && kids[0] == t1); /* one tenant, one process */
+    CHECK(maps_libcuda(loop) == 0);
+    /* no proxy: the loop process holds its listening socket and the socketpair to the
+     * serving process, not the clients' sockets; the serving process holds those */
+    CHECK(sockets_of(loop) == 2);
+    CHECK(sockets_of(t1) == 3);
+    CHECK(sockets_of(s.pid) == 1); /* (the supervisor: the listening socket) */
+    printf("{\"test\":\"isolation_process\",\"loop_pid\":%d,\"serving_pid\":%d,\"loop_maps_libcuda\":%d,"
+           "\"serving_maps_libcuda\":%d}\n", (int)loop, (int)t1, maps_libcuda(loop), maps_libcuda(t1));
+
+    /* SIGKILL: that process's sessions end; the server listens on; a fresh process */
+    kill(t1, SIGKILL);
+    CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0);
+    CHECK(rc_simple(&b, VCUDA_OP_PING, 0, 0, 0, 2000) < 0);
+    rc_close(&a), rc_close(&b);
+    CHECK(wait_log(&s, "was killed by SIGKILL", 1, 3000));
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_simple(&a, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    CHECK(children_of(loop, kids, 16) == 1 && kids[0] != t1);
+    pid_t t2 = kids[0];
+
+    /* linger: the last session gone, it exits after 2 s (not before) */
+    rc_close(&a);
+    int64_t t0 = now_ms();
+    CHECK(wait_children(loop, 0, 8000));
+    int64_t lingered = now_ms() - t0;
+    printf("{\"test\":\"isolation_process\",\"linger_s\":2,\"exited_after_ms\":%lld}\n", (long long)lingered);
+    CHECK(lingered >= 1500);
+    CHECK(wait_log(&s, "exited (no sessions for 2 s)", 1, 2000));
+
+    /* a sticky error: its serving process ends (with every session of that tenant), the
+     * loop process does not; the next client works, in a fresh process */
+    rc_t other;
+    CHECK(rc_open(&other, s.port, 2000) == 0 && rc_simple(&other, VCUDA_OP_MALLOC, 64, 0, 0, 2000) == 0);
+    CHECK(children_of(loop, kids, 16) == 1 && kids[0] != t2);
+    pid_t t3 = kids[0];
+    CHECK(rc_open(&a, s.port, 2000) == 0);
+    uint64_t fn = rc_function(&a, rc_module(&a, "sticky", 0), "sticky");
+    uint32_t code = 710;
+    CHECK(fn && rc_launch(&a, fn, &code, 4, 0, 2000) == 0);
+    CHECK(rc_simple(&a, VCUDA_OP_DEVICE_SYNCHRONIZE, 0, 0, 0, 2000) == 1 && a.r.v[0] == 710);
+    CHECK(rc_simple(&a, VCUDA_OP_PING, 0, 0, 0, 2000) < 0);
+    int o = rc_simple(&other, VCUDA_OP_GET_DEVICE, 0, 0, 0, 2000); /* the same tenant: the same process */
+    CHECK((o == 1 && other.r.v[0] == 710) || o < 0);
+    rc_close(&a), rc_close(&other);
+    CHECK(wait_log(&s, "ended after a sticky error", 1, 5000));
+    CHECK(works(s.port, 2000) == 0);
+    CHECK(wait_children(loop, 1, 3000) && children_of(loop, kids, 16) == 1 && kids[0] != t3);
+    pid_t t4 = kids[0];
+
+    /* a connection queued for a serving process that stops is served by the next one:
+     * t4 stopped (SIGSTOP) takes no connection off its socket; then SIGTERM ends it */
+    rc_t q;
+    kill(t4, SIGSTOP);
+    wait_stopped(t4);
+    CHECK(rc_open(&q, s.port, 2000) == 0); /* authenticated by the loop, queued for t4 */
+    kill(t4, SIGTERM);
+    kill(t4, SIGCONT);
+    CHECK(rc_simple(&q, VCUDA_OP_MALLOC, 64, 0, 0, 5000) == 0);
+    CHECK(wait_children(loop, 1, 3000) && children_of(loop, kids, 16) == 1 && kids[0] != t4);
+    rc_close(&q);
+    CHECK(wait_log(&s, "1 queued connection(s) returned", 1, 2000));
+
+    /* the serving process checks each request's tag under the session the loop made at
+     * AUTH and handed over (it never holds the token): a flipped tag bit ends the session */
+    rc_t t;
+    char why[VCUDA_WHY_LEN];
+    CHECK(rc_open(&t, s.port, 2000) == 0 && rc_simple(&t, VCUDA_OP_PING, 0, 0, 0, 2000) == 0);
+    uint8_t f[VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE];
+    size_t fn_len = 0;
+    vcuda_msg ping = msg(VCUDA_OP_PING);
+    ping.hdr.request_id = ++t.id;
+    CHECK(vcuda_encode_sealed(&t.ses, &ping, f, sizeof f, &fn_len, NULL) == VCUDA_OK);
+    f[fn_len - 1] ^= 1;
+    CHECK(write(t.fd, f, fn_len) == (ssize_t)fn_len);
+    CHECK(vcuda_recv_frame(t.fd, &t.ses, &t.r, &t.b, 2000, why) != VCUDA_NET_OK);
+    rc_close(&t);
+    CHECK(wait_log(&s, "bad authentication tag", 1, 2000));
+
+    char *log = finish(&s);
+    CHECK(count_in(log, "listening on") == 1); /* one loop process all along */
+    CHECK(!strstr(log, "starting a fresh")); /* (the supervisor never had to replace the loop) */
+    CHECK(strstr(log, "tenant default: serving process"));
+
+    /* TCP only: a UCX listener is refused by name, whether or not UCX was built in */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "env LD_LIBRARY_PATH='%s' VCUDA_TOKEN='%s' '%s' --isolation process --listen "
+             "ucx://127.0.0.1:0 2>&1 | grep -q 'isolation process serves TCP only'; st=$?; exit $st",
+             fake_dir, TOKEN, server_exe);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "env LD_LIBRARY_PATH='%s' VCUDA_TOKEN='%s' '%s' --isolation process --listen "
+             "ucx://127.0.0.1:0 2>/dev/null", fake_dir, TOKEN, server_exe);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+}
+
+/* The limits of --isolation process: --max-clients counts the sessions of every serving
+ * process (each reports its sessions' ends), and --max-tenant-procs refuses a tenant by
+ * name while the processes at the cap still run (here one that is stopping but waits
+ * for a session's 3 s synchronize). */
+static void isolation_process_limits(void)
+{
+    server s;
+    pid_t kids[16];
+    start(&s, "--isolation process --max-clients 2 --max-tenant-procs 1");
+    pid_t loop = serving_pid(s.pid);
+    rc_t a, b, c;
+    char why[VCUDA_WHY_LEN];
+    CHECK(rc_open(&a, s.port, 2000) == 0 && rc_open(&b, s.port, 2000) == 0);
+    c.fd = vcuda_connect("127.0.0.1", s.port, 2000, why);
+    vcuda_buf buf = {0};
+    int rc = vcuda_handshake(c.fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, NULL, why);
+    CHECK(rc == -2 && strstr(why, "client limit reached"));
+    close(c.fd);
+    rc_close(&b); /* its end reported, a place is free again */
+    int ok = -1;
+    for (int i = 0; i < 20 && ok; ++i)
+        if ((ok = rc_open(&b, s.port, 2000))) usleep(100000);
+    CHECK(ok == 0);
+    rc_close(&b);
+
+    /* a's serving process stopping, still running: a fresh one would exceed the cap */
+    CHECK(children_of(loop, kids, 16) == 1);
+    pid_t t = kids[0];
+    uint64_t fn = rc_function(&a, rc_module(&a, "hol", 0), "busy");
+    uint32_t ms = 3000;
+    CHECK(fn && rc_launch(&a, fn, &ms, 4, VCUDA_FLAG_NOREPLY, 2000) == 0);
+    vcuda_msg m = msg(VCUDA_OP_DEVICE_SYNCHRONIZE);
+    m.hdr.request_id = ++a.id;
+    CHECK(vcuda_send_frame(a.fd, &a.ses, &m, &a.b, 2000, why) == 0); /* (its reply never comes: stopped) */
+    usleep(300000);
+    kill(t, SIGTERM);
+    usleep(300000);
+    c.fd = vcuda_connect("127.0.0.1", s.port, 2000, why);
+    rc = vcuda_handshake(c.fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, NULL, why);
+    printf("{\"test\":\"isolation_process_limits\",\"refusal\":\"%s\"}\n", why);
+    CHECK(rc == -2 && strstr(why, "--max-tenant-procs"));
+    close(c.fd);
+    vcuda_buf_free(&buf);
+    rc_close(&a);
+    CHECK(wait_children(loop, 0, 6000)); /* once it is gone, the tenant is served again */
+    CHECK(works(s.port, 2000) == 0);
+    finish(&s);
+}
+
+/* Quotas: memory is the tenant's (here "default", every client of the token: one quota
+ * for all its connections), handles each client's own; with --isolation process the
+ * same, counted in the tenant's serving process. */
+static void quotas(const char *opts)
+{
+    server s;
+    start(&s, opts_and("--client-mem-mib 1 --max-handles 16", opts));
     rc_t a, b;
     CHECK(rc_open(&a, s.port, 2000) == 0 && rc_open(&b, s.port, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
@@ -836,12 +1108,91 @@ static int rc_twin_node(rc_t *c, uint64_t graph, uint32_t index, const vcuda_gra
 static vcuda_graph_node twin_node(uint32_t kind, uint64_t a, uint32_t type, uint32_t size, uint32_t ndeps,
                                   const uint32_t *deps);
 
-/* Tenants of one server: one quota per tenant across its connections, separate quotas
- * for separate tenants, a connection limit per tenant, secrets per tenant; and a
- * tenants file the server refuses to start with. */
-static void tenants(void)
+/* A session as `tenant`, proved with `secret`, whose later frames this side tags under
+ * a session key made from `key` (the right one is the secret itself): 0, or -1 if the
+ * handshake failed. */
+static int rc_open_keyed(rc_t *c, uint16_t port, const char *tenant, const char *secret, const char *key)
 {
-    char why[VCUDA_WHY_LEN], extra[128], log[4096];
+    char why[VCUDA_WHY_LEN];
+    uint8_t nc[32], ns[32], proof[32];
+    memset(c, 0, sizeof *c);
+    if ((c->fd = vcuda_connect("127.0.0.1", port, 2000, why)) < 0) return -1;
+    vcuda_random(nc, sizeof nc);
+    vcuda_msg m = msg(VCUDA_OP_HELLO);
+    m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
+    m.str = (const uint8_t *)tenant, m.str_len = (uint32_t)strlen(tenant);
+    if (vcuda_send_frame(c->fd, NULL, &m, &c->b, 2000, why) || vcuda_recv_frame(c->fd, NULL, &c->r, &c->b, 2000, why) ||
+        (c->r.hdr.flags & VCUDA_FLAG_ERROR) || c->r.blob_len != 32)
+        return rc_close(c), -1;
+    memcpy(ns, c->r.blob, 32);
+    vcuda_auth_proof((const uint8_t *)secret, strlen(secret), 0, nc, ns, proof);
+    m = msg(VCUDA_OP_AUTH);
+    m.hdr.request_id = 2, m.blob = proof, m.blob_len = 32, m.v[0] = 250, m.nv = 1;
+    if (vcuda_send_frame(c->fd, NULL, &m, &c->b, 2000, why) || vcuda_recv_frame(c->fd, NULL, &c->r, &c->b, 2000, why) ||
+        (c->r.hdr.flags & VCUDA_FLAG_ERROR))
+        return rc_close(c), -1;
+    vcuda_session_start(&c->ses, 0, (const uint8_t *)key, strlen(key), nc, ns, 250, (uint32_t)c->r.v[0], "the server");
+    c->id = 10;
+    return 0;
+}
+
+/* The pid in the last log line holding `needle` followed by a number, or 0. */
+static pid_t logged_pid(const server *s, const char *needle)
+{
+    static char text[1 << 20];
+    FILE *f = fopen(s->log, "r");
+    size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[len] = 0;
+    pid_t pid = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) pid = (pid_t)atol(p + strlen(needle));
+    return pid;
+}
+
+/* Whether the memory of process pid holds `secret` (its writable mappings, read through
+ * /proc/PID/mem: this process is its ancestor).  -1 if it could not be read. */
+static int memory_holds(pid_t pid, const char *secret)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *maps = fopen(path, "r");
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+    int mem = open(path, O_RDONLY);
+    if (!maps || mem < 0) {
+        if (maps) fclose(maps);
+        if (mem >= 0) close(mem);
+        return -1;
+    }
+    size_t cap = 1 << 20, n = strlen(secret);
+    char *buf = malloc(cap + n);
+    int found = 0, read_any = 0;
+    while (!found && fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || perms[1] != 'w') continue;
+        for (unsigned long at = lo; at < hi && !found; at += cap) {
+            size_t want = hi - at < cap + n ? hi - at : cap + n;
+            ssize_t got = pread(mem, buf, want, (off_t)at);
+            if (got <= 0) break;
+            read_any = 1;
+            found = memmem(buf, (size_t)got, secret, n) != NULL;
+        }
+    }
+    free(buf);
+    fclose(maps);
+    close(mem);
+    return read_any ? found : -1;
+}
+
+/* Tenants of one server: one quota per tenant across its connections, separate quotas
+ * for separate tenants, a connection limit per tenant, secrets per tenant, the frame
+ * tags' session key made from the tenant's secret; and a tenants file the server
+ * refuses to start with.  With --isolation process the same, each tenant in a serving
+ * process of its own that holds no secret, its connection limit decided by the loop. */
+static void tenants(const char *opts)
+{
+    char why[VCUDA_WHY_LEN], extra[160], log[4096];
+    int process = opts && strstr(opts, "process");
     /* refused at start: a bad line (by number), a readable file, a quota beside it */
     snprintf(extra, sizeof extra, "--tenants %s", tenants_file("alice 1 2 a\nbob 1 x b\n"));
     CHECK(server_refuses(extra, log, sizeof log) == 2 && strstr(log, "line 2: MAX_CONNS"));
@@ -853,13 +1204,47 @@ static void tenants(void)
     CHECK(server_refuses(extra, log, sizeof log) == 2 && strstr(log, "--client-mem-mib"));
 
     server s;
-    snprintf(extra, sizeof extra, "--tenants %s",
-             tenants_file("# name  MiB  conns  secret\nalice 1 2 alice-secret\nbob 1 0 bob-secret\n"));
+    snprintf(extra, sizeof extra, "--tenants %s %s",
+             tenants_file("# name  MiB  conns  secret\nalice 1 2 alice-secret\nbob 1 0 bob-secret\n"), opts ? opts : "");
     start(&s, extra);
     rc_t a1, a2, a3, b;
     CHECK(rc_open_as(&a1, s.port, 2000, "alice", "alice-secret", why) == 0);
     CHECK(rc_open_as(&a2, s.port, 2000, "alice", "alice-secret", why) == 0);
     CHECK(rc_open_as(&b, s.port, 2000, "bob", "bob-secret", why) == 0);
+    if (process) {
+        /* a serving process per tenant (the one the client authenticated as), both under
+         * the loop; the log names each with its pid (a request answered: each has opened
+         * the GPU by then) */
+        CHECK(rc_simple(&a1, VCUDA_OP_PING, 0, 0, 0, 2000) == 0 && rc_simple(&b, VCUDA_OP_PING, 0, 0, 0, 2000) == 0);
+        pid_t loop = serving_pid(s.pid), kids[16];
+        pid_t pa = logged_pid(&s, "tenant alice: serving process "), pb = logged_pid(&s, "tenant bob: serving process ");
+        int n = children_of(loop, kids, 16);
+        printf("{\"test\":\"tenants_process\",\"loop_pid\":%d,\"alice_pid\":%d,\"bob_pid\":%d,\"children\":%d}\n",
+               (int)loop, (int)pa, (int)pb, n);
+        CHECK(n == 2 && pa > 0 && pb > 0 && pa != pb && pa != loop && pb != loop);
+        CHECK((kids[0] == pa && kids[1] == pb) || (kids[0] == pb && kids[1] == pa));
+        CHECK(maps_libcuda(loop) == 0 && maps_libcuda(pa) == 1 && maps_libcuda(pb) == 1);
+        /* no serving process holds a secret, its own tenant's included: proofs are the
+         * loop's, a serving process has the session keys only */
+        CHECK(memory_holds(loop, "alice-secret") == 1); /* (the search finds what is there) */
+        CHECK(memory_holds(pa, "alice-secret") == 0 && memory_holds(pa, "bob-secret") == 0);
+        CHECK(memory_holds(pb, "alice-secret") == 0 && memory_holds(pb, "bob-secret") == 0);
+    }
+    /* the frame tags' key is made from the secret the tenant proved: a client that
+     * proved bob's secret and tags under a key made from anything else (the server's
+     * VCUDA_TOKEN, which --tenants ignores; another tenant's secret; no secret) has its
+     * first request refused and the session closed */
+    rc_t k;
+    CHECK(rc_open_keyed(&k, s.port, "bob", "bob-secret", "bob-secret") == 0 && rc_simple(&k, VCUDA_OP_PING, 0, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&k, VCUDA_OP_GET_DEVICE_COUNT, 0, 0, 0, 2000) == 0 && k.r.v[0] == 1);
+    rc_close(&k);
+    const char *wrong_keys[] = {TOKEN, "alice-secret", ""};
+    for (int i = 0; i < 3; ++i) {
+        CHECK(rc_open_keyed(&k, s.port, "bob", "bob-secret", wrong_keys[i]) == 0); /* (the proof is right) */
+        CHECK(rc_simple(&k, VCUDA_OP_PING, 0, 0, 0, 2000) < 0);
+        rc_close(&k);
+        CHECK(wait_log(&s, "bad authentication tag", i + 1, 3000));
+    }
     /* alice's two connections share her 1 MiB */
     CHECK(rc_simple(&a1, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
     CHECK(rc_simple(&a2, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && a2.r.v[0] == 2 &&
@@ -921,6 +1306,9 @@ static void tenants(void)
     char *text = finish(&s);
     CHECK(strstr(text, "authenticated (connection 1, tenant alice)"));
     CHECK(strstr(text, "tenant alice: connection limit 2 reached"));
+    if (process) /* (b's process lived on: one per tenant all along, the loop's one log line each) */
+        CHECK(count_in(text, "tenant alice: serving process") >= 1 && count_in(text, "tenant bob: serving process") >= 1 &&
+              !strstr(text, "tenant default: serving process"));
     unlink(tenants_path);
 }
 
@@ -1119,17 +1507,23 @@ static void module_globals(void)
 
 /* Context limits: what they reserve is charged to the tenant (the stack: its size x
  * the device's 8192 resident threads), over-quota values refused by name, and the
- * context's previous values back when the tenant's last connection goes. */
+ * context's previous values back when the tenant's last connection goes.  With
+ * --isolation process the same in the tenant's serving process: restored there while it
+ * lingers, and a fresh process (its own driver defaults) once it has exited; another
+ * tenant's limits are in another process. */
 static void limits(const char *opts)
 {
     char why[VCUDA_WHY_LEN], extra[160];
-    int own = opts != NULL; /* --isolation context: each client's own context */
+    int process = opts && strstr(opts, "process");
+    int own = opts && !process; /* --isolation context: each client's own context */
     server s;
     snprintf(extra, sizeof extra, "--tenants %s %s", tenants_file("tight 256 0 t-secret\nother 256 0 o-secret\n"),
              opts ? opts : "");
     start(&s, extra);
     rc_t t1, t2, t3, o1;
     CHECK(rc_open_as(&t1, s.port, 2000, "tight", "t-secret", why) == 0);
+    pid_t loop = process ? serving_pid(s.pid) : 0, tight_proc = 0, kids[16];
+    if (process) CHECK(children_of(loop, kids, 16) == 1 && (tight_proc = kids[0]) > 0);
     /* 64 KiB of stack per thread: 512 MiB of device memory, over 256 MiB */
     CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 0, 64 << 10, 0, 2000) == 1 && t1.r.v[0] == 2 &&
           memmem(t1.r.str, t1.r.str_len, "cudaLimitStackSize", 18) && memmem(t1.r.str, t1.r.str_len, "tenant tight", 12));
@@ -1169,13 +1563,35 @@ static void limits(const char *opts)
         if (!back) rc_close(&t3);
     }
     CHECK(back);
+    /* (process: the tenant's serving process lingered, so what undid the limits is the
+     * restore when its last connection went, not a fresh process) */
+    if (process) CHECK(children_of(loop, kids, 16) == 1 && kids[0] == tight_proc);
     if (!own) {
         CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
         CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 2, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
         CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 6, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
     }
     rc_close(&t3);
-    if (!own) {
+    if (process) {
+        /* another tenant's limit is in its own serving process: not seen by tight, and
+         * not in tight's way (tight is alone in its process) */
+        CHECK(rc_open_as(&o1, s.port, 2000, "other", "o-secret", why) == 0);
+        CHECK(rc_simple(&o1, VCUDA_OP_LIMIT_SET, 0, 4096, 0, 2000) == 0);
+        CHECK(rc_open_as(&t3, s.port, 2000, "tight", "t-secret", why) == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_SET, 0, 16 << 10, 0, 2000) == 0);
+        CHECK(children_of(loop, kids, 16) == 2);
+        rc_close(&o1), rc_close(&t3);
+        /* tight's serving process gone after its linger (2 s): the next client of tight
+         * gets a fresh one, with the driver's defaults and the whole quota */
+        CHECK(wait_log(&s, "exited (no sessions for 2 s)", 2, 8000));
+        CHECK(wait_children(loop, 0, 3000));
+        CHECK(rc_open_as(&t3, s.port, 2000, "tight", "t-secret", why) == 0);
+        CHECK(children_of(loop, kids, 16) == 1 && kids[0] != tight_proc);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_MALLOC, 256u << 20, 0, 0, 2000) == 0);
+        rc_close(&t3);
+    } else if (!own) {
         /* another tenant's limit goes back when that tenant goes, whoever else is on */
         usleep(200000);
         CHECK(rc_open_as(&o1, s.port, 2000, "other", "o-secret", why) == 0);
@@ -1197,18 +1613,6 @@ static void limits(const char *opts)
     char *log = finish(&s);
     CHECK(!strstr(log, "could not be set back"));
     unlink(tenants_path);
-}
-
-/* The serving process (the supervisor's child), or 0. */
-static pid_t serving_pid(pid_t supervisor)
-{
-    char path[128];
-    long child = 0;
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)supervisor, (int)supervisor);
-    FILE *f = fopen(path, "r");
-    if (f && fscanf(f, "%ld", &child) != 1) child = 0;
-    if (f) fclose(f);
-    return (pid_t)child;
 }
 
 /* A memory figure of the serving process (field: "VmRSS:", "VmHWM:"), in KiB, or -1. */
@@ -1662,18 +2066,42 @@ static pid_t next_serving(pid_t supervisor, pid_t old, int ms)
     return 0;
 }
 
-static void supervisor(void)
+/* Whether pid has ended (gone, or a zombie nobody reaped yet), within ms. */
+static int ended_within(pid_t pid, int ms)
+{
+    for (int64_t end = now_ms() + ms;; usleep(10000)) {
+        char path[64], stat[256];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+        if (f) fclose(f);
+        stat[n] = 0;
+        const char *paren = strrchr(stat, ')');
+        if (!f || (paren && paren[1] == ' ' && paren[2] == 'Z')) return 1;
+        if (now_ms() > end) return 0;
+    }
+}
+
+/* The supervisor replaces what it supervises (the serving process; with --isolation
+ * process the network loop, whose tenants' serving processes die with it) after any
+ * abnormal end, with growing pauses. */
+static void supervisor(const char *opts)
 {
     struct rlimit no_core = {0, 0}; /* (the crashes below are sent, not found) */
     setrlimit(RLIMIT_CORE, &no_core);
+    int process = opts && strstr(opts, "--isolation process");
+    const char *what = process ? "network-loop process" : "serving process";
     server s;
-    start(&s, NULL);
+    pid_t tenant = 0;
+    start(&s, opts);
     CHECK(served_within(s.port, 5000) == 0);
     /* killed (the OOM killer's way) and crashed: replaced, and new clients are served */
     const int sigs[] = {SIGKILL, SIGSEGV, SIGABRT, SIGBUS};
     pid_t p = serving_pid(s.pid);
     for (int k = 0; k < 4; ++k) {
+        if (process) CHECK(children_of(p, &tenant, 1) == 1); /* (the client's, lingering) */
         CHECK(p > 0 && kill(p, sigs[k]) == 0);
+        if (process) CHECK(ended_within(tenant, 2000)); /* no tenant outlives its loop */
         int64_t t0 = now_ms();
         CHECK(served_within(s.port, 10000) == 0);
         printf("{\"test\":\"supervisor\",\"signal\":%d,\"served_again_after_ms\":%lld}\n", sigs[k],
@@ -1694,6 +2122,7 @@ static void supervisor(void)
     printf("{\"test\":\"supervisor\",\"crash_loop_kills\":%d,\"ms\":%lld}\n", kills, (long long)loop_ms);
     CHECK(p > 0 && loop_ms >= 1600 + 3200 - 200); /* paused, did not spin */
     CHECK(served_within(s.port, 10000) == 0);
+    if (process) CHECK(children_of(p, &tenant, 1) == 1);
     /* a stop asked of the supervisor still ends everything */
     kill(s.pid, SIGTERM);
     int st = -1;
@@ -1701,6 +2130,7 @@ static void supervisor(void)
     while (waitpid(s.pid, &st, WNOHANG) == 0 && now_ms() - t0 < 5000) usleep(10000);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     CHECK(kill(p, 0) == -1 && errno == ESRCH); /* the serving process is gone too */
+    if (process) CHECK(ended_within(tenant, 2000)); /* and the tenant's */
     if (!WIFEXITED(st)) kill(-s.pid, SIGKILL), waitpid(s.pid, NULL, 0);
     FILE *f = fopen(s.log, "r");
     static char log[1 << 20];
@@ -1711,7 +2141,9 @@ static void supervisor(void)
     fprintf(stderr, "--- server log (%zu bytes) ---\n%s\n------------------\n", n, n > 3000 ? log + n - 3000 : log);
     CHECK(strstr(log, "was killed by SIGKILL (the OOM killer, or kill -9)"));
     CHECK(strstr(log, "was killed by SIGSEGV") && strstr(log, "was killed by SIGABRT") && strstr(log, "was killed by SIGBUS"));
-    CHECK(strstr(log, "starting a fresh serving process in 0.1 s") && strstr(log, "in 0.8 s") && strstr(log, "in 3.2 s"));
+    char fresh[96];
+    snprintf(fresh, sizeof fresh, "starting a fresh %s in 0.1 s", what);
+    CHECK(strstr(log, fresh) && strstr(log, "in 0.8 s") && strstr(log, "in 3.2 s"));
 }
 
 /* ---- sources, idle sessions, stalled handshakes, clients that left ------------------ */
@@ -1738,7 +2170,7 @@ static int rc_open_from(rc_t *c, const char *from, uint16_t port, int rtt_us, ch
     c->fd = connect_from(from, port, 0);
     if (c->fd < 0) return snprintf(why, VCUDA_WHY_LEN, "connect from %s failed", from), -1;
     if (rtt_us) usleep((useconds_t)rtt_us);
-    if (vcuda_handshake(c->fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 5000, &c->b, NULL, why)) {
+    if (vcuda_handshake(c->fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 5000, &c->b, NULL, &c->ses, why)) {
         rc_close(c);
         return -1;
     }
@@ -1746,11 +2178,11 @@ static int rc_open_from(rc_t *c, const char *from, uint16_t port, int rtt_us, ch
     return 0;
 }
 
-static void per_source(void)
+static void per_source(const char *opts)
 {
     server s;
     char why[VCUDA_WHY_LEN];
-    start(&s, "--max-per-source 3 --max-clients 8");
+    start(&s, opts_and("--max-per-source 3 --max-clients 8", opts));
     rc_t a[3], b, c;
     for (int i = 0; i < 3; ++i) CHECK(rc_open_from(&a[i], "127.0.0.2", s.port, 0, why) == 0);
     CHECK(rc_open_from(&b, "127.0.0.2", s.port, 0, why) == -1 && strstr(why, "too many connections from 127.0.0.2"));
@@ -1783,10 +2215,10 @@ static void *pinger(void *arg)
     return NULL;
 }
 
-static void idle_timeout(void)
+static void idle_timeout(const char *opts)
 {
     server s;
-    start(&s, "--idle-timeout-s 1");
+    start(&s, opts_and("--idle-timeout-s 1", opts));
     rc_t idle, busy;
     CHECK(rc_open(&idle, s.port, 2000) == 0 && rc_open(&busy, s.port, 2000) == 0);
     pinger_job pj = {.port = s.port};
@@ -1890,7 +2322,7 @@ static void *legit(void *arg)
  * clients connect from a third, 2 ms away: every legitimate one is served.  (Where the
  * stallers were protected for having sent a HELLO, a client still on its way was
  * dropped for them.) */
-static void preauth_storm(void)
+static void preauth_storm(const char *opts)
 {
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -1902,7 +2334,7 @@ static void preauth_storm(void)
     rl.rlim_cur = rl.rlim_max > 4096 ? 4096 : rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
     server s;
-    start(&s, NULL);
+    start(&s, opts);
     storm_job st[2] = {{.port = s.port, .from = "127.0.0.2", .n = 600}, {.port = s.port, .from = "127.0.0.3", .n = 600}};
     pthread_t ts[2], tl[4];
     for (int i = 0; i < 2; ++i) pthread_create(&ts[i], NULL, storm, &st[i]);
@@ -1932,11 +2364,11 @@ static void preauth_storm(void)
 
 /* A client that queued work and left (closed its sending side) gets none of it started:
  * the sticky kernel it pipelined behind a synchronize never runs. */
-static void gone_client(void)
+static void gone_client(const char *opts)
 {
     server s;
     char why[VCUDA_WHY_LEN];
-    start(&s, NULL);
+    start(&s, opts);
     rc_t c;
     CHECK(rc_open(&c, s.port, 2000) == 0);
     uint64_t mod = rc_module(&c, "gone", 0), busy = rc_function(&c, mod, "busy"), sticky = rc_function(&c, mod, "sticky");
@@ -1953,12 +2385,12 @@ static void gone_client(void)
     }
     for (int k = 0; k < 4; ++k) {
         m[k].hdr.request_id = 100 + (uint64_t)k;
-        CHECK(vcuda_send_frame(c.fd, &m[k], &c.b, 2000, why) == 0);
+        CHECK(vcuda_send_frame(c.fd, &c.ses, &m[k], &c.b, 2000, why) == 0);
     }
     shutdown(c.fd, SHUT_WR); /* all sent; gone */
     int replies = 0, get_device = 0;
     vcuda_msg r;
-    while (vcuda_recv_frame(c.fd, &r, &c.b, 3000, why) == 0) {
+    while (vcuda_recv_frame(c.fd, &c.ses, &r, &c.b, 3000, why) == 0) {
         if (r.hdr.opcode == VCUDA_OP_PROGRESS) continue;
         ++replies, get_device += r.hdr.opcode == VCUDA_OP_GET_DEVICE;
     }
@@ -2665,7 +3097,11 @@ int main(int argc, char **argv)
         }
         return failures ? 1 : 0;
     }
-    if (!strcmp(c, "no_head_of_line")) no_head_of_line();
+    if (!strcmp(c, "no_head_of_line")) no_head_of_line(NULL);
+    else if (!strcmp(c, "no_head_of_line_process")) no_head_of_line("--isolation process");
+    else if (!strcmp(c, "isolation_process")) isolation_process();
+    else if (!strcmp(c, "isolation_process_limits")) isolation_process_limits();
+    else if (!strcmp(c, "isolation_process_modules")) isolation("--max-modules 16 --isolation process");
     else if (!strcmp(c, "bad_clients")) bad_clients();
     else if (!strcmp(c, "preauth")) preauth();
     else if (!strcmp(c, "auth")) auth();
@@ -2678,17 +3114,25 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "isolation_context")) isolation("--max-modules 16 --isolation context");
     else if (!strcmp(c, "images")) images();
     else if (!strcmp(c, "image_bounds")) image_bounds();
-    else if (!strcmp(c, "supervisor")) supervisor();
-    else if (!strcmp(c, "per_source")) per_source();
-    else if (!strcmp(c, "idle_timeout")) idle_timeout();
-    else if (!strcmp(c, "preauth_storm")) preauth_storm();
-    else if (!strcmp(c, "gone_client")) gone_client();
-    else if (!strcmp(c, "quotas")) quotas();
-    else if (!strcmp(c, "tenants")) tenants();
+    else if (!strcmp(c, "supervisor")) supervisor(NULL);
+    else if (!strcmp(c, "supervisor_process")) supervisor("--isolation process");
+    else if (!strcmp(c, "per_source")) per_source(NULL);
+    else if (!strcmp(c, "per_source_process")) per_source("--isolation process");
+    else if (!strcmp(c, "idle_timeout")) idle_timeout(NULL);
+    else if (!strcmp(c, "idle_timeout_process")) idle_timeout("--isolation process");
+    else if (!strcmp(c, "preauth_storm")) preauth_storm(NULL);
+    else if (!strcmp(c, "preauth_storm_process")) preauth_storm("--isolation process");
+    else if (!strcmp(c, "gone_client")) gone_client(NULL);
+    else if (!strcmp(c, "gone_client_process")) gone_client("--isolation process");
+    else if (!strcmp(c, "quotas")) quotas(NULL);
+    else if (!strcmp(c, "quotas_process")) quotas("--isolation process");
+    else if (!strcmp(c, "tenants")) tenants(NULL);
+    else if (!strcmp(c, "tenants_process")) tenants("--isolation process");
     else if (!strcmp(c, "footprint")) footprint();
     else if (!strcmp(c, "module_globals")) module_globals();
     else if (!strcmp(c, "limits")) limits(NULL);
     else if (!strcmp(c, "limits_isolation")) limits("--isolation context");
+    else if (!strcmp(c, "limits_process")) limits("--isolation process --tenant-linger-s 2");
     else if (!strcmp(c, "shrink")) shrink();
     else if (!strcmp(c, "runtime_calls")) runtime_calls();
     else if (!strcmp(c, "graphs")) graphs(NULL);

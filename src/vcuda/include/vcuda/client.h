@@ -22,10 +22,12 @@
  * that fails is reported with one stderr line and replaced by the next healthy spare or
  * dropped; the remaining devices are numbered densely in VCUDA_SERVERS order.
  *
- * The handshake proves both sides hold the token without sending it (proto.h).  A
- * server that dies, is stopped or becomes unreachable mid-session makes the call return
- * VCUDA_CLIENT_UNAVAILABLE within the timeout (-> cudaErrorDevicesUnavailable); the
- * device is then marked lost and every later call on it fails the same way at once. */
+ * The handshake proves both sides hold the token without sending it, and every later
+ * frame carries a tag (proto.h).  A server that dies, is stopped or becomes unreachable
+ * mid-session, or a frame that fails its tag (injected, replayed or altered on the
+ * path), makes the call return VCUDA_CLIENT_UNAVAILABLE within the timeout (->
+ * cudaErrorDevicesUnavailable); the device is then marked lost and every later call on
+ * it fails the same way at once. */
 #ifndef VCUDA_CLIENT_H
 #define VCUDA_CLIENT_H
 

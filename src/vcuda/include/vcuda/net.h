@@ -9,6 +9,7 @@
 #ifndef VCUDA_NET_H
 #define VCUDA_NET_H
 
+#include "vcuda/mac.h"
 #include "vcuda/proto.h"
 
 #include <stddef.h>
@@ -29,8 +30,9 @@ typedef enum {
 
 const char *vcuda_net_status_name(vcuda_net_status s);
 
-/* Frame buffer grown on demand, never beyond VCUDA_HEADER_SIZE + VCUDA_MAX_PAYLOAD
- * (the header is validated before the payload length sizes anything).  Zero-init. */
+/* Frame buffer grown on demand, never beyond VCUDA_HEADER_SIZE + VCUDA_MAX_PAYLOAD +
+ * VCUDA_TAG_SIZE (the header is validated before the payload length sizes anything).
+ * Zero-init. */
 typedef struct {
     uint8_t *data;
     size_t cap;
@@ -42,26 +44,36 @@ void vcuda_buf_free(vcuda_buf *b);
 vcuda_net_status vcuda_write_all(int fd, const void *p, size_t n, int timeout_ms, char *why);
 vcuda_net_status vcuda_read_all(int fd, void *p, size_t n, int timeout_ms, char *why);
 
-/* Encodes m into b and sends it. */
-vcuda_net_status vcuda_send_frame(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
+/* Frame I/O takes the connection's session (mac.h): NULL for the handshake's frames,
+ * which carry no tag; with one, every frame sent gets its tag after the payload and every
+ * frame received has its tag checked before its payload is decoded: a frame that fails
+ * is a VCUDA_NET_PROTO error whose why names it ("frame N from PEER: bad authentication
+ * tag ..."), after which the connection is of no further use.  A failed send likewise
+ * leaves the connection unusable (the frame's sequence number was spent). */
+
+/* Encodes m into b and sends it: the head from b, bulk bytes at the end of the frame
+ * from where they lie (m->blob), and the tag, in one sendmsg where the socket takes it. */
+vcuda_net_status vcuda_send_frame(int fd, vcuda_session *ses, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
                                   char *why);
 /* The same, for a peer that may send frames while it is not reading ours (a server
  * busy on the GPU sends PROGRESS): while the send waits for room, fn(arg, why) is
  * called when input is waiting; it reads one frame and returns 1 (the peer is alive:
  * the deadline restarts), 0, or -1 (error, why set). */
 typedef int (*vcuda_input_fn)(void *arg, char *why);
-vcuda_net_status vcuda_send_frame_live(int fd, const vcuda_msg *m, vcuda_buf *b, int timeout_ms,
-                                       vcuda_input_fn fn, void *arg, char *why);
+vcuda_net_status vcuda_send_frame_live(int fd, vcuda_session *ses, const vcuda_msg *m, vcuda_buf *b,
+                                       int timeout_ms, vcuda_input_fn fn, void *arg, char *why);
 /* Reads 24 header bytes, validates them, only then reads exactly the declared payload
- * into b and validates it.  m's str/blob point into b (valid until b is reused). */
-vcuda_net_status vcuda_recv_frame(int fd, vcuda_msg *m, vcuda_buf *b, int timeout_ms,
+ * (and the tag) into b, checks the tag and validates the payload.  m's str/blob point
+ * into b (valid until b is reused). */
+vcuda_net_status vcuda_recv_frame(int fd, vcuda_session *ses, vcuda_msg *m, vcuda_buf *b, int timeout_ms,
                                   char *why);
 
 /* vcuda_recv_frame, except that a frame whose payload is a single bytes field (a D2H
  * reply chunk) has those bytes read straight into dst (no more than cap, else a
- * protocol error); m->blob then points at dst. */
-vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_msg *m, vcuda_buf *b, uint8_t *dst, size_t cap,
-                                     int timeout_ms, char *why);
+ * protocol error); m->blob then points at dst.  The tag is checked after the bytes
+ * landed: on a failure dst holds whatever came. */
+vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_session *ses, vcuda_msg *m, vcuda_buf *b, uint8_t *dst,
+                                     size_t cap, int timeout_ms, char *why);
 
 /* TCP connect (host name or address) with a timeout; TCP_NODELAY.  fd or -1. */
 int vcuda_connect(const char *host, uint16_t port, int timeout_ms, char *why);
@@ -91,13 +103,16 @@ void vcuda_close(int fd);
 /* The client's side of the handshake (proto.h "authentication"): HELLO naming the
  * tenant (NULL: "default"; tenants.h), AUTH with the client's proof made with the
  * token (the tenant's secret) and its heartbeat interval, and the check of the
- * server's proof, each step within timeout_ms.  0 (*server_device set), -2 if the server refused (its
- * reason in why), -3 if the connection closed or broke before the handshake was done
- * (a server being replaced after a sticky error drops the connections it had not yet
- * authenticated: connecting again may succeed), -1 otherwise (why set; also when the
- * server cannot prove it holds the token). */
+ * server's proof, each step within timeout_ms; then *ses (may be NULL: nothing more is
+ * sent) holds the session every later frame is tagged under (its key derived from the
+ * token), its peer name as the caller set it.
+ * 0 (*server_device set), -2 if the server refused (its reason in why), -3 if the
+ * connection closed or broke before the handshake was done (a server being replaced
+ * after a sticky error drops the connections it had not yet authenticated: connecting
+ * again may succeed), -1 otherwise (why set; also when the server cannot prove it holds
+ * the token). */
 int vcuda_handshake(int fd, const char *tenant, const uint8_t *token, size_t token_len, int heartbeat_ms,
-                    int timeout_ms, vcuda_buf *b, int *server_device, char *why);
+                    int timeout_ms, vcuda_buf *b, int *server_device, vcuda_session *ses, char *why);
 /* Milliseconds / nanoseconds on the monotonic clock. */
 int64_t vcuda_now_ms(void);
 int64_t vcuda_now_ns(void);

@@ -1,8 +1,9 @@
 /* vcuda wire protocol: the frames a client library and a per-GPU server exchange.
  *
- * Frame = 24-byte header + payload, every integer little-endian, written byte by byte
- * (never a memcpy of a host struct, so layout/endianness/padding of either side do
- * not matter):
+ * Frame = 24-byte header + payload, and after the handshake a 16-byte tag (see
+ * "authentication"; payload_len never counts it), every integer little-endian, written
+ * byte by byte (never a memcpy of a host struct, so layout/endianness/padding of either
+ * side do not matter):
  *
  *   off size field
  *    0   4   magic        "VCUD" (0x44554356)
@@ -47,7 +48,7 @@ extern "C" {
 #endif
 
 #define VCUDA_MAGIC 0x44554356u /* "VCUD" as little-endian bytes */
-#define VCUDA_PROTO_VERSION 6u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET, arrays, textures; 5: graph twins (conditional and memory nodes, GRAPH_TWIN_*); 6: the tenant in HELLO, VCUDA_FLAG_SYNC */
+#define VCUDA_PROTO_VERSION 6u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET, arrays, textures; 5: graph twins (conditional and memory nodes, GRAPH_TWIN_*); 6: the tenant in HELLO, VCUDA_FLAG_SYNC, every frame after AUTH tagged */
 #define VCUDA_HEADER_SIZE 24u
 
 /* Limits; compile-time configurable.  The payload bound is what a server is willing to
@@ -405,6 +406,31 @@ vcuda_status vcuda_desc_encode(vcuda_desc_kind kind, const uint64_t *w, uint8_t 
  * same work: a client cannot tell which tenants exist.  Ns is new for every connection,
  * so recorded HELLO/AUTH frames replayed on another connection fail; the server also
  * refuses a HELLO whose Nc it saw recently.
+ *
+ * Frames after the handshake.  Both sides then hold a session key
+ *   K = HMAC-SHA256(secret, "vcuda session" || Nc || Ns || heartbeat_ms || server_device)
+ * with the secret of the tenant that proved itself (the one its proofs were made with),
+ * the last two as the AUTH request and reply carried them, u32 little-endian (a relay
+ * that altered either leaves the sides with different keys), and every frame after the
+ * AUTH reply, either way -- requests, the chunks of a chunked copy, replies, D2H reply
+ * chunks, error replies, PROGRESS, PING/TOUCH/SINK -- is followed on the wire by a
+ * 16-byte tag: RFC 8439's AEAD_CHACHA20_POLY1305 tag under K with an empty plaintext and
+ * the frame (header and payload as sent) as additional data, nonce = u32 direction (0
+ * client to server, 1 server to client) || u64 sequence number, the number of frames
+ * that side sent before this one after AUTH.  The sequence number is never sent: both
+ * sides count, so a frame injected, replayed (also from another connection: K is new
+ * with every Ns), reordered, dropped or altered fails its tag, and the receiver closes
+ * the connection ("frame N from PEER: bad authentication tag (injected, replayed or
+ * corrupted)"; N is the sequence number it expected).  payload_len does not count the
+ * tag; a receiver checks the header, reads payload and tag, and checks the tag before it
+ * decodes the payload (mac.h; net.c and server_loop.c).
+ *
+ * What this protects: integrity and authenticity of every frame, and their order and
+ * completeness within a connection.  What it does not: confidentiality.  Frames travel
+ * in clear -- kernel arguments, copied data, module images can be read by anyone on the
+ * path.  A site that needs confidentiality runs vcuda over an encrypted network (a VPN,
+ * IPsec or WireGuard between the nodes, or an encrypting fabric).  The handshake frames
+ * themselves carry no tag: what they carry is bound by the proofs and by K.
  *
  * Liveness: AUTH carries the interval at which the client wants to hear from a server
  * that is still working on its request (heartbeat_ms).  While a request takes longer,

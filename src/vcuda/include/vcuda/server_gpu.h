@@ -33,24 +33,37 @@
  * getting its previous values back.  Not charged: what the driver keeps per context and
  * per stream (a context per client with --isolation context: bounded by the tenant's
  * connection limit), the local memory a kernel's own frame needs beyond the stack limit
- * (the driver grows that reservation at launch), and host memory.
+ * (the driver grows that reservation at launch), and host memory.  The counts are kept
+ * in the process that serves the tenant's connections: with --isolation process each
+ * tenant's serving process holds all of them (and only them), otherwise the one serving
+ * process holds every tenant's.
  *
- * What one shared context still allows: kernel arguments cannot be checked, and any
- * kernel can address any memory of the context, other clients' included (as on any
- * GPU shared without MIG/MPS): only clients holding a tenant's secret are served, and a
- * site that needs more runs one server per tenant.  A sticky error (700, 702, 710, 714-719,
- * 721, 999) ends the session of the client that caused it with that error, then every
- * other session, and stops the serving process (vcuda_gpu_context_lost says so):
- * vcuda-server's supervisor starts a fresh one on the same socket, because the driver
- * keeps a sticky error for the life of the process, in every context of it.
- * With isolation (--isolation context) each client gets a context of its own instead:
- * its memory and modules are separate from everyone else's (not its sticky errors, see
- * above), at the price of a context's creation per connection.
+ * Kernel arguments cannot be checked: a kernel can address any memory of its process's
+ * address space.  A sticky error (700, 702, 710, 714-719, 721, 999) ends the session of
+ * the client that caused it with that error, then every other session of the process,
+ * and stops the serving process (vcuda_gpu_context_lost says so): a fresh one takes
+ * over, because the driver keeps a sticky error for the life of the process, in every
+ * context of it.  What that means for each isolation mode of vcuda-server:
+ *   shared  (the default) one context for every client: modules, streams and handles
+ *           are each client's own, but any kernel can read and write any memory of the
+ *           context, other clients' and other tenants' included, and a sticky error
+ *           ends every session.
+ *   context (limits.isolation) a context per client, at the price of a context's
+ *           creation per connection: modules, handles and context settings apart, but
+ *           NOT memory: the contexts share the process's address space (a kernel given
+ *           another client's device pointer reads it), and a sticky error still ends
+ *           every session.
+ *   process (server_isolate.h) a serving process of its own per tenant, each running
+ *           this handler as in shared: a kernel of one tenant cannot reach another
+ *           tenant's memory (such a pointer faults, or names the tenant's own memory),
+ *           and a sticky error ends only that tenant's sessions.
+ * No mode partitions the GPU's compute and memory bandwidth or its total memory (no
+ * MIG/MPS), and clients of one tenant always share a process.
  * Context-wide settings (LIMIT_SET) are taken only on a client's own context, or on the
  * shared one while that client is its only one (see "quotas" above for what they cost
  * the tenant and when they are undone).  Device printf output (which the driver
  * writes to the process's stdout for every context alike) and device assertion messages
- * (to its stderr) are shipped to a client only while it is the server's only client;
+ * (to its stderr) are shipped to a client only while it is its process's only client;
  * otherwise they stay on the server's stdout and stderr (assertion messages go to the
  * server's stderr in any case). */
 #ifndef VCUDA_SERVER_GPU_H

@@ -26,7 +26,10 @@
  *
  * The table is read once, before the serving process starts; its entries then never
  * move or change, except for the usage counters (each tenant's own mutex), so the
- * server loop and the GPU handler share them by pointer. */
+ * server loop and the GPU handler share them by pointer.  With --isolation process the
+ * network loop's table counts each tenant's connections (its MAX_CONNS is decided
+ * there), and each tenant's serving process has a copy holding that tenant only
+ * (vcuda_tenants_only), whose memory counter is the quota's. */
 #ifndef VCUDA_TENANTS_H
 #define VCUDA_TENANTS_H
 
@@ -70,6 +73,13 @@ int vcuda_tenants_load(vcuda_tenants *ts, const char *path, char *why);
 /* The table of one tenant, "default", with this secret and quota (bytes, 0: none). */
 int vcuda_tenants_single(vcuda_tenants *ts, const uint8_t *secret, size_t len, uint64_t mem_quota, char *why);
 void vcuda_tenants_free(vcuda_tenants *ts);
+/* In a tenant's own serving process (--isolation process, server_isolate.h), forked
+ * from the process that read the table: the table keeps that tenant alone, its usage
+ * counters at zero (what it holds is counted here, by the process that holds it all),
+ * and no secret at all -- every other tenant's entry and every secret are wiped, the
+ * proofs being checked by the loop process only.  0, or -1 (no such tenant: the table
+ * is then empty, its secrets wiped all the same). */
+int vcuda_tenants_only(vcuda_tenants *ts, const char *name);
 
 /* The tenant called name[0..len), or NULL.  Every entry is compared in full, so the
  * time taken does not tell whether or where the name was found. */
