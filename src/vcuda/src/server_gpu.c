@@ -363,13 +363,14 @@ static int reply_invalid(client *cl, vcuda_msg *r, int code, const char *fmt, ..
 /* Device memory for a client: charged to its tenant, all of whose connections share its
  * quota (counted in this process, which serves all of them: server_gpu.h), and counted
  * as the client's (its end gives back what it still holds), unless that would take the
- * tenant past its quota: 0, or 1 with the refusal in r. */
-static int charge(client *cl, vcuda_msg *r, const char *api, uint64_t bytes)
+ * tenant past its quota: 0, or 1 with the refusal, naming `what` was to take the bytes,
+ * in r. */
+static int charge(client *cl, vcuda_msg *r, const char *what, uint64_t bytes)
 {
     uint64_t used = 0;
     vcuda_tenant *t = cl->tenant;
     if (t && vcuda_tenant_charge(t, bytes, &used))
-        return reply_invalid(cl, r, 2, "%s: %llu bytes would exceed tenant %s's quota of %llu bytes (%llu in use)", api,
+        return reply_invalid(cl, r, 2, "%s: %llu bytes would exceed tenant %s's quota of %llu bytes (%llu in use)", what,
                              (unsigned long long)bytes, t->name, (unsigned long long)t->mem_quota,
                              (unsigned long long)used), 1;
     cl->mem_bytes += bytes;
@@ -1381,19 +1382,9 @@ static int twin_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
     }
 }
 
-/* What loading a module costs the client's tenant, charged before the driver sees the
- * image: 0 with *bytes charged, or 1 with the refusal in r. */
-static int charge_module(client *cl, vcuda_msg *r, uint64_t bytes)
-{
-    uint64_t used = 0;
-    vcuda_tenant *t = cl->tenant;
-    if (t && vcuda_tenant_charge(t, bytes, &used))
-        return reply_invalid(cl, r, 2, "vcuda: module load: its __device__ data (%llu bytes) exceeds tenant %s's quota "
-                             "(%llu bytes, %llu in use)", (unsigned long long)bytes, t->name,
-                             (unsigned long long)t->mem_quota, (unsigned long long)used), 1;
-    cl->mem_bytes += bytes;
-    return 0;
-}
+/* What a refused module load says (its data is charged before the driver sees the
+ * image, so the message names what was refused, not an API the client called). */
+#define MODULE_CHARGE "vcuda: module load: its __device__ data and code"
 
 /* MODULE_LOOKUP / MODULE_LOAD: the client gets a module of its own, loaded from the
  * validated image (cached by the hash the server computed, so a later client of the
@@ -1448,7 +1439,7 @@ static int module(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
             len = q->blob_len;
         }
     }
-    if (charge_module(cl, r, bytes)) {
+    if (charge(cl, r, MODULE_CHARGE, bytes)) {
         free(img);
         free(un.names);
         return 0;
@@ -1471,7 +1462,7 @@ static int module(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
     int refused = 0;
     if (!rc && extra) { /* charged anew in whole, so that the refusal names the whole */
         uncharge(cl, bytes);
-        if (charge_module(cl, r, bytes + extra)) refused = 1, g->cu.cuModuleUnload(m->mod);
+        if (charge(cl, r, MODULE_CHARGE, bytes + extra)) refused = 1, g->cu.cuModuleUnload(m->mod);
         else bytes += extra;
     }
     if (rc || refused) {
