@@ -12,6 +12,7 @@
 #include "vcuda/image.h"
 #include "vcuda/server_gpu.h"
 #include "vcuda/server_isolate.h"
+#include "vcuda/sha256.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -255,7 +256,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "vcuda-server: error: %s\n", why);
             return UMS_EXIT_FAILED;
         }
-        memset(token, 0, sizeof token);
+        vcuda_wipe(token, sizeof token);
     }
     vcuda_gpu_limits lim = {(uint32_t)max_handles, (uint32_t)max_modules, (size_t)cache_mib << 20,
                             !strcmp(isolation, "context")};

@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "vcuda/tenants.h"
 
+#include "vcuda/sha256.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +40,10 @@ void vcuda_tenants_free(vcuda_tenants *ts)
 {
     for (size_t i = 0; i < ts->n; ++i) {
         pthread_mutex_destroy(&ts->t[i].mu);
-        memset(ts->t[i].secret, 0, sizeof ts->t[i].secret);
+        vcuda_wipe(ts->t[i].secret, sizeof ts->t[i].secret);
     }
     free(ts->t);
-    memset(ts, 0, sizeof *ts);
+    vcuda_wipe(ts, sizeof *ts); /* (nobody's secret too) */
 }
 
 int vcuda_tenants_only(vcuda_tenants *ts, const char *name)
@@ -53,9 +55,9 @@ int vcuda_tenants_only(vcuda_tenants *ts, const char *name)
     if (t) memcpy(keep, t->name, sizeof keep);
     for (size_t i = 0; i < ts->n; ++i) {
         pthread_mutex_destroy(&ts->t[i].mu);
-        memset(&ts->t[i], 0, sizeof ts->t[i]);
+        vcuda_wipe(&ts->t[i], sizeof ts->t[i]);
     }
-    memset(ts->nobody, 0, sizeof ts->nobody);
+    vcuda_wipe(ts->nobody, sizeof ts->nobody);
     ts->n = 0;
     if (!t) return -1;
     static const uint8_t none[1];
@@ -147,8 +149,11 @@ static int parse(vcuda_tenants *ts, const char *path, const char *text, size_t s
         if (ts->n == VCUDA_MAX_TENANTS) BAD("more than %d tenants", VCUDA_MAX_TENANTS);
         if (ts->n == cap) {
             size_t nc = cap ? 2 * cap : 16;
-            vcuda_tenant *q = realloc(ts->t, nc * sizeof *q);
+            vcuda_tenant *q = malloc(nc * sizeof *q); /* (not realloc: the old block is wiped) */
             if (!q) BAD("out of memory");
+            if (ts->n) memcpy(q, ts->t, ts->n * sizeof *q);
+            vcuda_wipe(ts->t, cap * sizeof *q);
+            free(ts->t);
             ts->t = q, cap = nc;
         }
         if (tenant_init(&ts->t[ts->n], f[0], len[0], (const uint8_t *)f[3], len[3], mib << 20, (uint32_t)conns))
@@ -186,7 +191,7 @@ int vcuda_tenants_load(vcuda_tenants *ts, const char *path, char *why)
     close(fd);
     int rc = memchr(text, 0, size) ? vcuda_fail(why, -1, "tenants file %s holds a NUL byte", path)
                                    : parse(ts, path, text, size, why);
-    memset(text, 0, size); /* (secrets) */
+    vcuda_wipe(text, size); /* (secrets) */
     free(text);
     if (rc) vcuda_tenants_free(ts);
     return rc;

@@ -4,7 +4,9 @@
  *   perms      a file group/other can read, a symbolic link, a directory: refused
  *   find       lookup by whole name only
  *   charge     quota arithmetic, and many threads charging at once never exceed it
- *   join       connection limits */
+ *   join       connection limits
+ *   only       a table past its first 16 entries (grown, every entry intact), and the
+ *              copy a tenant's serving process keeps: that tenant alone, no secret */
 #define _POSIX_C_SOURCE 200809L
 #include "vcuda/tenants.h"
 
@@ -200,6 +202,41 @@ static void join(void)
     vcuda_tenants_free(&ts);
 }
 
+static void only(void)
+{
+    char text[40 * 64], *at = text;
+    for (int i = 0; i < 40; ++i) at += sprintf(at, "t-%d %d %d secret-%d\n", i, i + 1, i % 5, i);
+    vcuda_tenants ts;
+    CHECK(load(text, &ts) == 0 && ts.n == 40);
+    int intact = 0;
+    for (size_t i = 0; i < ts.n; ++i) {
+        char name[32], secret[32];
+        snprintf(name, sizeof name, "t-%d", (int)i), snprintf(secret, sizeof secret, "secret-%d", (int)i);
+        intact += !strcmp(ts.t[i].name, name) && ts.t[i].mem_quota == (uint64_t)(i + 1) << 20 &&
+                  ts.t[i].max_conns == i % 5 && ts.t[i].secret_len == strlen(secret) &&
+                  !memcmp(ts.t[i].secret, secret, strlen(secret));
+    }
+    CHECK(intact == 40);
+    CHECK(vcuda_tenant_charge(&ts.t[17], 1 << 20, NULL) == 0 && vcuda_tenant_join(&ts.t[17]) == 0);
+    /* a serving process's copy: t-17 alone, its limits kept, its counters zero, and no
+     * secret left anywhere in the table */
+    CHECK(vcuda_tenants_only(&ts, "t-17") == 0);
+    CHECK(ts.n == 1 && !strcmp(ts.t[0].name, "t-17") && ts.t[0].mem_quota == 18u << 20 && ts.t[0].max_conns == 2);
+    CHECK(vcuda_tenant_used(&ts.t[0]) == 0 && ts.t[0].conns == 0 && ts.t[0].secret_len == 0);
+    uint8_t zero[VCUDA_MAX_TOKEN] = {0};
+    CHECK(!memcmp(ts.t[0].secret, zero, sizeof ts.t[0].secret) && !memcmp(ts.nobody, zero, sizeof ts.nobody));
+    const char *bytes = (const char *)ts.t; /* (the entries beyond n were wiped, not only forgotten) */
+    int secrets = 0;
+    for (size_t i = 0; i + 7 <= 40 * sizeof *ts.t; ++i) secrets += !memcmp(bytes + i, "secret-", 7);
+    CHECK(secrets == 0);
+    CHECK(vcuda_tenant_find(&ts, (const uint8_t *)"t-17", 4) == &ts.t[0]);
+    CHECK(vcuda_tenant_find(&ts, (const uint8_t *)"t-18", 4) == NULL);
+    CHECK(vcuda_tenant_charge(&ts.t[0], 18u << 20, NULL) == 0 && vcuda_tenant_charge(&ts.t[0], 1, NULL) == -1);
+    /* a name the table does not hold: nothing kept, secrets wiped all the same */
+    CHECK(vcuda_tenants_only(&ts, "nobody") == -1 && ts.n == 0);
+    vcuda_tenants_free(&ts);
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -209,6 +246,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "find")) find();
     else if (!strcmp(c, "charge")) charge();
     else if (!strcmp(c, "join")) join();
-    else return fprintf(stderr, "usage: %s parse|bad_lines|perms|find|charge|join\n", argv[0]), 2;
+    else if (!strcmp(c, "only")) only();
+    else return fprintf(stderr, "usage: %s parse|bad_lines|perms|find|charge|join|only\n", argv[0]), 2;
     return failures ? 1 : 0;
 }
