@@ -142,8 +142,9 @@ int vcuda_server_run(const vcuda_server_config *cfg);
 /* The workers without the network loop, for a process fed connections that another
  * process accepted and authenticated (server_isolate.c): the same worker threads,
  * PROGRESS heartbeats, idle timeout, watch for clients that left and reaping as
- * vcuda_server_run (which runs on them too).  listen_fd, token, max_conns,
- * max_per_source and max_preauth of cfg are not used. */
+ * vcuda_server_run (which runs on them too).  listen_fd, tenants, token, max_conns,
+ * max_per_source and max_preauth of cfg are not used (each connection comes with its
+ * tenant, and was admitted by the process that authenticated it). */
 typedef struct vcuda_server vcuda_server;
 vcuda_server *vcuda_server_new(const vcuda_server_config *cfg); /* NULL: out of memory */
 /* A worker for the authenticated connection `c` (fd, peer, id, tenant -- an entry of
