@@ -18,8 +18,8 @@
  *                      the bytes: no GPU), us per call, the median of --reps samples of
  *                      --calls calls
  *
- * Tags are always on (protocol 7): a call's cost without them is the same measurement
- * on a build of the protocol before (6).  Every line is one JSON object
+ * Tags are always on (protocol 6): a call's cost without them is the same measurement
+ * on a build of the previous release (protocol 5).  Every line is one JSON object
  * (umstudy/support.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "umstudy/support.h"
