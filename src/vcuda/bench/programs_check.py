@@ -475,6 +475,7 @@ def reached_server(d):
     texts = [f.read_text(errors="replace") for f in sorted(d.glob("*.log"))] if d.is_dir() else []
     if not any(" listening on " in t for t in texts):
         return None
+    # "peer ADDR: authenticated (connection N, tenant NAME)"
     return any(re.search(r": authenticated \(connection \d+(, tenant [^)]*)?\)", t) for t in texts)
 
 

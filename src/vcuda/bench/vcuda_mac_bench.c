@@ -24,11 +24,11 @@
  *                      transport (SINK, answered by the server loop: vcuda-bench's
  *                      "transport" line), GB/s, the median of --bulk-reps copies
  *
- * Tags are always on (protocol 7): a call's cost without them is the same measurement
- * on a build of the protocol before (6).  Every line is one JSON object
- * (umstudy/support.h); params.mac_impl says which path computed the tags (mac.h: the CPU's AES
- * and carry-less multiply instructions, or the portable code, which VCUDA_MAC_PORTABLE=1
- * asks for). */
+ * Tags are always on (protocol 6): a call's cost without them is the same measurement
+ * on a build of the previous release (protocol 5).  Every line is one JSON object
+ * (umstudy/support.h); params.mac_impl says which path computed the tags (mac.h: the
+ * CPU's AES and carry-less multiply instructions, or the portable code; VCUDA_MAC_IMPL
+ * asks for less than the best). */
 #define _POSIX_C_SOURCE 200809L
 #include "umstudy/support.h"
 #include "vcuda/client.h"

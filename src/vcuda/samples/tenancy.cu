@@ -7,6 +7,18 @@
 //                                behind it and a synchronize: expects success however
 //                                long MS is (exit 1 and the error otherwise)
 //   vcuda-tenancy latency N      medians of N calls: 1 KiB H2D, launch + synchronize
+//   vcuda-tenancy alloc MIB MS   allocates MIB MiB, holds it MS milliseconds: exit 0 when
+//                                the allocation succeeded (a tenant's quota refuses it)
+//   vcuda-tenancy limit-stack KIB  sets cudaLimitStackSize to KIB KiB and launches a
+//                                kernel; prints the free device memory before and after
+//                                (the driver reserves the stack for every resident thread):
+//                                exit 0 when the limit was set
+//   vcuda-tenancy limits         prints the stack, heap and printf FIFO limits and the
+//                                free device memory: what the next client finds
+//   vcuda-tenancy local          a kernel with a 64 KiB local array per thread: prints the
+//                                free device memory before and after (the driver grows its
+//                                local memory reservation at the launch; not charged to a
+//                                tenant, see server_gpu.h: this measures what that leaves)
 //   vcuda-tenancy hold FILE      client A: fills 256 MiB with a pattern of the word
 //                                addresses and a seed, prints a device pointer into it and
 //                                the seed, waits until FILE exists, then checks every word
@@ -19,6 +31,7 @@
 //                                whatever happened to the kernel (the caller judges what
 //                                the isolation mode allows), 1 if B failed before it
 // Results are JSON lines on stdout; exit 0 when the expectation holds, 77 with no GPU.
+// (A module declaring a 1 GiB __device__ array: vcuda-tenancy-global, tenancy_global.cu.)
 #undef NDEBUG // the device-side assert must stay in a release build
 #include <cassert>
 #include <chrono>
@@ -28,6 +41,7 @@
 #include <cstring>
 #include <cstdint>
 #include <ctime>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -49,6 +63,13 @@ __global__ void spin(unsigned long long ns)
 }
 
 __global__ void nothing() {}
+
+__global__ void local_frame(int n, int *out)
+{
+    volatile char buf[64 << 10]; // indexed at run time: in local memory
+    for (int i = 0; i < n; ++i) buf[(i * 4099) & 0xffff] = (char)i;
+    *out = buf[n & 0xffff];
+}
 
 // The pattern of hold/peek: a word's value follows from its address, so the reader needs
 // only the seed to tell whether the words it read are A's.
@@ -143,6 +164,53 @@ int main(int argc, char **argv)
                "\"h2d_1k_p90_us\":%.2f,\"launch_sync_us\":%.2f,\"launch_sync_p10_us\":%.2f,\"launch_sync_p90_us\":%.2f}\n",
                calls, a[calls / 2], a[calls / 10], a[calls * 9 / 10], b[calls / 2], b[calls / 10], b[calls * 9 / 10]);
         return 0;
+    }
+    if (!strcmp(mode, "alloc")) {
+        size_t mib = argc > 2 ? strtoull(argv[2], NULL, 10) : 64;
+        int ms = argc > 3 ? atoi(argv[3]) : 1000;
+        void *d = NULL;
+        cudaError_t e = cudaMalloc(&d, mib << 20);
+        if (!e) e = cudaMemset(d, 1, mib << 20);
+        printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"alloc\",\"mib\":%zu,\"error\":\"%s\"}\n", mib, cudaGetErrorName(e));
+        fflush(stdout);
+        if (!e) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        return e == cudaSuccess ? 0 : 1;
+    }
+    if (!strcmp(mode, "limit-stack")) {
+        size_t kib = argc > 2 ? strtoull(argv[2], NULL, 10) : 64, f0 = 0, f1 = 0, total = 0, got = 0;
+        cudaMemGetInfo(&f0, &total);
+        cudaError_t e = cudaDeviceSetLimit(cudaLimitStackSize, kib << 10);
+        cudaDeviceGetLimit(&got, cudaLimitStackSize);
+        nothing<<<1, 1>>>(); // (where the driver reserves it at the next launch)
+        cudaError_t e2 = cudaDeviceSynchronize();
+        cudaMemGetInfo(&f1, &total);
+        printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"limit-stack\",\"kib\":%zu,\"error\":\"%s\",\"stack\":%zu,"
+               "\"sync\":\"%s\",\"free_before_mib\":%zu,\"free_after_mib\":%zu}\n", kib, cudaGetErrorName(e), got,
+               cudaGetErrorName(e2), f0 >> 20, f1 >> 20);
+        return e == cudaSuccess && e2 == cudaSuccess ? 0 : 1;
+    }
+    if (!strcmp(mode, "local")) {
+        size_t f0 = 0, f1 = 0, total = 0;
+        int *d = nullptr;
+        cudaMalloc(&d, sizeof(int));
+        cudaMemGetInfo(&f0, &total);
+        local_frame<<<1, 32>>>(1000, d);
+        cudaError_t e = cudaDeviceSynchronize();
+        cudaMemGetInfo(&f1, &total);
+        printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"local\",\"local_kib\":64,\"error\":\"%s\",\"free_before_mib\":%zu,"
+               "\"free_after_mib\":%zu}\n", cudaGetErrorName(e), f0 >> 20, f1 >> 20);
+        return e == cudaSuccess ? 0 : 1;
+    }
+    if (!strcmp(mode, "limits")) {
+        size_t stack = 0, heap = 0, fifo = 0, f = 0, total = 0;
+        cudaError_t e = cudaDeviceGetLimit(&stack, cudaLimitStackSize);
+        cudaDeviceGetLimit(&heap, cudaLimitMallocHeapSize);
+        cudaDeviceGetLimit(&fifo, cudaLimitPrintfFifoSize);
+        cudaMemGetInfo(&f, &total);
+        printf("{\"bench\":\"vcuda-tenancy\",\"mode\":\"limits\",\"error\":\"%s\",\"stack\":%zu,\"heap\":%zu,"
+               "\"printf_fifo\":%zu,\"free_mib\":%zu,\"total_mib\":%zu}\n", cudaGetErrorName(e), stack, heap, fifo, f >> 20,
+               total >> 20);
+        return e == cudaSuccess ? 0 : 1;
     }
     if (!strcmp(mode, "hold") && argc > 2) {
         const size_t bytes = 256u << 20, n = bytes / 4, words = 1024;

@@ -3,6 +3,7 @@
 #include "vcuda/client.h"
 
 #include "vcuda/net.h"
+#include "vcuda/tenants.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -41,6 +42,7 @@ static device devs[VCUDA_MAX_DEVICES];
 static int ndev, timeout_ms = VCUDA_DEFAULT_TIMEOUT_MS, keepalive_ms, chunk_kib = 1024;
 static uint8_t token[VCUDA_MAX_TOKEN];
 static size_t token_len;
+static char tenant[VCUDA_TENANT_NAME_MAX + 1]; /* VCUDA_TENANT */
 static pthread_t ka_thread;
 static int ka_running;
 static atomic_int ka_stop;
@@ -206,7 +208,7 @@ static int health_check(device *d, char *why)
         d->fd = vcuda_connect_ep(d->ep.ucx, d->ep.host, d->ep.port, timeout_ms, why);
         if (d->fd < 0) return -1;
         snprintf(d->ses.peer, sizeof d->ses.peer, "%s", d->ep.name); /* for a refused frame's message */
-        hs = vcuda_handshake(d->fd, token, token_len, heartbeat_ms(), timeout_ms, &d->buf, NULL, &d->ses, why);
+        hs = vcuda_handshake(d->fd, tenant, token, token_len, heartbeat_ms(), timeout_ms, &d->buf, NULL, &d->ses, why);
         if (hs != -3 || vcuda_now_ms() + 50 >= give_up) break;
         vcuda_close(d->fd);
         struct timespec pause = {0, 50 * 1000000L};
@@ -285,6 +287,11 @@ int vcuda_client_open(char *why)
         return -1;
     vcuda_net_set_spin_us(spin);
     if (vcuda_token_load(token, &token_len, why)) return -1;
+    const char *tn = getenv("VCUDA_TENANT");
+    if (!tn || !*tn) tn = VCUDA_TENANT_DEFAULT;
+    if (!vcuda_tenant_name_ok(tn, strlen(tn)))
+        return fail(why, "VCUDA_TENANT=%.80s: a tenant name is 1 to %d of [A-Za-z0-9._-]", tn, VCUDA_TENANT_NAME_MAX);
+    snprintf(tenant, sizeof tenant, "%s", tn);
 
     int next_spare = 0;
     for (int i = 0; i < np; ++i) {

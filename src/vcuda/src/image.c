@@ -342,9 +342,14 @@ static int check_entry_header(const uint8_t *h, uint64_t left, unsigned e, entry
     return 0;
 }
 
+/* What a walk does with each entry's contents: fn(kind, bytes, size, entry index, arg),
+ * 0 or an error (why set). */
+typedef int entry_fn(unsigned kind, const uint8_t *q, uint64_t n, unsigned e, void *arg, char *why);
+
 /* A compressed entry's contents: decompressed into exactly its declared size, within
- * the budget, then validated like an uncompressed one. */
-static int check_compressed(const entry *x, const uint8_t *q, unsigned e, char *why)
+ * the budget, and handed to fn there, then freed: an entry is decompressed once per
+ * walk, whatever fn reads of it. */
+static int walk_compressed(const entry *x, const uint8_t *q, unsigned e, entry_fn *fn, void *arg, char *why)
 {
     int rc = budget_take(x->dsize, e, why);
     if (rc) return rc;
@@ -356,15 +361,21 @@ static int check_compressed(const entry *x, const uint8_t *q, unsigned e, char *
         rc = zstd_is_error(got) || got != x->dsize
                  ? bad("fatbin entry %u: zstd data does not decompress to the %llu bytes declared", e,
                        (unsigned long long)x->dsize)
-                 : check_entry_payload(x->kind, d, x->dsize, e, why);
+                 : fn(x->kind, d, x->dsize, e, arg, why);
         free(d);
     }
     budget_give(x->dsize);
     return rc;
 }
 
-static int check_fatbin(const uint8_t *p, size_t n, char *why)
+/* Calls fn for each entry of the fatbin at p, after checking the container and every
+ * entry header against the image and the bounds (nothing is decompressed for an image
+ * that fails them), compressed entries decompressed within the budget: 0 when every
+ * call returned 0, else the first error (-1, or VCUDA_IMAGE_BUSY; why set by the walk
+ * or by fn). */
+static int fatbin_walk(const uint8_t *p, size_t n, entry_fn *fn, void *arg, char *why)
 {
+    if (n < 16) return bad("fatbin header truncated");
     uint32_t version = U16(p + 4), hs = U16(p + 6);
     uint64_t fs = U64(p + 8);
     if (version != 1) return bad("fatbin version %u", version);
@@ -391,16 +402,325 @@ static int check_fatbin(const uint8_t *p, size_t n, char *why)
     for (at = hs; at < n; ++e) {
         check_entry_header(p + at, n - at, e, &x, why);
         const uint8_t *q = p + at + x.ehs;
-        int rc = x.dsize ? check_compressed(&x, q, e, why) : check_entry_payload(x.kind, q, x.psize, e, why);
+        int rc = x.dsize ? walk_compressed(&x, q, e, fn, arg, why) : fn(x.kind, q, x.psize, e, arg, why);
         if (rc) return rc;
         at += x.ehs + x.psize;
     }
     return 0;
 }
 
+static int check_entry(unsigned kind, const uint8_t *q, uint64_t n, unsigned e, void *arg, char *why)
+{
+    (void)arg;
+    return check_entry_payload(kind, q, n, e, why);
+}
+
 int vcuda_image_check(const uint8_t *p, size_t n, char *why)
 {
-    if (n >= 16 && U32(p) == FATBIN_MAGIC) return check_fatbin(p, n, why);
+    if (n >= 16 && U32(p) == FATBIN_MAGIC) return fatbin_walk(p, n, check_entry, NULL, why);
     if (n >= 4 && !memcmp(p, "\177ELF", 4)) return vcuda_elf_check(p, n, why);
+    return bad("image is neither a fatbin nor a CUDA ELF (cubin)");
+}
+
+/* ---- what a module's data takes on the device ------------------------------------------ */
+
+static uint64_t add_sat(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+static uint64_t mul_sat(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
+
+/* An ELF that passed vcuda_elf_check: every section, each rounded up to its alignment
+ * (NOBITS ones too: .nv.global, the uninitialized __device__ data, has no bytes in the
+ * image however large it is), or the memory sizes of its loadable segments if they add
+ * up to more.  Every section is counted, whatever its name or flags say, so that no
+ * renamed or re-flagged section escapes; the image's metadata is counted with the rest
+ * (at most the image's own size, beside the NOBITS data). */
+static uint64_t elf_footprint(const uint8_t *p)
+{
+    uint64_t phoff = U64(p + 32), shoff = U64(p + 40), secs = 0, segs = 0;
+    uint32_t phnum = U16(p + 56), shnum = U16(p + 60);
+    for (uint32_t i = 1; i < shnum; ++i) {
+        shdr s;
+        get_shdr(p + shoff + (uint64_t)i * 64, &s);
+        uint64_t a = s.align > 1 ? s.align : 1, sz = s.size;
+        if (sz % a) sz = add_sat(sz, a - sz % a);
+        secs = add_sat(secs, sz);
+    }
+    for (uint32_t i = 0; i < phnum; ++i) {
+        const uint8_t *ph = p + phoff + (uint64_t)i * 56;
+        if (U32(ph) == 1 /* PT_LOAD */) segs = add_sat(segs, U64(ph + 40));
+    }
+    return secs > segs ? secs : segs;
+}
+
+/* ---- PTX: the module-scope .global and .const variables -------------------------------- *
+ * A small reader of PTX's declarations, not a PTX parser: it skips comments, strings,
+ * the line directives (.version, .target, .address_size, .file), parenthesized lists
+ * (parameters) and brace blocks that are not initializers (function and section
+ * bodies: their .local/.shared/.reg declarations are not module data), and reads each
+ * remaining statement up to its ';'.  A statement holding .global or .const (without
+ * .extern) declares variables: [.align N] [.attribute(...)] [.vN] .TYPE name [dims]
+ * [= initializer] {, name [dims] [= initializer]}; the size is the type's times the
+ * vector width times the dimensions, an empty first dimension taken from the number of
+ * the initializer's elements. */
+typedef struct {
+    const char *p, *end;
+    const char *t; /* the current token */
+    size_t len;
+} ptx_lex;
+
+static int is_ident_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || c == '$' || c == '%'; }
+static int is_ident(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+
+/* The next token (len 0 at the end).  Directives (.name) and identifiers are one token,
+ * numbers are one token with whatever letters follow their digits (0x.., 0f.., 12U),
+ * strings are one token, anything else is one character. */
+static void lex(ptx_lex *x)
+{
+    const char *p = x->p, *e = x->end;
+    for (;;) {
+        while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
+        if (e - p >= 2 && p[0] == '/' && p[1] == '/') {
+            while (p < e && *p != '\n') ++p;
+            continue;
+        }
+        if (e - p >= 2 && p[0] == '/' && p[1] == '*') {
+            p += 2;
+            while (e - p >= 2 && !(p[0] == '*' && p[1] == '/')) ++p;
+            p = e - p >= 2 ? p + 2 : e;
+            continue;
+        }
+        break;
+    }
+    x->t = p;
+    if (p == e) {
+        x->len = 0, x->p = p;
+        return;
+    }
+    const char *q = p + 1;
+    if (*p == '.' || is_ident_start(*p) || (*p >= '0' && *p <= '9'))
+        while (q < e && (is_ident(*q) || (*p >= '0' && *p <= '9' && *q == '.'))) ++q;
+    else if (*p == '"') {
+        while (q < e && *q != '"') q += *q == '\\' && q + 1 < e ? 2 : 1;
+        if (q < e) ++q;
+    }
+    x->len = (size_t)(q - p), x->p = q;
+}
+
+static int tok_is(const ptx_lex *x, const char *s) { return x->len == strlen(s) && !memcmp(x->t, s, x->len); }
+
+/* An integer token (decimal, 0x hex or 0-led octal, an optional U suffix): 0 or -1. */
+static int ptx_int(const ptx_lex *x, uint64_t *v)
+{
+    const char *p = x->t, *e = x->t + x->len;
+    unsigned base = 10;
+    uint64_t n = 0;
+    if (e > p && e[-1] == 'U') --e;
+    if (e - p > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) base = 16, p += 2;
+    else if (e - p > 1 && p[0] == '0') base = 8, ++p;
+    if (p == e) return base == 8 ? (*v = 0, 0) : -1;
+    for (; p < e; ++p) {
+        unsigned d = *p >= '0' && *p <= '9' ? (unsigned)(*p - '0') : *p >= 'a' && *p <= 'f' ? (unsigned)(*p - 'a' + 10)
+                   : *p >= 'A' && *p <= 'F' ? (unsigned)(*p - 'A' + 10) : 99;
+        if (d >= base) return -1;
+        n = add_sat(mul_sat(n, base), d);
+    }
+    *v = n;
+    return 0;
+}
+
+/* Bytes of a PTX fundamental type, 0 for one this reader does not know. */
+static unsigned ptx_type_bytes(const ptx_lex *x)
+{
+    static const struct { const char *name; unsigned bytes; } types[] = {
+        {".b8", 1}, {".u8", 1}, {".s8", 1}, {".b16", 2}, {".u16", 2}, {".s16", 2}, {".f16", 2}, {".bf16", 2},
+        {".b32", 4}, {".u32", 4}, {".s32", 4}, {".f32", 4}, {".f16x2", 4}, {".bf16x2", 4}, {".tf32", 4},
+        {".b64", 8}, {".u64", 8}, {".s64", 8}, {".f64", 8}, {".b128", 16},
+        /* texture, sampler and surface references: a handle each */
+        {".texref", 8}, {".samplerref", 8}, {".surfref", 8}};
+    for (size_t i = 0; i < sizeof types / sizeof *types; ++i)
+        if (tok_is(x, types[i].name)) return types[i].bytes;
+    return 0;
+}
+
+/* Skips a balanced group whose opening token (open) is current; the closing one is
+ * consumed.  -1 if the text ends first. */
+static int skip_group(ptx_lex *x, char open, char close)
+{
+    unsigned depth = 1;
+    while (depth) {
+        lex(x);
+        if (!x->len) return -1;
+        if (x->len == 1 && *x->t == open) ++depth;
+        else if (x->len == 1 && *x->t == close) --depth;
+    }
+    return 0;
+}
+
+typedef struct {
+    uint64_t bytes;
+    vcuda_image_unsized_fn *unsized;
+    void *arg;
+} ptx_sum;
+
+/* One variable of a declaration, its name current: its dimensions and initializer are
+ * read and its size added (or its name reported as unsized).  The token after it is
+ * current on return.  0 or -1 (why set). */
+static int ptx_variable(ptx_lex *x, unsigned elem, uint64_t vec, ptx_sum *sum, char *why)
+{
+    const char *name = x->t;
+    size_t name_len = x->len;
+    uint64_t size = mul_sat(elem, vec);
+    int open_first = 0;
+    unsigned ndims = 0;
+    lex(x);
+    while (tok_is(x, "[")) {
+        uint64_t d;
+        lex(x);
+        if (tok_is(x, "]")) {
+            if (ndims) return bad("PTX variable %.*s: only its first dimension may be left empty", (int)name_len, name);
+            open_first = 1;
+        } else {
+            if (ptx_int(x, &d)) return bad("PTX variable %.*s: dimension '%.*s' is not a number", (int)name_len, name,
+                                           (int)(x->len > 32 ? 32 : x->len), x->t);
+            size = mul_sat(size, d);
+            lex(x);
+            if (!tok_is(x, "]")) return bad("PTX variable %.*s: a dimension without its ']'", (int)name_len, name);
+        }
+        ++ndims;
+        lex(x);
+    }
+    if (tok_is(x, "=")) {
+        lex(x);
+        if (tok_is(x, "{")) { /* elements: the commas at its top level, plus one */
+            uint64_t count = 0;
+            unsigned depth = 1, parens = 0;
+            int any = 0;
+            while (depth) {
+                lex(x);
+                if (!x->len) return bad("PTX variable %.*s: initializer without its '}'", (int)name_len, name);
+                if (tok_is(x, "{")) ++depth, any = 1;
+                else if (tok_is(x, "}")) --depth;
+                else if (tok_is(x, "(")) ++parens, any = 1;
+                else if (tok_is(x, ")")) parens -= parens > 0;
+                else if (depth == 1 && !parens && tok_is(x, ",")) ++count;
+                else any = 1;
+            }
+            if (open_first) size = mul_sat(size, any ? count + 1 : 0);
+            lex(x);
+        } else { /* one value: up to the ',' or ';' outside parentheses */
+            if (open_first) return bad("PTX variable %.*s: an open dimension with a single value", (int)name_len, name);
+            while (x->len && !tok_is(x, ",") && !tok_is(x, ";"))
+                if (tok_is(x, "(") && skip_group(x, '(', ')')) return bad("PTX: unbalanced '('");
+                else lex(x);
+        }
+    } else if (open_first) {
+        return bad("PTX variable %.*s: an open dimension without an initializer (an .extern's)", (int)name_len, name);
+    }
+    if (!elem) {
+        if (!sum->unsized) return bad("PTX variable %.*s: a type this server cannot size", (int)name_len, name);
+        sum->unsized(name, name_len, sum->arg);
+    } else {
+        sum->bytes = add_sat(sum->bytes, size);
+    }
+    return 0;
+}
+
+static int ptx_footprint(const uint8_t *text, uint64_t n, ptx_sum *sum, char *why)
+{
+    const char *end = memchr(text, 0, n);
+    ptx_lex x = {(const char *)text, end ? end : (const char *)text + n, NULL, 0};
+    for (lex(&x); x.len;) {
+        if (tok_is(&x, ".version") || tok_is(&x, ".target") || tok_is(&x, ".address_size") || tok_is(&x, ".file")) {
+            while (x.p < x.end && *x.p != '\n') ++x.p; /* (their arguments end with the line) */
+            lex(&x);
+            continue;
+        }
+        /* a statement: up to ';', or through a body */
+        int data = 0, ext = 0, other = 0, func = 0;
+        unsigned elem = 0;
+        uint64_t vec = 1;
+        for (;; lex(&x)) {
+            if (!x.len) return data && !ext && !other && !func ? bad("PTX: a declaration without its ';'") : 0;
+            if (tok_is(&x, ";")) break;
+            if (tok_is(&x, "{")) { /* a body (initializers come after '=', read below) */
+                if (skip_group(&x, '{', '}')) return bad("PTX: unbalanced '{'");
+                break;
+            }
+            if (tok_is(&x, "(")) {
+                if (skip_group(&x, '(', ')')) return bad("PTX: unbalanced '('");
+                continue;
+            }
+            if (tok_is(&x, ".global") || tok_is(&x, ".const")) data = 1;
+            else if (tok_is(&x, ".extern")) ext = 1;
+            else if (tok_is(&x, ".entry") || tok_is(&x, ".func")) func = 1;
+            else if (tok_is(&x, ".shared") || tok_is(&x, ".local") || tok_is(&x, ".param") || tok_is(&x, ".reg") ||
+                     tok_is(&x, ".tex") || tok_is(&x, ".sreg"))
+                other = 1;
+            else if (tok_is(&x, ".v2")) vec = 2;
+            else if (tok_is(&x, ".v4")) vec = 4;
+            else if (tok_is(&x, ".v8")) vec = 8;
+            else if (*x.t == '.' && ptx_type_bytes(&x)) elem = ptx_type_bytes(&x);
+            else if (is_ident_start(*x.t) && data && !ext && !other && !func) {
+                /* the declaration's variables, separated by ',' */
+                for (;;) {
+                    if (ptx_variable(&x, elem, vec, sum, why)) return -1;
+                    if (!tok_is(&x, ",")) break;
+                    lex(&x);
+                    if (!x.len || !is_ident_start(*x.t)) return bad("PTX: a ',' not followed by a variable");
+                }
+                if (!tok_is(&x, ";")) return bad("PTX: a declaration not ended by ';' (at '%.*s')",
+                                                  (int)(x.len > 32 ? 32 : x.len), x.t);
+                break;
+            }
+        }
+        lex(&x);
+    }
+    return 0;
+}
+
+typedef struct {
+    uint64_t most;
+    vcuda_image_unsized_fn *unsized;
+    void *arg;
+} footprint_walk;
+
+/* A fatbin entry's contents (decompressed by the walk if compressed), checked as
+ * vcuda_image_check does, then sized from the same bytes. */
+static int entry_footprint(unsigned kind, const uint8_t *q, uint64_t n, unsigned e, void *arg, char *why)
+{
+    footprint_walk *w = arg;
+    uint64_t b = 0;
+    if (check_entry_payload(kind, q, n, e, why)) return -1;
+    if (kind == ENTRY_PTX) {
+        ptx_sum sum = {0, w->unsized, w->arg};
+        if (ptx_footprint(q, n, &sum, why)) {
+            char inner[VCUDA_WHY_LEN];
+            snprintf(inner, sizeof inner, "%s", why ? why : "");
+            return bad("fatbin entry %u: %s", e, inner);
+        }
+        b = sum.bytes;
+    } else {
+        b = elf_footprint(q);
+    }
+    if (b > w->most) w->most = b;
+    return 0;
+}
+
+int vcuda_image_footprint(const uint8_t *p, size_t n, uint64_t *bytes, vcuda_image_unsized_fn *unsized, void *arg,
+                          char *why)
+{
+    footprint_walk w = {0, unsized, arg};
+    *bytes = 0;
+    if (n >= 16 && U32(p) == FATBIN_MAGIC) {
+        int rc = fatbin_walk(p, n, entry_footprint, &w, why);
+        if (rc) return rc;
+        *bytes = w.most;
+        return 0;
+    }
+    if (n >= 4 && !memcmp(p, "\177ELF", 4)) {
+        if (vcuda_elf_check(p, n, why)) return -1;
+        *bytes = elf_footprint(p);
+        return 0;
+    }
+    /* (the driver also takes bare PTX text; the validator does not, so neither does this) */
     return bad("image is neither a fatbin nor a CUDA ELF (cubin)");
 }

@@ -570,6 +570,7 @@ void vcuda_gcm_init(vcuda_gcm_key *k, const uint8_t key[VCUDA_KEY_SIZE])
         k->hk[GROUP - i][0] = k->hk[GROUP - i][1] = h[0] ^ h[1];
         gf_mul(p, k->h1m);
     }
+    vcuda_wipe(w, sizeof w), vcuda_wipe(hb, sizeof hb), vcuda_wipe(p, sizeof p), vcuda_wipe(ht, sizeof ht);
 }
 
 /* ---- the GCM tag ----------------------------------------------------------------------- */

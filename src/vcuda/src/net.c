@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* MSG_NOSIGNAL, getaddrinfo's helpers on older glibc */
 #include "vcuda/net.h"
+#include "vcuda/tenants.h"
 
 #include "ucx.h"
 
@@ -531,9 +532,13 @@ int vcuda_parse_hostport(const char *s, char *addr, uint16_t *port)
 
 /* ---- the client's side of the handshake (proto.h "authentication") -------------- */
 
-int vcuda_handshake(int fd, const uint8_t *token, size_t token_len, int heartbeat_ms, int timeout_ms,
-                    vcuda_buf *b, int *server_device, vcuda_session *ses, char *why)
+int vcuda_handshake(int fd, const char *tenant, const uint8_t *token, size_t token_len, int heartbeat_ms,
+                    int timeout_ms, vcuda_buf *b, int *server_device, vcuda_session *ses, char *why)
 {
+    if (!tenant) tenant = VCUDA_TENANT_DEFAULT;
+    if (!vcuda_tenant_name_ok(tenant, strlen(tenant)))
+        return vcuda_fail(why, -1, "tenant name \"%.80s\" is not 1 to %d of [A-Za-z0-9._-]", tenant,
+                          VCUDA_TENANT_NAME_MAX);
     uint8_t nc[VCUDA_NONCE_SIZE], ns[VCUDA_NONCE_SIZE], proof[VCUDA_PROOF_SIZE];
     vcuda_msg m, r;
     if (vcuda_random(nc, sizeof nc)) return vcuda_fail(why, -1, "no random bytes for a nonce");
@@ -544,6 +549,7 @@ int vcuda_handshake(int fd, const uint8_t *token, size_t token_len, int heartbea
             m.hdr.opcode = VCUDA_OP_HELLO;
             m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1;
             m.blob = nc, m.blob_len = sizeof nc;
+            m.str = (const uint8_t *)tenant, m.str_len = (uint32_t)strlen(tenant);
         } else {
             vcuda_auth_proof(token, token_len, 0, nc, ns, proof);
             m.hdr.opcode = VCUDA_OP_AUTH;

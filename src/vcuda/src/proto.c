@@ -654,38 +654,47 @@ vcuda_status vcuda_token_load(uint8_t *out, size_t *len, char *why)
     }
     if (!path || !*path)
         return fail(why, VCUDA_E_NO_TOKEN, "set VCUDA_TOKEN or VCUDA_TOKEN_FILE");
+    int fd;
+    vcuda_status st = vcuda_private_file_open(path, "token file", &fd, why);
+    if (st) return st;
+    ssize_t r = read(fd, buf, sizeof buf);
+    int e = errno;
+    close(fd);
+    n = r > 0 ? (size_t)r : 0;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+        --n;
+    if (r < 0)
+        st = fail(why, VCUDA_E_TOKEN_FILE, "cannot read token file %s: %s", path, strerror(e));
+    else if ((size_t)r == sizeof buf)
+        st = fail(why, VCUDA_E_BAD_LENGTH, "token file %s is longer than %d bytes", path, VCUDA_MAX_TOKEN);
+    else if (n == 0)
+        st = fail(why, VCUDA_E_TOKEN_FILE, "token file %s is empty", path);
+    else if (n > VCUDA_MAX_TOKEN || memchr(buf, 0, n))
+        st = fail(why, VCUDA_E_BAD_LENGTH, "token in %s is longer than %d bytes or has NUL", path, VCUDA_MAX_TOKEN);
+    else
+        memcpy(out, buf, n), *len = n;
+    vcuda_wipe(buf, sizeof buf); /* (the token's only copy is the caller's) */
+    return st;
+}
+
+vcuda_status vcuda_private_file_open(const char *path, const char *what, int *fd_out, char *why)
+{
     /* fstat the opened file, not the path, so the checked file is the one read */
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return fail(why, VCUDA_E_TOKEN_FILE, "cannot open token file %s: %s", path, strerror(errno));
+    if (fd < 0) return fail(why, VCUDA_E_TOKEN_FILE, "cannot open %s %s: %s", what, path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(why, VCUDA_E_TOKEN_FILE, "token file %s is not a regular file", path);
+        return fail(why, VCUDA_E_TOKEN_FILE, "%s %s is not a regular file", what, path);
     }
     if ((st.st_mode & 077) || st.st_uid != geteuid()) {
         close(fd);
         return fail(why, VCUDA_E_TOKEN_PERMS,
-                    "token file %s has mode %03o owner %u: it must be owned by uid %u and "
+                    "%s %s has mode %03o owner %u: it must be owned by uid %u and "
                     "not accessible by group or others (chmod 600)",
-                    path, (unsigned)(st.st_mode & 0777), (unsigned)st.st_uid, (unsigned)geteuid());
+                    what, path, (unsigned)(st.st_mode & 0777), (unsigned)st.st_uid, (unsigned)geteuid());
     }
-    ssize_t r = read(fd, buf, sizeof buf);
-    close(fd);
-    if (r < 0)
-        return fail(why, VCUDA_E_TOKEN_FILE, "cannot read token file %s: %s", path, strerror(errno));
-    if ((size_t)r == sizeof buf)
-        return fail(why, VCUDA_E_BAD_LENGTH, "token file %s is longer than %d bytes", path,
-                    VCUDA_MAX_TOKEN);
-    n = (size_t)r;
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-        --n;
-    if (n == 0) return fail(why, VCUDA_E_TOKEN_FILE, "token file %s is empty", path);
-    if (n > VCUDA_MAX_TOKEN || memchr(buf, 0, n))
-        return fail(why, VCUDA_E_BAD_LENGTH, "token in %s is longer than %d bytes or has NUL", path,
-                    VCUDA_MAX_TOKEN);
-    memcpy(out, buf, n);
-    *len = n;
+    *fd_out = fd;
     return VCUDA_OK;
 }
 

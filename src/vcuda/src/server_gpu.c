@@ -145,7 +145,20 @@ typedef struct {
 #undef DECLARE
 } driver;
 
-enum { CU_INVALID_VALUE = 1, CU_NOT_FOUND = 500, CU_ATTR_PCI_BUS = 33 };
+enum { CU_INVALID_VALUE = 1, CU_NOT_FOUND = 500, CU_ATTR_PCI_BUS = 33, CU_ATTR_SMS = 16, CU_ATTR_THREADS_PER_SM = 39 };
+
+/* The context limits (CUlimit) and what each makes the device reserve (see limit_set). */
+enum {
+    LIMIT_STACK = 0, LIMIT_PRINTF_FIFO, LIMIT_HEAP, LIMIT_SYNC_DEPTH, LIMIT_PENDING_LAUNCHES, LIMIT_L2_FETCH,
+    LIMIT_L2_PERSISTING, NLIMITS
+};
+/* The limits a holder (a tenant on the shared context, a client on its own) changed: the
+ * values they had before, to go back to, and the bytes charged for each. */
+typedef struct {
+    uint32_t set; /* bit per limit */
+    size_t prev[NLIMITS];
+    uint64_t charged[NLIMITS];
+} limit_state;
 
 /* Per-client limits: a client cannot make the server grow without bound (the
  * configurable ones are in vcuda_gpu_limits). */
@@ -208,8 +221,10 @@ typedef struct {
     uint64_t generation; /* the context generation this client attached to */
     int fatal;           /* a sticky error: the session ends after this reply */
     uint32_t graph_nodes; /* nodes in the client's graph execs */
-    uint64_t mem_bytes;
+    vcuda_tenant *tenant; /* whose quota this client's device memory counts against */
+    uint64_t mem_bytes;   /* what it holds, charged to its tenant: given back when it goes */
     uint32_t nmodules;
+    limit_state lims;     /* limits of its own context (--isolation context) */
     CUcontext own;     /* --isolation context: the client's own context (else NULL) */
     CUdeviceptr touch; /* the keep-alive's 4 bytes in that context */
     allocation *globals; /* __device__ variables the client looked up: copyable, not freeable */
@@ -226,13 +241,29 @@ typedef struct {
 typedef struct {
     uint8_t hash[VCUDA_HASH_SIZE];
     CUmodule mod;
+    uint64_t bytes; /* its data's device memory, charged (vcuda_image_footprint) */
 } cached_module;
 
-/* A validated image, kept so that a later client need not send it again. */
+/* PTX variables whose size the image does not tell (vcuda_image_footprint): asked of
+ * the driver once the module is loaded.  Their names, each ended by a NUL, one after
+ * the other. */
+#define MAX_UNSIZED 1024
+typedef struct {
+    char *names;
+    size_t len;
+    unsigned n;
+    int overflow;
+} unsized_names;
+
+/* A validated image, kept so that a later client need not send it again, with what
+ * its data takes (vcuda_image_footprint, read in the walk that validated it): a client
+ * loading it from the cache is charged without the image being decompressed again. */
 typedef struct {
     uint8_t hash[VCUDA_HASH_SIZE];
     uint8_t *img;
     size_t len;
+    uint64_t bytes;
+    unsized_names unsized;
     uint64_t last_use;
 } image_entry;
 
@@ -255,6 +286,12 @@ struct vcuda_gpu {
     char name[256];
     int limit_busy;             /* LIMIT_SET on the shared context: no client attaches meanwhile */
     pthread_cond_t limit_done;
+    /* the shared context's limits, set by one tenant (see limit_set): its connections on
+     * the context, the values to restore when the last goes, what it is charged */
+    vcuda_tenant *lim_owner;
+    int lim_owner_conns;
+    limit_state lims;
+    uint64_t threads; /* resident threads of the device: SMs x threads per SM (the stack's multiplier) */
     /* Device printf: the driver writes it to this process's stdout, and device assertion
      * messages to its stderr; each is a pipe (out_fd) drained (by the request that
      * synchronized, or by out_thread between requests) into its owner's buffer or to
@@ -328,6 +365,31 @@ static int reply_invalid(client *cl, vcuda_msg *r, int code, const char *fmt, ..
     va_end(ap);
     vcuda_reply_error(r, code, cl->msg);
     return 0;
+}
+
+/* ---- quotas ------------------------------------------------------------------------ */
+
+/* Device memory for a client: charged to its tenant, all of whose connections share its
+ * quota (counted in this process, which serves all of them: server_gpu.h), and counted
+ * as the client's (its end gives back what it still holds), unless that would take the
+ * tenant past its quota: 0, or 1 with the refusal, naming `what` was to take the bytes,
+ * in r. */
+static int charge(client *cl, vcuda_msg *r, const char *what, uint64_t bytes)
+{
+    uint64_t used = 0;
+    vcuda_tenant *t = cl->tenant;
+    if (t && vcuda_tenant_charge(t, bytes, &used))
+        return reply_invalid(cl, r, 2, "%s: %llu bytes would exceed tenant %s's quota of %llu bytes (%llu in use)", what,
+                             (unsigned long long)bytes, t->name, (unsigned long long)t->mem_quota,
+                             (unsigned long long)used), 1;
+    cl->mem_bytes += bytes;
+    return 0;
+}
+
+static void uncharge(client *cl, uint64_t bytes)
+{
+    cl->mem_bytes -= bytes;
+    if (cl->tenant) vcuda_tenant_uncharge(cl->tenant, bytes);
 }
 
 /* ---- per-client tables ----------------------------------------------------------- */
@@ -462,14 +524,39 @@ static CUresult sync_client(vcuda_gpu *g, client *cl)
 
 /* ---- module images ---------------------------------------------------------------- */
 
-/* A private copy of a cached image (g->mu held by the caller), or NULL. */
-static uint8_t *cache_copy(vcuda_gpu *g, const uint8_t *hash, size_t *len)
+static void collect_unsized(const char *name, size_t len, void *arg)
+{
+    unsized_names *u = arg;
+    char *c = u->n < MAX_UNSIZED ? realloc(u->names, u->len + len + 1) : NULL;
+    if (!c) {
+        u->overflow = 1;
+        return;
+    }
+    memcpy(c + u->len, name, len), c[u->len + len] = 0;
+    u->names = c, u->len += len + 1, ++u->n;
+}
+
+/* A private copy of `from` in *to: 0, or -1 (out of memory, *to empty). */
+static int unsized_copy(unsized_names *to, const unsized_names *from)
+{
+    *to = *from;
+    if (!from->len) return to->names = NULL, 0;
+    if (!(to->names = malloc(from->len))) return memset(to, 0, sizeof *to), -1;
+    memcpy(to->names, from->names, from->len);
+    return 0;
+}
+
+/* A private copy of a cached image and its footprint (g->mu held by the caller), or
+ * NULL. */
+static uint8_t *cache_copy(vcuda_gpu *g, const uint8_t *hash, size_t *len, uint64_t *bytes, unsized_names *u)
 {
     for (int i = 0; i < g->nimages; ++i)
         if (!memcmp(g->images[i].hash, hash, VCUDA_HASH_SIZE)) {
-            uint8_t *p = malloc(g->images[i].len);
-            if (p) memcpy(p, g->images[i].img, g->images[i].len), *len = g->images[i].len;
-            g->images[i].last_use = ++g->use_clock;
+            image_entry *e = &g->images[i];
+            uint8_t *p = malloc(e->len);
+            if (p && unsized_copy(u, &e->unsized)) free(p), p = NULL;
+            if (p) memcpy(p, e->img, e->len), *len = e->len, *bytes = e->bytes;
+            e->last_use = ++g->use_clock;
             return p;
         }
     return NULL;
@@ -478,26 +565,33 @@ static uint8_t *cache_copy(vcuda_gpu *g, const uint8_t *hash, size_t *len)
 /* Keeps a copy of a validated image (g->mu held), evicting the least recently used
  * ones to stay within the cache's bounds: a client filling the cache slows later
  * clients by one transfer, never refuses them. */
-static void cache_put(vcuda_gpu *g, const uint8_t *hash, const uint8_t *img, size_t len)
+static void cache_put(vcuda_gpu *g, const uint8_t *hash, const uint8_t *img, size_t len, uint64_t bytes,
+                      const unsized_names *u)
 {
-    if (len > limits.cache_bytes) return;
+    size_t size = len + u->len;
+    if (size > limits.cache_bytes) return;
     for (int i = 0; i < g->nimages; ++i)
         if (!memcmp(g->images[i].hash, hash, VCUDA_HASH_SIZE)) return;
-    while (g->nimages && (g->nimages == MAX_IMAGES || g->image_bytes + len > limits.cache_bytes)) {
+    while (g->nimages && (g->nimages == MAX_IMAGES || g->image_bytes + size > limits.cache_bytes)) {
         int lru = 0;
         for (int i = 1; i < g->nimages; ++i)
             if (g->images[i].last_use < g->images[lru].last_use) lru = i;
-        g->image_bytes -= g->images[lru].len;
+        g->image_bytes -= g->images[lru].len + g->images[lru].unsized.len;
         free(g->images[lru].img);
+        free(g->images[lru].unsized.names);
         g->images[lru] = g->images[--g->nimages];
     }
     uint8_t *p = malloc(len);
-    if (!p) return;
+    unsized_names names;
+    if (!p || unsized_copy(&names, u)) {
+        free(p);
+        return;
+    }
     memcpy(p, img, len);
     image_entry *e = &g->images[g->nimages++];
     memcpy(e->hash, hash, VCUDA_HASH_SIZE);
-    e->img = p, e->len = len, e->last_use = ++g->use_clock;
-    g->image_bytes += len;
+    e->img = p, e->len = len, e->bytes = bytes, e->unsized = names, e->last_use = ++g->use_clock;
+    g->image_bytes += size;
 }
 
 /* ---- the handler ----------------------------------------------------------------- */
@@ -990,7 +1084,7 @@ static void forget_graph_alloc(client *cl, uint64_t p)
 {
     for (uint32_t i = 0; i < cl->nalloc; ++i)
         if (cl->allocs[i].graph && cl->allocs[i].base == p) {
-            cl->mem_bytes -= cl->allocs[i].size;
+            uncharge(cl, cl->allocs[i].size);
             cl->allocs[i] = cl->allocs[--cl->nalloc];
             return;
         }
@@ -1119,15 +1213,17 @@ static int twin_add_node(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
                                  (unsigned long long)n.size, total);
         if (alloc_refused(cl, r, what, n.size)) return 0;
         if (grow((void **)&root->allocs, &root->cap_allocs, root->nallocs + 1, sizeof(uint64_t), MAX_ALLOCS))
-            return reply_invalid(cl, r, 2, "%s: server out of memory", what);
+            return uncharge(cl, n.size), reply_invalid(cl, r, 2, "%s: server out of memory", what);
         mem_alloc_node_params p;
         memset(&p, 0, sizeof p);
         p.pool.alloc_type = VCUDA_CU_MEM_ALLOCATION_TYPE_PINNED;
         p.pool.location_type = VCUDA_CU_MEM_LOCATION_TYPE_DEVICE, p.pool.location_id = g->dev;
         p.bytesize = n.size;
-        if ((rc = g->cu.cuGraphAddMemAllocNode(&made, t->graph, deps, n.ndeps, &p))) break;
+        if ((rc = g->cu.cuGraphAddMemAllocNode(&made, t->graph, deps, n.ndeps, &p))) {
+            uncharge(cl, n.size);
+            break;
+        }
         cl->allocs[cl->nalloc++] = (allocation){p.dptr, n.size, NULL, 1};
-        cl->mem_bytes += n.size;
         root->allocs[root->nallocs++] = p.dptr;
         r->v[0] = p.dptr;
         break;
@@ -1295,21 +1391,33 @@ static int twin_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
     }
 }
 
+/* What a refused module load says (its data is charged before the driver sees the
+ * image, so the message names what was refused, not an API the client called). */
+#define MODULE_CHARGE "vcuda: module load: its __device__ data and code"
+
 /* MODULE_LOOKUP / MODULE_LOAD: the client gets a module of its own, loaded from the
  * validated image (cached by the hash the server computed, so a later client of the
- * same program need not send it again). */
+ * same program need not send it again).  Its data -- __device__ and __constant__
+ * variables, code -- is charged to the tenant before the driver loads it, sized in the
+ * walk that validates the image (within the decompression bounds, each entry
+ * decompressed once) or, for a cached image, as it was then; a PTX variable whose size
+ * the text does not give is sized by the driver after loading, and the module unloaded
+ * again if that takes the tenant past its quota. */
 static int module(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
 {
     const char *api = vcuda_opcode_name(q->hdr.opcode);
     uint8_t *img = NULL, h[VCUDA_HASH_SIZE];
     size_t len = 0;
     char bad[VCUDA_WHY_LEN];
+    uint64_t bytes = 0, extra = 0;
+    unsized_names un;
+    memset(&un, 0, sizeof un);
     if (cl->nmodules >= limits.max_modules)
         return reply_invalid(cl, r, 2, "%s: this client has %u modules loaded (limit %u)", api, cl->nmodules,
                              limits.max_modules);
     if (q->hdr.opcode == VCUDA_OP_MODULE_LOOKUP) {
         pthread_mutex_lock(&g->mu);
-        img = cache_copy(g, q->hash, &len);
+        img = cache_copy(g, q->hash, &len, &bytes, &un);
         pthread_mutex_unlock(&g->mu);
         if (!img) return reply_invalid(cl, r, CU_NOT_FOUND, "MODULE_LOOKUP: not cached; send MODULE_LOAD");
         memcpy(h, q->hash, sizeof h);
@@ -1320,35 +1428,63 @@ static int module(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
         if (memcmp(h, q->hash, VCUDA_HASH_SIZE))
             return reply_invalid(cl, r, 1, "MODULE_LOAD: the image does not hash to the name sent");
         pthread_mutex_lock(&g->mu);
-        img = cache_copy(g, h, &len);
+        img = cache_copy(g, h, &len, &bytes, &un);
         pthread_mutex_unlock(&g->mu);
-        /* otherwise every header, offset and size is checked before the driver sees a
-         * byte, and the driver gets a private copy of exactly the validated bytes */
-        int v = img ? 0 : vcuda_image_check(q->blob, q->blob_len, bad);
-        if (v == VCUDA_IMAGE_BUSY) return reply_invalid(cl, r, 2 /* cudaErrorMemoryAllocation */, "MODULE_LOAD: %s", bad);
-        if (v) return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "MODULE_LOAD: %s", bad);
         if (!img) {
-            if (!(img = malloc(q->blob_len))) return reply_invalid(cl, r, 2, "MODULE_LOAD: server out of memory");
+            /* otherwise every header, offset and size is checked before the driver sees
+             * a byte (and the data sized in the same walk), and the driver gets a private
+             * copy of exactly the validated bytes */
+            int v = vcuda_image_footprint(q->blob, q->blob_len, &bytes, collect_unsized, &un, bad);
+            int overflow = un.overflow;
+            if (v || overflow) free(un.names);
+            if (v == VCUDA_IMAGE_BUSY) return reply_invalid(cl, r, 2 /* cudaErrorMemoryAllocation */, "MODULE_LOAD: %s", bad);
+            if (v) return reply_invalid(cl, r, 200 /* cudaErrorInvalidKernelImage */, "MODULE_LOAD: %s", bad);
+            if (overflow)
+                return reply_invalid(cl, r, 200, "%s: more than %d PTX variables of types this server cannot size", api,
+                                     MAX_UNSIZED);
+            if (!(img = malloc(q->blob_len)))
+                return free(un.names), reply_invalid(cl, r, 2, "MODULE_LOAD: server out of memory");
             memcpy(img, q->blob, q->blob_len);
             len = q->blob_len;
         }
+    }
+    if (charge(cl, r, MODULE_CHARGE, bytes)) {
+        free(img);
+        free(un.names);
+        return 0;
     }
     cached_module *m = calloc(1, sizeof *m);
     CUresult rc = m ? g->cu.cuModuleLoadData(&m->mod, img) : 2;
     if (!rc && q->hdr.opcode == VCUDA_OP_MODULE_LOAD) {
         pthread_mutex_lock(&g->mu);
-        cache_put(g, h, img, len);
+        cache_put(g, h, img, len, bytes, &un);
         pthread_mutex_unlock(&g->mu);
     }
     free(img);
-    if (rc) {
+    /* (the driver loaded one entry: others' names are not found) */
+    for (const char *name = un.names; name && name < un.names + un.len; name += strlen(name) + 1) {
+        CUdeviceptr p;
+        size_t size = 0;
+        if (!rc && !g->cu.cuModuleGetGlobal_v2(&p, &size, m->mod, name)) extra += size;
+    }
+    free(un.names);
+    int refused = 0;
+    if (!rc && extra) { /* charged anew in whole, so that the refusal names the whole */
+        uncharge(cl, bytes);
+        if (charge(cl, r, MODULE_CHARGE, bytes + extra)) refused = 1, g->cu.cuModuleUnload(m->mod);
+        else bytes += extra;
+    }
+    if (rc || refused) {
         free(m);
-        return reply_cu(g, cl, r, api, rc);
+        if (!refused) uncharge(cl, bytes);
+        return refused ? 0 : reply_cu(g, cl, r, api, rc);
     }
     memcpy(m->hash, h, sizeof h);
+    m->bytes = bytes;
     uint64_t id = add_handle(cl, H_MODULE, m);
     if (!id) {
         g->cu.cuModuleUnload(m->mod);
+        uncharge(cl, m->bytes);
         free(m);
         return reply_invalid(cl, r, 2, "MODULE: handle limit reached");
     }
@@ -1374,6 +1510,7 @@ static void module_unload(vcuda_gpu *g, client *cl, handle *h)
     graph_execs_drop(g, cl, m->mod, 1); /* and the graphs that launch its kernels */
     twins_module_gone(cl, m->mod);
     g->cu.cuModuleUnload(m->mod);
+    uncharge(cl, m->bytes);
     free(m);
     --cl->nmodules;
 }
@@ -1402,15 +1539,13 @@ static void drain_output(vcuda_gpu *g);
 static int capturing(vcuda_gpu *g);
 
 /* Whether one more allocation of `bytes` would break this client's quotas (the error
- * reply is then in r).  Makes room in the table otherwise. */
+ * reply is then in r).  Otherwise makes room in the table and charges the bytes (the
+ * caller gives them back if the driver then fails). */
 static int alloc_refused(client *cl, vcuda_msg *r, const char *api, uint64_t bytes)
 {
     if (grow((void **)&cl->allocs, &cl->cap_alloc, cl->nalloc + 1, sizeof(allocation), MAX_ALLOCS))
         return reply_invalid(cl, r, 2, "%s: allocation limit reached", api), 1;
-    if (limits.max_client_mem && bytes > limits.max_client_mem - cl->mem_bytes)
-        return reply_invalid(cl, r, 2, "%s: %llu bytes would exceed this client's quota of %llu", api,
-                             (unsigned long long)bytes, (unsigned long long)limits.max_client_mem), 1;
-    return 0;
+    return charge(cl, r, api, bytes);
 }
 
 static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *r, char *why)
@@ -1424,6 +1559,7 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
         vcuda_fail(why, 0, "no memory for client state");
         return -1;
     }
+    if (!cl->tenant) cl->tenant = c->tenant;
     /* An asynchronous launch failed since the last reply: like CUDA's asynchronous
      * errors, the next call that returns a status reports it, and is not carried out
      * (an H2D copy takes it over as its copy error, so its chunks are skipped too). */
@@ -1498,9 +1634,8 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
         CUdeviceptr p;
         if (q->v[0] == 0) return reply_invalid(cl, r, 1, "MALLOC: size 0");
         if (alloc_refused(cl, r, "MALLOC", q->v[0])) return 0;
-        if ((rc = g->cu.cuMemAlloc_v2(&p, q->v[0]))) return reply_cu(g, cl, r, "MALLOC", rc);
+        if ((rc = g->cu.cuMemAlloc_v2(&p, q->v[0]))) return uncharge(cl, q->v[0]), reply_cu(g, cl, r, "MALLOC", rc);
         cl->allocs[cl->nalloc++] = (allocation){p, q->v[0], NULL, 0};
-        cl->mem_bytes += q->v[0];
         r->v[0] = p, r->nv = 1;
         return 0;
     }
@@ -1508,7 +1643,7 @@ static int handle_core(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_msg *
         for (uint32_t i = 0; i < cl->nalloc; ++i)
             if (cl->allocs[i].base == q->v[0]) {
                 if ((rc = g->cu.cuMemFree_v2(q->v[0]))) return reply_cu(g, cl, r, "FREE", rc);
-                cl->mem_bytes -= cl->allocs[i].size;
+                uncharge(cl, cl->allocs[i].size);
                 cl->allocs[i] = cl->allocs[--cl->nalloc];
                 return 0;
             }
@@ -1808,37 +1943,147 @@ static int handle_request(void *ctx, vcuda_conn *c, const vcuda_msg *q, vcuda_ms
     return rc;
 }
 
-/* LIMIT_SET: limits are the context's.  On the client's own context (--isolation
+/* ---- context limits ------------------------------------------------------------------ *
+ * LIMIT_SET: limits are the context's.  On the client's own context (--isolation
  * context) it sets what it likes; on the shared one only while it is the only client,
- * with no other client attaching meanwhile (the limit then stays for later clients of
- * the context, as the runtime's does for later kernels).  The heap and printf FIFO
- * are device memory: they count against the client's memory quota. */
+ * with no other client attaching meanwhile.  What a limit makes the device reserve is
+ * charged to the client's tenant: the stack its size times the device's resident threads
+ * (SMs x threads per SM: the driver reserves a stack for every thread that can run at
+ * once), the malloc heap and the printf FIFO their size, each above the value the context
+ * had before the tenant changed it.  The L2 limits reserve no device memory; the device
+ * runtime's (sync depth, pending launches) reserve an amount the driver does not tell,
+ * so a tenant with a quota cannot set them.  A limit set on the shared context is the
+ * tenant's until its last connection leaves: then the context gets its previous values
+ * back and the tenant its quota, so the next client finds the context as it was.  On a
+ * client's own context the limits go with the context, at the client's end.  With
+ * --isolation process the shared context is the tenant's serving process's, which holds
+ * all of that tenant's connections: the same restore when the last one leaves (the
+ * process lingers, serving the tenant's next client), and a process that has exited
+ * takes its context with it (the next one starts from the driver's defaults). */
+static const char *const limit_names[NLIMITS] = {
+    "cudaLimitStackSize", "cudaLimitPrintfFifoSize", "cudaLimitMallocHeapSize", "cudaLimitDevRuntimeSyncDepth",
+    "cudaLimitDevRuntimePendingLaunchCount", "cudaLimitMaxL2FetchGranularity", "cudaLimitPersistingL2CacheSize"};
+
+/* Bytes of device memory limit `which` at value v reserves (see above). */
+static uint64_t limit_bytes(const vcuda_gpu *g, int which, uint64_t v)
+{
+    if (which == LIMIT_STACK) return g->threads && v > UINT64_MAX / g->threads ? UINT64_MAX : v * g->threads;
+    return which == LIMIT_PRINTF_FIFO || which == LIMIT_HEAP ? v : 0;
+}
+
+/* The charge for limit `which` at v, its holder's earlier value being base. */
+static uint64_t limit_charge(const vcuda_gpu *g, int which, uint64_t base, uint64_t v)
+{
+    uint64_t now = limit_bytes(g, which, v), before = limit_bytes(g, which, base);
+    return now > before ? now - before : 0;
+}
+
+/* The tenant's quota for `bytes` more of a limit: 0, or -1 (nothing charged, the
+ * refusal in r).  own: a client's own context (charged as its memory). */
+static int limit_charge_take(vcuda_gpu *g, client *cl, vcuda_msg *r, int own, int which, uint64_t v, uint64_t bytes)
+{
+    uint64_t used = 0;
+    vcuda_tenant *t = cl->tenant;
+    if (!bytes) return 0;
+    if (!t || !vcuda_tenant_charge(t, bytes, &used)) {
+        if (own) cl->mem_bytes += bytes; /* (its own context's: given back at its end) */
+        return 0;
+    }
+    if (which == LIMIT_STACK)
+        reply_invalid(cl, r, 2, "LIMIT_SET: %s of %llu bytes reserves %llu bytes of device memory (x %llu resident "
+                      "threads): over tenant %s's quota of %llu bytes (%llu in use)", limit_names[which],
+                      (unsigned long long)v, (unsigned long long)bytes, (unsigned long long)g->threads, t->name,
+                      (unsigned long long)t->mem_quota, (unsigned long long)used);
+    else
+        reply_invalid(cl, r, 2, "LIMIT_SET: %s of %llu bytes: %llu more bytes of device memory, over tenant %s's quota "
+                      "of %llu bytes (%llu in use)", limit_names[which], (unsigned long long)v,
+                      (unsigned long long)bytes, t->name, (unsigned long long)t->mem_quota, (unsigned long long)used);
+    return -1;
+}
+
+static void limit_charge_give(client *cl, int own, vcuda_tenant *t, uint64_t bytes)
+{
+    if (own) uncharge(cl, bytes);
+    else if (t) vcuda_tenant_uncharge(t, bytes);
+}
+
+/* Sets the limit with the charges that go with it (the holder's state in ls); the
+ * reply in r either way. */
+static int limit_apply(vcuda_gpu *g, client *cl, vcuda_msg *r, int own, limit_state *ls, int which, uint64_t v)
+{
+    size_t cur = 0, got = 0;
+    CUresult rc;
+    if ((rc = g->cu.cuCtxGetLimit(&cur, which))) return reply_cu(g, cl, r, "LIMIT_SET", rc);
+    uint32_t bit = 1u << which;
+    uint64_t base = ls->set & bit ? ls->prev[which] : cur, had = ls->charged[which];
+    uint64_t want = limit_charge(g, which, base, v), held = want > had ? want : had;
+    if (held > had && limit_charge_take(g, cl, r, own, which, v, held - had)) return 0;
+    if ((rc = g->cu.cuCtxSetLimit(which, v))) {
+        limit_charge_give(cl, own, cl->tenant, held - had);
+        return reply_cu(g, cl, r, "LIMIT_SET", rc);
+    }
+    /* the driver may round the value up: the charge is for what it took */
+    uint64_t took = g->cu.cuCtxGetLimit(&got, which) ? want : limit_charge(g, which, base, got);
+    if (took > held && limit_charge_take(g, cl, r, own, which, got, took - held)) {
+        g->cu.cuCtxSetLimit(which, cur);
+        limit_charge_give(cl, own, cl->tenant, held - had);
+        return 0;
+    }
+    if (took < held) limit_charge_give(cl, own, cl->tenant, held - took);
+    ls->charged[which] = took;
+    if (!(ls->set & bit)) ls->prev[which] = base, ls->set |= bit;
+    return 0;
+}
+
 static int limit_set(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
 {
-    enum { LIMIT_PRINTF_FIFO = 1, LIMIT_HEAP = 2 };
-    if ((q->v[0] == LIMIT_PRINTF_FIFO || q->v[0] == LIMIT_HEAP) && limits.max_client_mem &&
-        q->v[1] > limits.max_client_mem - cl->mem_bytes)
-        return reply_invalid(cl, r, 2, "LIMIT_SET: %llu bytes would exceed this client's quota of %llu",
-                             (unsigned long long)q->v[1], (unsigned long long)limits.max_client_mem);
-    if (q->v[0] > 0x7fffffff) return reply_invalid(cl, r, 1, "LIMIT_SET: no limit %llu", (unsigned long long)q->v[0]);
-    int shared = !cl->own;
-    if (shared) {
-        pthread_mutex_lock(&g->mu);
-        int alone = g->attached == 1 && !g->limit_busy;
-        if (alone) g->limit_busy = 1;
-        pthread_mutex_unlock(&g->mu);
-        if (!alone)
-            return reply_invalid(cl, r, 801, "LIMIT_SET: the GPU context is shared with other clients of this "
-                                 "server; limits can be set with --isolation context or on a server of one's own");
+    if (q->v[0] >= NLIMITS) /* (the runtime's cudaLimit values are these) */
+        return reply_invalid(cl, r, 217 /* cudaErrorUnsupportedLimit */, "LIMIT_SET: no limit %llu",
+                             (unsigned long long)q->v[0]);
+    int which = (int)q->v[0], own = cl->own != NULL;
+    vcuda_tenant *t = cl->tenant;
+    if (t && t->mem_quota && (which == LIMIT_SYNC_DEPTH || which == LIMIT_PENDING_LAUNCHES))
+        return reply_invalid(cl, r, 801, "LIMIT_SET: %s reserves device memory this server cannot account for: "
+                             "refused under tenant %s's quota", limit_names[which], t->name);
+    if (own) return limit_apply(g, cl, r, 1, &cl->lims, which, q->v[1]);
+    pthread_mutex_lock(&g->mu);
+    int alone = g->attached == 1 && !g->limit_busy;
+    if (alone) g->limit_busy = 1;
+    pthread_mutex_unlock(&g->mu);
+    if (!alone)
+        return reply_invalid(cl, r, 801, "LIMIT_SET: the GPU context is shared with other clients of this "
+                             "server; limits can be set with --isolation context or on a server of one's own");
+    /* the only client: any earlier holder's connections are all gone (and its limits
+     * restored), unless it is this client's tenant */
+    limit_apply(g, cl, r, 0, &g->lims, which, q->v[1]);
+    pthread_mutex_lock(&g->mu);
+    if (g->lims.set && g->lim_owner != t) g->lim_owner = t, g->lim_owner_conns = 1;
+    g->limit_busy = 0;
+    pthread_cond_broadcast(&g->limit_done);
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+/* The shared context's limits back to what they were, the tenant's charge for them back
+ * to it (its last connection on the context has gone; g->limit_busy held by the caller,
+ * so no client attaches meanwhile).  A limit the driver no longer lets change (the heap,
+ * once a kernel that uses malloc has run) stays, and so does its charge. */
+static void limits_restore(vcuda_gpu *g, vcuda_tenant *t)
+{
+    limit_state *ls = &g->lims;
+    for (int k = 0; k < NLIMITS; ++k) {
+        if (!(ls->set & (1u << k))) continue;
+        CUresult rc = g->cu.cuCtxSetLimit(k, ls->prev[k]);
+        if (rc) {
+            fprintf(stderr, "vcuda-server: device %d: tenant %s left; %s could not be set back to %zu: %s (CUresult "
+                    "%d): the context keeps it, and the tenant its charge of %llu bytes\n", g->ordinal,
+                    t ? t->name : "?", limit_names[k], ls->prev[k], cu_error_text(g, rc), rc,
+                    (unsigned long long)ls->charged[k]);
+            continue;
+        }
+        if (t) vcuda_tenant_uncharge(t, ls->charged[k]);
     }
-    CUresult rc = g->cu.cuCtxSetLimit((int)q->v[0], q->v[1]);
-    if (shared) {
-        pthread_mutex_lock(&g->mu);
-        g->limit_busy = 0;
-        pthread_cond_broadcast(&g->limit_done);
-        pthread_mutex_unlock(&g->mu);
-    }
-    return rc ? reply_cu(g, cl, r, "LIMIT_SET", rc) : 0;
+    memset(ls, 0, sizeof *ls);
 }
 
 /* ---- the calls added for whole programs (wire codes 33..) ------------------------- */
@@ -1944,17 +2189,17 @@ static int more_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg
         if (!w || !ht) return reply_invalid(cl, r, 1, "MALLOC_PITCH: empty extent");
         if (ht > VCUDA_MAX_SIZE / w) return reply_invalid(cl, r, 2, "MALLOC_PITCH: %llu x %llu bytes is too large",
                                                           (unsigned long long)w, (unsigned long long)ht);
-        /* the quota is checked on the rows' bytes first and on the pitched size after */
+        /* the rows' bytes are charged first, the pitch's padding once the driver chose it */
         if (alloc_refused(cl, r, op, w * ht)) return 0;
         /* element size 16: the runtime's own choice for cudaMallocPitch */
-        if ((rc = g->cu.cuMemAllocPitch_v2(&p, &pitch, w, ht, 16))) return reply_cu(g, cl, r, op, rc);
-        if (pitch < w || ht > VCUDA_MAX_SIZE / pitch || alloc_refused(cl, r, op, (uint64_t)pitch * ht)) {
+        if ((rc = g->cu.cuMemAllocPitch_v2(&p, &pitch, w, ht, 16))) return uncharge(cl, w * ht), reply_cu(g, cl, r, op, rc);
+        if (pitch < w || ht > VCUDA_MAX_SIZE / pitch || charge(cl, r, op, (uint64_t)pitch * ht - w * ht)) {
             g->cu.cuMemFree_v2(p);
+            uncharge(cl, w * ht);
             if (!(r->hdr.flags & VCUDA_FLAG_ERROR)) reply_invalid(cl, r, 2, "MALLOC_PITCH: the driver's pitch %zu is unusable", pitch);
             return 0;
         }
         cl->allocs[cl->nalloc++] = (allocation){p, (uint64_t)pitch * ht, NULL, 0};
-        cl->mem_bytes += (uint64_t)pitch * ht;
         r->v[0] = p, r->v[1] = pitch, r->nv = 2;
         return 0;
     }
@@ -2094,17 +2339,14 @@ static int array_create(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg 
     uint64_t bytes = mul_add(mul_add(wd, ht ? ht : 1, 0), dp ? dp : 1, 0);
     bytes = bytes == UINT64_MAX ? bytes : mul_add(bytes, elem, 0);
     if (bytes == UINT64_MAX) return reply_invalid(cl, r, 2, "ARRAY_CREATE: too large");
-    if (limits.max_client_mem && bytes > limits.max_client_mem - cl->mem_bytes)
-        return reply_invalid(cl, r, 2, "ARRAY_CREATE: %llu bytes would exceed this client's quota of %llu",
-                             (unsigned long long)bytes, (unsigned long long)limits.max_client_mem);
+    if (charge(cl, r, "ARRAY_CREATE", bytes)) return 0;
     array_info *a = calloc(1, sizeof *a);
-    if (!a) return reply_invalid(cl, r, 2, "ARRAY_CREATE: out of memory");
+    if (!a) return uncharge(cl, bytes), reply_invalid(cl, r, 2, "ARRAY_CREATE: out of memory");
     array3d_desc d = {wd, ht, dp, (int)fmt, (unsigned)ch, (unsigned)flags};
-    if ((rc = g->cu.cuArray3DCreate_v2(&a->arr, &d))) return free(a), reply_cu(g, cl, r, "ARRAY_CREATE", rc);
+    if ((rc = g->cu.cuArray3DCreate_v2(&a->arr, &d))) return free(a), uncharge(cl, bytes), reply_cu(g, cl, r, "ARRAY_CREATE", rc);
     *a = (array_info){a->arr, wd, ht, dp, bytes, elem, (unsigned)fmt, (unsigned)ch};
     uint64_t id = add_handle(cl, H_ARRAY, a);
-    if (!id) return g->cu.cuArrayDestroy(a->arr), free(a), reply_invalid(cl, r, 2, "handle limit reached");
-    cl->mem_bytes += bytes;
+    if (!id) return g->cu.cuArrayDestroy(a->arr), free(a), uncharge(cl, bytes), reply_invalid(cl, r, 2, "handle limit reached");
     r->v[0] = id, r->nv = 1;
     return 0;
 }
@@ -2194,7 +2436,7 @@ static int array_requests(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_ms
         if (!(h = find_handle(cl, q->v[0], H_ARRAY))) return reply_invalid(cl, r, 400, "ARRAY_DESTROY: not an array of this client");
         array_info *a = h->obj;
         if ((rc = g->cu.cuArrayDestroy(a->arr))) return reply_cu(g, cl, r, op, rc);
-        cl->mem_bytes -= a->bytes;
+        uncharge(cl, a->bytes);
         free(a);
         remove_handle(cl, h);
         return 0;
@@ -2262,11 +2504,26 @@ static void release_client(void *ctx, vcuda_conn *c)
     if (cl->nalloc || cl->nhandle)
         vcuda_log_limited("vcuda-server", "connection %llu: released %u allocations and %u handles",
                           (unsigned long long)c->id, cl->nalloc, cl->nhandle);
-    if (cl->own) g->cu.cuCtxDestroy_v2(cl->own);
+    if (cl->own) g->cu.cuCtxDestroy_v2(cl->own); /* (and the limits of its own, charged as its memory) */
+    if (cl->tenant) vcuda_tenant_uncharge(cl->tenant, cl->mem_bytes); /* what it still held */
+    cl->mem_bytes = 0;
     free(cl->allocs);
     free(cl->handles);
     free(cl->globals);
     pthread_mutex_lock(&g->mu);
+    if (!cl->own && g->lim_owner && g->lim_owner == cl->tenant && --g->lim_owner_conns == 0) {
+        /* the tenant's last connection on the shared context: its limits go (see limit_set) */
+        vcuda_tenant *t = g->lim_owner;
+        while (g->limit_busy) pthread_cond_wait(&g->limit_done, &g->mu);
+        g->limit_busy = 1;
+        pthread_mutex_unlock(&g->mu);
+        if (alive) limits_restore(g, t);
+        else memset(&g->lims, 0, sizeof g->lims); /* (a lost context: the process is replaced) */
+        pthread_mutex_lock(&g->mu);
+        g->lim_owner = NULL;
+        g->limit_busy = 0;
+        pthread_cond_broadcast(&g->limit_done);
+    }
     --g->attached;
     output_owner_change(g, cl, -1, g->attached); /* its last output (synchronized above) is its own */
     free(cl->out[0].b);
@@ -2293,6 +2550,7 @@ static int attach_client(void *ctx, vcuda_conn *c, char *why)
     client *cl = calloc(1, sizeof *cl);
     CUresult rc;
     if (!cl) return vcuda_fail(why, -1, "no memory for client state");
+    cl->tenant = c->tenant;
     pthread_mutex_lock(&g->mu);
     while (g->limit_busy) pthread_cond_wait(&g->limit_done, &g->mu); /* see limit_set */
     if (g->dead) {
@@ -2302,6 +2560,7 @@ static int attach_client(void *ctx, vcuda_conn *c, char *why)
     }
     cl->generation = g->generation;
     ++g->attached;
+    if (!limits.isolation && g->lim_owner && g->lim_owner == cl->tenant) ++g->lim_owner_conns;
     output_owner_change(g, cl, 1, g->attached);
     CUcontext cx = g->ctx;
     pthread_mutex_unlock(&g->mu);
@@ -2473,6 +2732,13 @@ vcuda_gpu *vcuda_gpu_open(int ordinal, size_t chunk, volatile sig_atomic_t *stop
         vcuda_fail(why, 0, "device %d: set-up failed: %s (CUresult %d)", ordinal, cu_error_text(g, rc), rc);
         goto fail;
     }
+    int sms = 0, per_sm = 0;
+    if ((rc = g->cu.cuDeviceGetAttribute(&sms, CU_ATTR_SMS, g->dev)) ||
+        (rc = g->cu.cuDeviceGetAttribute(&per_sm, CU_ATTR_THREADS_PER_SM, g->dev)) || sms <= 0 || per_sm <= 0) {
+        vcuda_fail(why, 0, "device %d: no multiprocessor count or threads per multiprocessor (CUresult %d)", ordinal, rc);
+        goto fail;
+    }
+    g->threads = (uint64_t)sms * (uint64_t)per_sm;
     pthread_mutex_init(&g->mu, NULL);
     pthread_mutex_init(&g->out_mu, NULL);
     pthread_cond_init(&g->limit_done, NULL);
@@ -2507,7 +2773,7 @@ void vcuda_gpu_close(vcuda_gpu *g)
     g->cu.cuCtxSynchronize();
     g->cu.cuMemFree_v2(g->touch);
     g->cu.cuDevicePrimaryCtxRelease_v2(g->dev);
-    for (int i = 0; i < g->nimages; ++i) free(g->images[i].img);
+    for (int i = 0; i < g->nimages; ++i) free(g->images[i].img), free(g->images[i].unsized.names);
     pthread_mutex_destroy(&g->mu);
     dlclose(g->lib);
     free(g);

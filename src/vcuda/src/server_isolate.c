@@ -27,7 +27,7 @@ typedef struct {
     int32_t heartbeat_ms;
     uint64_t id;
     char peer[64];
-    char tenant[VCUDA_TENANT_LEN];
+    char tenant[VCUDA_TENANT_NAME_MAX + 1]; /* its name: each process resolves it in its own table */
     vcuda_session ses; /* (the same program at both ends: a fork) */
 } wire;
 
@@ -38,7 +38,7 @@ static wire wire_of(uint32_t kind, const vcuda_conn *c, int heartbeat_ms, const 
     w.kind = kind, w.heartbeat_ms = heartbeat_ms, w.id = c->id;
     if (ses) w.ses = *ses;
     snprintf(w.peer, sizeof w.peer, "%s", c->peer);
-    snprintf(w.tenant, sizeof w.tenant, "%s", c->tenant);
+    snprintf(w.tenant, sizeof w.tenant, "%s", c->tenant ? c->tenant->name : "");
     return w;
 }
 
@@ -98,20 +98,22 @@ static int recv_wire(int sock, wire *w, int *fd, int flags)
     return 1;
 }
 
-static vcuda_conn conn_of(const wire *w, int fd)
+/* The connection a message names, its tenant looked up in `tenants` (c.tenant NULL
+ * when the table, or NULL, has no such tenant). */
+static vcuda_conn conn_of(const wire *w, int fd, const vcuda_tenants *tenants)
 {
     vcuda_conn c;
     memset(&c, 0, sizeof c);
     c.fd = fd, c.id = w->id;
     memcpy(c.peer, w->peer, sizeof c.peer);
-    memcpy(c.tenant, w->tenant, sizeof c.tenant);
+    if (tenants) c.tenant = vcuda_tenant_find(tenants, (const uint8_t *)w->tenant, strlen(w->tenant));
     return c;
 }
 
 /* ---- the loop process's side ---------------------------------------------------------- */
 
 typedef struct {
-    char tenant[VCUDA_TENANT_LEN];
+    char tenant[VCUDA_TENANT_NAME_MAX + 1];
     pid_t pid;     /* 0: a free slot */
     int sock;      /* our end; -1 once closed */
     int going;     /* takes no more connections (told to go, or stopping by itself) */
@@ -257,31 +259,40 @@ static proc *start_proc(vcuda_isolate *iso, const char *tenant, char *why)
     return slot;
 }
 
-/* Hands connection c over to its tenant's serving process, started if there is none. */
-static int hand(void *ctx, const vcuda_conn *c, int heartbeat_ms, const vcuda_session *ses, char *why)
+/* Hands the connection w names (its socket fd) over to its tenant's serving process,
+ * started if there is none. */
+static int hand_wire(vcuda_isolate *iso, const wire *w, int fd, char *why)
 {
-    vcuda_isolate *iso = ctx;
-    wire w = wire_of(W_HANDOFF, c, heartbeat_ms, ses);
+    const char *tenant = w->tenant;
     for (int attempt = 0; attempt < 2; ++attempt) {
-        proc *p = find_live(iso, c->tenant);
-        if (!p && !(p = start_proc(iso, c->tenant, why))) return -1;
+        proc *p = find_live(iso, tenant);
+        if (!p && !(p = start_proc(iso, tenant, why))) return -1;
         if (ids_reserve(p))
             return snprintf(why, VCUDA_WHY_LEN, "vcuda: server: out of memory"), -1;
         /* never waits: a serving process takes connections as fast as the loop accepts them */
-        int e = send_wire(p->sock, &w, c->fd, MSG_DONTWAIT);
+        int e = send_wire(p->sock, w, fd, MSG_DONTWAIT);
         if (!e) {
-            p->ids[p->conns++] = c->id, ++p->served;
+            p->ids[p->conns++] = w->id, ++p->served;
             return 0;
         }
         if (e == EAGAIN || e == EWOULDBLOCK)
-            return snprintf(why, VCUDA_WHY_LEN, "vcuda: tenant %s's serving process is not taking connections", c->tenant), -1;
+            return snprintf(why, VCUDA_WHY_LEN, "vcuda: tenant %s's serving process is not taking connections", tenant), -1;
         /* it is stopping (a sticky error) or gone: its queued connections come back as
          * RETURNED, and this one goes to a fresh process */
         vcuda_log_limited(iso->cfg.log_prefix, "tenant %s: serving process %d takes no more connections (%s)",
-                          c->tenant, (int)p->pid, strerror(e));
+                          tenant, (int)p->pid, strerror(e));
         p->going = 1;
     }
-    return snprintf(why, VCUDA_WHY_LEN, "vcuda: tenant %s: no serving process took the connection", c->tenant), -1;
+    return snprintf(why, VCUDA_WHY_LEN, "vcuda: tenant %s: no serving process took the connection", tenant), -1;
+}
+
+/* The handoff's hand: connection c to the serving process of the tenant it
+ * authenticated as. */
+static int hand(void *ctx, const vcuda_conn *c, int heartbeat_ms, const vcuda_session *ses, char *why)
+{
+    if (!c->tenant) return snprintf(why, VCUDA_WHY_LEN, "vcuda: server: a connection without a tenant"), -1;
+    wire w = wire_of(W_HANDOFF, c, heartbeat_ms, ses);
+    return hand_wire(ctx, &w, c->fd, why);
 }
 
 /* p has ended (wait status st): its sessions with it. */
@@ -324,10 +335,10 @@ static void read_reports(vcuda_isolate *iso, proc *p, int64_t now, int rehand)
         if (w.kind == W_RETURNED) { /* it is stopping: this connection goes to a fresh one */
             p->going = 1;
             if (p->served) --p->served;
-            vcuda_conn c = conn_of(&w, fd);
+            w.kind = W_HANDOFF;
             if (!rehand) snprintf(why, sizeof why, "server shutting down");
-            if (!rehand || hand(iso, &c, w.heartbeat_ms, &w.ses, why)) {
-                vcuda_log_limited(iso->cfg.log_prefix, "peer %s: closed: %s", c.peer, why);
+            if (!rehand || hand_wire(iso, &w, fd, why)) {
+                vcuda_log_limited(iso->cfg.log_prefix, "peer %s: closed: %s", w.peer, why);
                 tell_ended(iso, w.id);
             }
             close(fd); /* (the serving process that took it has its own copy) */
@@ -470,7 +481,13 @@ int vcuda_isolate_serve(const vcuda_server_config *cfg, int sock)
             if (fd >= 0) close(fd);
             continue;
         }
-        vcuda_conn conn = conn_of(&w, fd);
+        vcuda_conn conn = conn_of(&w, fd, c.tenants);
+        if (!conn.tenant) { /* (the loop hands a process its own tenant's connections only) */
+            fprintf(stderr, "%s: a connection of tenant \"%s\", not served here (dropped)\n", c.log_prefix, w.tenant);
+            vcuda_close(fd);
+            report_closed(sock, &conn);
+            continue;
+        }
         if (vcuda_server_adopt(s, &conn, w.heartbeat_ms, &w.ses, why)) {
             vcuda_log_limited(c.log_prefix, "peer %s: closed: %s", conn.peer, why);
             report_closed(sock, &conn);

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE /* MSG_NOSIGNAL, POLLRDHUP, ppoll */
 #include "vcuda/server_loop.h"
 
+#include "vcuda/tenants.h"
+
 #include "ucx.h"
 
 #include <errno.h>
@@ -17,8 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Largest handshake payload: HELLO "u t" or AUTH "t u" with a token-sized field. */
-#define HANDSHAKE_MAX (4u + 4u + VCUDA_MAX_TOKEN + 4u)
+/* Largest handshake payload: HELLO "u t s" with a token-sized field and the longest
+ * tenant name (AUTH "t u" is smaller). */
+#define HANDSHAKE_MAX (4u + 4u + VCUDA_MAX_TOKEN + 4u + VCUDA_TENANT_NAME_MAX)
 #define ACCEPTS_PER_TURN 64 /* then the handshakes in progress get their turn */
 #define NONCE_MEMORY 4096   /* client nonces remembered against replayed HELLOs */
 #define IDLE_SHRINK_MS 1000 /* an idle client's buffers above SHRINK_ABOVE are freed */
@@ -51,6 +54,9 @@ typedef struct conn {
     size_t got;
     vcuda_header h;
     uint8_t nc[VCUDA_NONCE_SIZE], ns[VCUDA_NONCE_SIZE];
+    vcuda_tenant *claimed;  /* the tenant HELLO named, NULL if none such */
+    char claimed_name[VCUDA_TENANT_NAME_MAX + 1]; /* (for the log; "" if not a valid name) */
+    int joined; /* counted among pub.tenant's connections by admit() here (tenant_out) */
     /* authenticated: the worker's */
     pthread_t thread;
     pthread_mutex_t wlock; /* one writer at a time: the worker, or a PROGRESS frame */
@@ -73,6 +79,7 @@ typedef struct conn {
 
 struct vcuda_server {
     const vcuda_server_config *cfg;
+    const vcuda_tenants *tenants;
     pthread_mutex_t mu; /* the authenticated list */
     conn *authed;
     int nauthed;
@@ -86,12 +93,13 @@ struct vcuda_server {
     size_t cap;
 };
 
-/* A session handed over: counted against the caps (in all and per source) until the
- * handoff reports it ended.  The network loop's only. */
+/* A session handed over: counted against the caps (in all, per source and among its
+ * tenant's connections) until the handoff reports it ended.  The network loop's only. */
 typedef struct handed {
     struct handed *next;
     uint64_t id;
     source *src;
+    vcuda_tenant *tenant;
 } handed;
 
 /* ---- rate-limited logging ---------------------------------------------------------- */
@@ -192,13 +200,21 @@ static void source_leave(server *s, conn *c)
     c->src = NULL;
 }
 
-/* c, about to be handed over, counted as a session (of its address too) until
- * handed_end.  0, or -1 out of memory. */
+/* The connection no longer counted among its tenant's (if admit() counted it). */
+static void tenant_out(conn *c)
+{
+    if (c->joined) vcuda_tenant_leave(c->pub.tenant);
+    c->joined = 0;
+}
+
+/* c, about to be handed over, counted as a session (of its address too, and of its
+ * tenant: the count admit() took moves here) until handed_end.  0, or -1 out of memory. */
 static int handed_add(server *s, conn *c)
 {
     handed *h = malloc(sizeof *h);
     if (!h) return -1;
     h->id = c->pub.id, h->src = c->src, ++c->src->nauthed;
+    h->tenant = c->joined ? c->pub.tenant : NULL, c->joined = 0;
     h->next = s->handed, s->handed = h;
     pthread_mutex_lock(&s->mu); /* (admit reads the count with nauthed) */
     ++s->nhanded;
@@ -218,6 +234,7 @@ static void handed_end(void *arg, uint64_t id)
         --s->nhanded;
         pthread_mutex_unlock(&s->mu);
         source_put(s, h->src, 1);
+        if (h->tenant) vcuda_tenant_leave(h->tenant);
         free(h);
         return;
     }
@@ -226,6 +243,7 @@ static void handed_end(void *arg, uint64_t id)
 static void free_conn(conn *c)
 {
     source_leave(c->srv, c);
+    tenant_out(c); /* (admitted, then never served: a failed reply or start) */
     if (c->pub.fd >= 0) vcuda_close(c->pub.fd);
     vcuda_buf_free(&c->in);
     vcuda_buf_free(&c->out);
@@ -477,6 +495,7 @@ static void *worker_main(void *arg)
     }
 out:
     if (h->disconnect) h->disconnect(h->ctx, &c->pub);
+    tenant_out(c); /* (its memory went with the handler's disconnect) */
     vcuda_log_limited(cfg->log_prefix, "peer %s: closed: %s", c->pub.peer, why);
     pthread_mutex_lock(&c->wlock);
     vcuda_close(c->pub.fd);
@@ -514,14 +533,19 @@ static int send_small(conn *c, const vcuda_msg *req, vcuda_msg *r, char *why)
 
 static int start_worker(server *s, conn *c, char *why);
 
-/* Whether a client that proved the token gets a session now: the one place that
- * decides, whichever process will serve it (the sessions handed to other processes
- * count, in all and per source, and the handoff says whether it can take the tenant).
- * 0, or -1 with the message for the client in msg (VCUDA_WHY_LEN bytes), its CUDA
- * error code in *code and the log reason in why. */
+/* Whether a client that proved its tenant's secret gets a session now: the one place
+ * that decides, whichever process will serve it (the sessions handed to other processes
+ * count, in all, per source and per tenant), in this order: the server's limit on
+ * clients (max_conns), its cap per source address (max_per_source), the tenant's limit
+ * on its connections at once (its MAX_CONNS), and whether the handoff can take the
+ * tenant (a serving process for it: the tenant processes' cap).  0 with the connection
+ * counted among its tenant's (c->pub.tenant set, c->joined: tenant_out counts it out),
+ * or -1 with the message for the client in msg (VCUDA_WHY_LEN bytes), its CUDA error
+ * code in *code and the log reason in why. */
 static int admit(server *s, conn *c, char *msg, int *code, char *why)
 {
     const vcuda_server_config *cfg = s->cfg;
+    vcuda_tenant *t = c->claimed;
     int max = cfg->max_conns > 0 ? cfg->max_conns : 256;
     pthread_mutex_lock(&s->mu);
     int n = s->nauthed + s->nhanded;
@@ -536,8 +560,15 @@ static int admit(server *s, conn *c, char *msg, int *code, char *why)
         return snprintf(why, VCUDA_WHY_LEN, "%s already has %d sessions (the per-source cap)", c->src->name,
                         c->src->nauthed), -1;
     }
-    if (cfg->handoff && cfg->handoff->room(cfg->handoff->ctx, c->pub.tenant, msg))
+    if (vcuda_tenant_join(t)) {
+        snprintf(msg, VCUDA_WHY_LEN, "vcuda: tenant %s: connection limit %u reached", t->name, t->max_conns);
+        return snprintf(why, VCUDA_WHY_LEN, "tenant %s: connection limit %u reached", t->name, t->max_conns), -1;
+    }
+    if (cfg->handoff && cfg->handoff->room(cfg->handoff->ctx, t->name, msg)) {
+        vcuda_tenant_leave(t);
         return snprintf(why, VCUDA_WHY_LEN, "refused: %.*s", VCUDA_WHY_LEN - 10, msg), -1;
+    }
+    c->pub.tenant = t, c->joined = 1;
     return 0;
 }
 
@@ -557,6 +588,10 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
             return snprintf(why, VCUDA_WHY_LEN, "HELLO nonce of %u bytes, not %d", m->blob_len, VCUDA_NONCE_SIZE), -1;
         if (nonce_seen(s, m->blob))
             return snprintf(why, VCUDA_WHY_LEN, "replayed HELLO (client nonce seen before)"), -1;
+        /* a tenant nobody knows is answered as any other (see proto.h, "authentication") */
+        c->claimed = vcuda_tenant_find(s->tenants, m->str, m->str_len);
+        if (vcuda_tenant_name_ok((const char *)m->str, m->str_len))
+            memcpy(c->claimed_name, m->str, m->str_len), c->claimed_name[m->str_len] = 0;
         memcpy(c->nc, m->blob, VCUDA_NONCE_SIZE);
         if (vcuda_random(c->ns, VCUDA_NONCE_SIZE))
             return snprintf(why, VCUDA_WHY_LEN, "no random bytes for a server nonce"), -1;
@@ -567,15 +602,22 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
         return 0;
     }
     uint8_t want[VCUDA_PROOF_SIZE], mine[VCUDA_PROOF_SIZE];
-    vcuda_auth_proof(cfg->token, cfg->token_len, 0, c->nc, c->ns, want);
-    if (!vcuda_token_equal(m->blob, m->blob_len, want, sizeof want)) {
-        /* tell the client why (it would otherwise see only EOF), then close */
+    const vcuda_tenant *t = c->claimed;
+    vcuda_auth_proof(t ? t->secret : s->tenants->nobody, t ? t->secret_len : sizeof s->tenants->nobody, 0, c->nc,
+                     c->ns, want);
+    int proven = vcuda_token_equal(m->blob, m->blob_len, want, sizeof want);
+    if (!proven || !t) {
+        /* tell the client why (it would otherwise see only EOF), then close; the same
+         * answer whether the tenant or the proof was wrong, the log says which */
         char ignore[VCUDA_WHY_LEN];
         vcuda_reply_error(&r, 800 /* cudaErrorNotPermitted */, "vcuda: authentication failed");
         send_small(c, m, &r, ignore);
-        return snprintf(why, VCUDA_WHY_LEN, "authentication failed (wrong proof: wrong token or replayed AUTH)"), -1;
+        if (!t)
+            return snprintf(why, VCUDA_WHY_LEN, "authentication failed (unknown tenant \"%s\")",
+                            *c->claimed_name ? c->claimed_name : "(not a tenant name)"), -1;
+        return snprintf(why, VCUDA_WHY_LEN, "authentication failed (tenant %s: wrong proof: wrong secret or "
+                        "replayed AUTH)", t->name), -1;
     }
-    snprintf(c->pub.tenant, sizeof c->pub.tenant, "%s", VCUDA_DEFAULT_TENANT);
     char refusal[VCUDA_WHY_LEN], ignore[VCUDA_WHY_LEN];
     int code;
     if (admit(s, c, refusal, &code, why)) {
@@ -585,8 +627,9 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
     }
     uint64_t hb = m->v[0];
     /* every later frame either way is tagged, under the values both AUTH frames carried
-     * (the reply below is not: the session's first frame is the client's next request) */
-    vcuda_session_start(&c->ses, 1, cfg->token, cfg->token_len, c->nc, c->ns, (uint32_t)hb, (uint32_t)cfg->device,
+     * and the secret the proofs were made with, the tenant's (the reply below is not:
+     * the session's first frame is the client's next request) */
+    vcuda_session_start(&c->ses, 1, t->secret, t->secret_len, c->nc, c->ns, (uint32_t)hb, (uint32_t)cfg->device,
                         c->pub.peer);
     c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
     if (cfg->handoff) { /* to the tenant's serving process, before the reply (see server_loop.h) */
@@ -600,18 +643,18 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
             return snprintf(why, VCUDA_WHY_LEN, "refused: %.*s", VCUDA_WHY_LEN - 10, refusal), -1;
         }
     }
-    vcuda_auth_proof(cfg->token, cfg->token_len, 1, c->nc, c->ns, mine);
+    vcuda_auth_proof(t->secret, t->secret_len, 1, c->nc, c->ns, mine);
     r.blob = mine, r.blob_len = sizeof mine;
     r.v[0] = (uint64_t)cfg->device, r.nv = 1;
     if (send_small(c, m, &r, why)) {
-        if (!cfg->handoff) return -1;
+        if (!cfg->handoff) return -1; /* (dropped: free_conn counts it out of its tenant) */
         /* its serving process finds the connection broken and ends the session */
         vcuda_log_limited(cfg->log_prefix, "peer %s: AUTH reply failed: %s", c->pub.peer, why);
         free_conn(c);
         return 1;
     }
     vcuda_log_limited(cfg->log_prefix, "peer %s: authenticated (connection %llu, tenant %s)", c->pub.peer,
-                      (unsigned long long)c->pub.id, c->pub.tenant);
+                      (unsigned long long)c->pub.id, t->name);
     if (cfg->handoff) { /* the loop's copy of the socket goes; the serving process has its own */
         free_conn(c);
         return 1;
@@ -805,8 +848,8 @@ int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *from, int heartbeat_ms
     c->pub.fd = from->fd;
     c->pub.id = from->id;
     memcpy(c->pub.peer, from->peer, sizeof c->pub.peer);
-    memcpy(c->pub.tenant, from->tenant, sizeof c->pub.tenant);
-    c->pub.peer[sizeof c->pub.peer - 1] = c->pub.tenant[sizeof c->pub.tenant - 1] = 0;
+    c->pub.peer[sizeof c->pub.peer - 1] = 0;
+    c->pub.tenant = from->tenant; /* (counted by the process that admitted it: not joined here) */
     c->cfg = s->cfg, c->srv = s;
     c->ucx = vcuda_ucx_is(from->fd);
     c->heartbeat_ms = heartbeat_ms;
@@ -878,6 +921,16 @@ int vcuda_server_run(const vcuda_server_config *cfg)
     if (!s || !pre || !pf || !pending) {
         fprintf(stderr, "%s: out of memory\n", cfg->log_prefix);
         if (s) vcuda_server_end(s);
+        free(pre), free(pf), free(pending);
+        return -1;
+    }
+    vcuda_tenants single; /* without a table: the token is the secret of "default" */
+    memset(&single, 0, sizeof single);
+    if (cfg->tenants) s->tenants = cfg->tenants;
+    else if (vcuda_tenants_single(&single, cfg->token, cfg->token_len, 0, why) == 0) s->tenants = &single;
+    else {
+        fprintf(stderr, "%s: %s\n", cfg->log_prefix, why);
+        vcuda_server_end(s);
         free(pre), free(pf), free(pending);
         return -1;
     }
@@ -973,6 +1026,7 @@ int vcuda_server_run(const vcuda_server_config *cfg)
     }
     for (int i = 0; i < npre; ++i) drop_pre(s, pre[i], "server shutting down");
     vcuda_server_end(s);
+    vcuda_tenants_free(&single); /* (after the sessions that pointed into it) */
     free(pre), free(pf), free(pending);
     return 0;
 }

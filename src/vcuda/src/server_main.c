@@ -1,17 +1,18 @@
 /* vcuda-server --device N --listen ADDR:PORT: serves one GPU to vcuda clients.
- * Exit codes: 2 usage (no token, bad address), 77 nothing to serve (no driver, no such
- * GPU, a driver without cuFuncGetParamInfo), 1 the loop failed.  Over TCP a supervising
- * process holds the socket and replaces the process under it whenever that ends without
- * being asked to: after a sticky error, a crash or kill (any signal, the OOM killer's
- * included) or a failure of its loop, with a growing pause when it keeps ending.  That
- * process is the serving process, or with --isolation process the network loop, which
- * never opens the GPU: each tenant has a serving process of its own under it
- * (server_isolate.h). */
+ * Exit codes: 2 usage (no token, bad address, a bad tenants file), 77 nothing to serve
+ * (no driver, no such GPU, a driver without cuFuncGetParamInfo), 1 the loop failed.
+ * Over TCP a supervising process holds the socket and replaces the process under it
+ * whenever that ends without being asked to: after a sticky error, a crash or kill (any
+ * signal, the OOM killer's included) or a failure of its loop, with a growing pause
+ * when it keeps ending.  That process is the serving process, or with --isolation
+ * process the network loop, which never opens the GPU: each tenant has a serving
+ * process of its own under it (server_isolate.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "umstudy/support.h"
 #include "vcuda/image.h"
 #include "vcuda/server_gpu.h"
 #include "vcuda/server_isolate.h"
+#include "vcuda/sha256.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -74,15 +75,20 @@ typedef struct {
     int device;
     size_t chunk;
     vcuda_server_config *cfg;
-    uint8_t *token; /* wiped in serving processes: only the loop process checks proofs */
+    vcuda_tenants *tenants; /* cfg's: a serving process keeps its own tenant only, without secrets */
 } tenant_args;
 
 static int serve_tenant(void *arg, int sock, const char *tenant)
 {
     tenant_args *a = arg;
     char prefix[128];
-    memset(a->token, 0, VCUDA_MAX_TOKEN);
-    a->cfg->token_len = 0;
+    /* only the loop process checks proofs: no secret stays here, and the quota counted
+     * here is the tenant's alone (all its connections come to this process) */
+    if (vcuda_tenants_only(a->tenants, tenant)) {
+        fprintf(stderr, "vcuda-server: a serving process for tenant %s, which the table does not hold\n", tenant);
+        return UMS_EXIT_FAILED;
+    }
+    a->cfg->token = NULL, a->cfg->token_len = 0;
     snprintf(prefix, sizeof prefix, "vcuda-server: tenant %s (pid %d)", tenant, (int)getpid());
     a->cfg->log_prefix = prefix;
     a->cfg->listen_fd = -1;
@@ -116,10 +122,10 @@ static int probe_gpu(int device, size_t chunk)
 /* --isolation process: the network-loop process, on the supervisor's socket: accepts,
  * authenticates and admits, and hands each client to its tenant's serving process. */
 static int serve_isolated(int device, size_t chunk, const char *addr, uint16_t port, vcuda_server_config *cfg,
-                          uint8_t *token, int max_procs, int linger_s)
+                          vcuda_tenants *tenants, int max_procs, int linger_s)
 {
     child = 0;
-    tenant_args ta = {device, chunk, cfg, token};
+    tenant_args ta = {device, chunk, cfg, tenants};
     vcuda_isolate_config ic = {.max_procs = max_procs, .linger_ms = linger_s * 1000,
                                .stop_wait_ms = cfg->frame_timeout_ms + 5000, .log_prefix = cfg->log_prefix,
                                .serve = serve_tenant, .arg = &ta};
@@ -143,7 +149,7 @@ int main(int argc, char **argv)
               max_frame_kib = VCUDA_MAX_PAYLOAD / 1024 + 1, client_mem_mib = 0, max_handles = 16384, max_modules = 256,
               cache_mib = 256, max_per_source = 64, idle_timeout_s = 600, max_entry_mib = 64, max_image_mib = 256,
               inflate_budget_mib = 512, max_tenant_procs = 64, tenant_linger_s = 30;
-    const char *listen_at = "127.0.0.1:7470", *isolation = "shared";
+    const char *listen_at = "127.0.0.1:7470", *isolation = "shared", *tenants_file = "";
     const ums_arg args[] = {
         {"device", UMS_ARG_INT, &device, "GPU ordinal this server exports", 0, VCUDA_MAX_DEVICES - 1, NULL},
         {"listen", UMS_ARG_STRING, &listen_at, "[tcp://|ucx://]ADDR:PORT (ADDR defaults to 127.0.0.1)", 1, 0, NULL},
@@ -161,7 +167,15 @@ int main(int argc, char **argv)
          "connections not yet authenticated (default 128); at the cap, and beyond a quarter of it from one address, "
          "one that stalled past 250 ms is dropped first", 4, 65536, NULL},
         {"max-frame-kib", UMS_ARG_INT, &max_frame_kib, "largest request a client may send (its receive buffer)", 4, VCUDA_MAX_PAYLOAD / 1024 + 1, NULL},
-        {"client-mem-mib", UMS_ARG_INT, &client_mem_mib, "device memory one client may hold (0: no quota)", 0, 1 << 30, NULL},
+        {"tenants", UMS_ARG_STRING, &tenants_file,
+         "FILE of tenants, one per line: NAME MEM_MIB MAX_CONNS SECRET (blank-separated; '#' starts a comment line; "
+         "NAME 1-64 of [A-Za-z0-9._-]; MEM_MIB: device memory all its connections hold together, 0 no quota; "
+         "MAX_CONNS: its connections at once, 0 no own limit; SECRET: its clients' token). Mode 0600, owned by the "
+         "server's user. Clients name theirs with VCUDA_TENANT. Without it: one tenant, \"default\", whose secret "
+         "is the token", 0, 0, NULL},
+        {"client-mem-mib", UMS_ARG_INT, &client_mem_mib,
+         "device memory the \"default\" tenant (all clients of the token together) may hold, without --tenants "
+         "(0: no quota)", 0, 1 << 30, NULL},
         {"max-handles", UMS_ARG_INT, &max_handles, "streams+events+modules+functions of one client", 16, 1 << 20, NULL},
         {"max-modules", UMS_ARG_INT, &max_modules, "modules one client may have loaded", 1, 65536, NULL},
         {"isolation", UMS_ARG_CHOICE, &isolation,
@@ -172,8 +186,10 @@ int main(int argc, char **argv)
          "      context: a context per client in one process: separate modules, handles and context\n"
          "               settings, but NOT separate memory (one address space: a kernel given another\n"
          "               client's device pointer reads it), and a sticky error ends every session\n"
-         "      process: a serving process (address space and context) per tenant, forked after\n"
-         "               authentication: a kernel of one tenant cannot reach another tenant's memory\n"
+         "      process: a serving process (address space and context) per tenant (the one its client\n"
+         "               authenticated as: --tenants; without it every client is the tenant \"default\"),\n"
+         "               forked after authentication, with the tenant's quota counted there:\n"
+         "               a kernel of one tenant cannot reach another tenant's memory\n"
          "               (such a pointer faults, or names the tenant's own memory) and a sticky error\n"
          "               ends only that tenant's sessions.  Still shared: the GPU's\n"
          "               compute and memory bandwidth and its total memory (no MIG/MPS partition);\n"
@@ -192,7 +208,13 @@ int main(int argc, char **argv)
          "bytes the whole server decompresses at one time (default 512); a load beyond it waits up to 2 s, then is refused as busy",
          1, 1 << 20, NULL},
     };
-    ums_args_parse(argc, argv, "vcuda-server: serves one GPU to vcuda clients (token: VCUDA_TOKEN or VCUDA_TOKEN_FILE)",
+    ums_args_parse(argc, argv,
+                   "vcuda-server: serves one GPU to vcuda clients (token: VCUDA_TOKEN or VCUDA_TOKEN_FILE, or the "
+                   "secrets of --tenants). A tenant's quota counts what all its connections make the GPU hold: "
+                   "allocations (plain, pitched, arrays, graph allocation nodes), the __device__/__constant__ data and "
+                   "code of the modules they load, and the memory their context limits reserve (cudaLimitStackSize: "
+                   "size x resident threads; heap, printf FIFO: the size); a tenant's limits go back to the context's "
+                   "previous values when its last connection leaves",
                    args, sizeof args / sizeof args[0]);
     char addr[256], why[VCUDA_WHY_LEN];
     uint16_t port;
@@ -211,19 +233,38 @@ int main(int argc, char **argv)
         return UMS_EXIT_USAGE;
     }
     /* usage problems first, so they are reported the same with or without a GPU */
-    uint8_t token[VCUDA_MAX_TOKEN];
-    size_t token_len = 0;
-    if (vcuda_token_load(token, &token_len, why) != VCUDA_OK) {
-        fprintf(stderr, "vcuda-server: error: no usable token: %s; refusing to serve without one\n", why);
-        return UMS_EXIT_USAGE;
+    static vcuda_tenants tenants;
+    if (*tenants_file) {
+        if (client_mem_mib) {
+            fprintf(stderr, "vcuda-server: error: --client-mem-mib is the quota of the single-token tenant; with "
+                            "--tenants each tenant's line gives its own (MEM_MIB)\n");
+            return UMS_EXIT_USAGE;
+        }
+        if (vcuda_tenants_load(&tenants, tenants_file, why)) {
+            fprintf(stderr, "vcuda-server: error: %s\n", why);
+            return UMS_EXIT_USAGE;
+        }
+        fprintf(stderr, "vcuda-server: %zu tenant(s) from %s\n", tenants.n, tenants_file);
+    } else {
+        uint8_t token[VCUDA_MAX_TOKEN];
+        size_t token_len = 0;
+        if (vcuda_token_load(token, &token_len, why) != VCUDA_OK) {
+            fprintf(stderr, "vcuda-server: error: no usable token: %s; refusing to serve without one\n", why);
+            return UMS_EXIT_USAGE;
+        }
+        if (vcuda_tenants_single(&tenants, token, token_len, (uint64_t)client_mem_mib << 20, why)) {
+            fprintf(stderr, "vcuda-server: error: %s\n", why);
+            return UMS_EXIT_FAILED;
+        }
+        vcuda_wipe(token, sizeof token);
     }
-    vcuda_gpu_limits lim = {(uint64_t)client_mem_mib << 20, (uint32_t)max_handles, (uint32_t)max_modules,
-                            (size_t)cache_mib << 20, !strcmp(isolation, "context")};
+    vcuda_gpu_limits lim = {(uint32_t)max_handles, (uint32_t)max_modules, (size_t)cache_mib << 20,
+                            !strcmp(isolation, "context")};
     vcuda_gpu_set_limits(&lim);
     vcuda_image_limits ilim = {(uint64_t)max_entry_mib << 20, (uint64_t)max_image_mib << 20,
                                (uint64_t)inflate_budget_mib << 20, 2000};
     vcuda_image_set_limits(&ilim);
-    vcuda_server_config cfg = {.token = token, .token_len = token_len,
+    vcuda_server_config cfg = {.tenants = &tenants,
                                .device = (int)device, .frame_timeout_ms = (int)timeout,
                                .max_conns = (int)max_clients, .max_preauth = (int)max_preauth,
                                .max_per_source = (int)max_per_source, .idle_timeout_ms = (int)idle_timeout_s * 1000,
@@ -276,7 +317,7 @@ int main(int argc, char **argv)
             return UMS_EXIT_FAILED;
         }
         if (pid == 0)
-            _exit(process ? serve_isolated((int)device, (size_t)chunk_kib * 1024, addr, port, &cfg, token,
+            _exit(process ? serve_isolated((int)device, (size_t)chunk_kib * 1024, addr, port, &cfg, &tenants,
                                            (int)max_tenant_procs, (int)tenant_linger_s)
                           : serve((int)device, (size_t)chunk_kib * 1024, 0, addr, port, &cfg, -1));
         child = pid;

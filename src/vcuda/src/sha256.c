@@ -56,6 +56,23 @@ void vcuda_sha256(const void *data, size_t len, uint8_t out[32])
         out[4 * i + 2] = (uint8_t)(h[i] >> 8), out[4 * i + 3] = (uint8_t)h[i];
 }
 
+void vcuda_wipe(void *p, size_t n)
+{
+    volatile uint8_t *v = p;
+    while (n--) *v++ = 0;
+}
+
+/* Overwrites the stack below the caller's frame, where the hash of a key block left
+ * the block's words (block()'s message schedule) and its buffers. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void burn_stack(void)
+{
+    uint8_t below[2048];
+    vcuda_wipe(below, sizeof below);
+}
+
 /* RFC 2104 with SHA-256 (block 64 bytes); keys longer than a block are hashed first.
  * Messages here are short (labels and nonces), so one buffer holds pad + message. */
 void vcuda_hmac_sha256(const uint8_t *key, size_t klen, const uint8_t *msg, size_t n, uint8_t out[32])
@@ -70,4 +87,6 @@ void vcuda_hmac_sha256(const uint8_t *key, size_t klen, const uint8_t *msg, size
     for (int i = 0; i < 64; ++i) buf[i] = k[i] ^ 0x5c;
     memcpy(buf + 64, inner, 32);
     vcuda_sha256(buf, 96, out);
+    vcuda_wipe(k, sizeof k), vcuda_wipe(buf, sizeof buf), vcuda_wipe(inner, sizeof inner);
+    burn_stack();
 }

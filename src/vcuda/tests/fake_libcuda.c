@@ -32,7 +32,11 @@
  *     refused (CUDA_ERROR_INVALID_CLUSTER_SIZE), as the driver refuses it;
  *   - CUDA arrays are host buffers and texture/surface objects numbers (see the end);
  *   - cuModuleLoadData reads the ELF it is given trusting every offset, with no length,
- *     as the real driver does: an image the server failed to validate can crash it.
+ *     as the real driver does: an image the server failed to validate can crash it;
+ *     a fatbin's first entry is what it loads (a driver picks its GPU's), and a PTX
+ *     entry is not compiled: its variables are those its lines
+ *     "// vcuda-fake-global NAME BYTES" declare, for cuModuleGetGlobal;
+ *   - the device has 4 multiprocessors of 2048 threads (what a stack limit multiplies).
  * Every other driver function the server resolves exists as a weak stub returning
  * CUDA_ERROR_NOT_SUPPORTED (generated from server_gpu.c's tables at build time). */
 #define _POSIX_C_SOURCE 200809L
@@ -61,6 +65,9 @@ typedef struct {
     int counter; /* the module's __device__ state */
     char names[8][64];
     int nnames;
+    char globals[8][64]; /* a PTX entry's variables (see above) */
+    size_t global_bytes[8];
+    int nglobals;
 } module;
 typedef struct {
     module *m;
@@ -138,7 +145,7 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = (size_t)16
 EXPORT CUresult cuDeviceGetAttribute(int *v, int a, int d)
 {
     (void)d;
-    *v = a == 75 || a == 76 ? 9 : a == 13 ? 32 : a == 1 ? 1024 : 1;
+    *v = a == 75 || a == 76 ? 9 : a == 13 ? 32 : a == 1 ? 1024 : a == 16 ? 4 : a == 39 ? 2048 : 1;
     return 0;
 }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
@@ -241,17 +248,30 @@ EXPORT CUresult cuModuleLoadData(void **mod, const void *image)
     CUresult d = alive();
     if (d) return d;
     uint32_t fat_magic, entry_header;
-    uint16_t fat_header;
+    uint16_t fat_header, kind = 2;
     memcpy(&fat_magic, p, 4);
     if (fat_magic == 0xba55ed50u) { /* a fatbinary: its first entry's image (a driver picks its GPU's) */
         uint64_t entry_flags;
         memcpy(&fat_header, p + 6, 2);
+        memcpy(&kind, p + fat_header, 2);
         memcpy(&entry_header, p + fat_header + 4, 4);
         memcpy(&entry_flags, p + fat_header + 0x28, 8);
         /* a zstd-compressed entry: what the real driver answered to the tests' compressed
          * fake cubins (measured on an H100): CUDA_ERROR_UNKNOWN, the context usable */
         if (entry_flags & 0x8000u) return 999;
         p += fat_header + entry_header;
+    }
+    if (kind == 1) { /* PTX: the variables its vcuda-fake-global lines name */
+        module *m = calloc(1, sizeof *m);
+        const char *t = (const char *)p, *k = t;
+        while (m->nglobals < 8 && (k = strstr(k, "// vcuda-fake-global "))) {
+            unsigned long long bytes = 0;
+            if (sscanf(k, "// vcuda-fake-global %63s %llu", m->globals[m->nglobals], &bytes) == 2)
+                m->global_bytes[m->nglobals++] = (size_t)bytes;
+            ++k;
+        }
+        *mod = m;
+        return 0;
     }
     if (memcmp(p, "\177ELF", 4)) return 200;
     module *m = calloc(1, sizeof *m);
@@ -281,6 +301,12 @@ EXPORT CUresult cuModuleLoadData(void **mod, const void *image)
 EXPORT CUresult cuModuleUnload(void *m) { free(m); return 0; }
 EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *size, void *mod, const char *name)
 {
+    module *m = mod;
+    for (int i = 0; i < m->nglobals; ++i)
+        if (!strcmp(m->globals[i], name)) {
+            *p = (CUdeviceptr)(uintptr_t)&m->counter, *size = m->global_bytes[i]; /* (not to be written) */
+            return alive();
+        }
     if (strcmp(name, "counter_state")) return 500;
     *p = (CUdeviceptr)(uintptr_t)&((module *)mod)->counter, *size = sizeof(int);
     return alive();

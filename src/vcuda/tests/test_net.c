@@ -172,7 +172,7 @@ static int connect_hello(uint16_t port)
     int fd = vcuda_connect("127.0.0.1", port, 1000, why);
     CHECK(fd >= 0);
     CHECK(fd >= 0 && fd < 1024);
-    CHECK(vcuda_handshake(fd, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, TIMEOUT_MS, &buf, NULL, SES(fd), why) == 0);
+    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, TIMEOUT_MS, &buf, NULL, SES(fd), why) == 0);
     return fd;
 }
 
@@ -286,7 +286,7 @@ static void wrong_token(void)
     server s;
     start(&s);
     int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
-    CHECK(vcuda_handshake(fd, (const uint8_t *)"s3cret-test-tokem", 17, 1000, TIMEOUT_MS, &buf, NULL, NULL, why) == -2 &&
+    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)"s3cret-test-tokem", 17, 1000, TIMEOUT_MS, &buf, NULL, NULL, why) == -2 &&
           strstr(why, "authentication failed"));
     expect_closed(fd);
     close(fd);

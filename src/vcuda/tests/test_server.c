@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,19 +80,25 @@ typedef struct {
     vcuda_session ses;
 } rc_t;
 
-static int rc_open(rc_t *c, uint16_t port, int tmo)
+/* A connection as `tenant` (NULL: "default") holding `secret`: 0, or -1 with the
+ * reason in why (when not NULL). */
+static int rc_open_as(rc_t *c, uint16_t port, int tmo, const char *tenant, const char *secret, char *why)
 {
-    char why[VCUDA_WHY_LEN];
+    char ignore[VCUDA_WHY_LEN];
+    if (!why) why = ignore;
     memset(c, 0, sizeof *c);
     c->fd = vcuda_connect("127.0.0.1", port, tmo, why);
     if (c->fd < 0) return -1;
-    if (vcuda_handshake(c->fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, tmo, &c->b, NULL, &c->ses, why)) {
+    if (vcuda_handshake(c->fd, tenant, (const uint8_t *)secret, strlen(secret), 250, tmo, &c->b, NULL, &c->ses, why)) {
         close(c->fd);
+        vcuda_buf_free(&c->b);
         return -1;
     }
     c->id = 10;
     return 0;
 }
+
+static int rc_open(rc_t *c, uint16_t port, int tmo) { return rc_open_as(c, port, tmo, NULL, TOKEN, NULL); }
 
 static void rc_close(rc_t *c)
 {
@@ -152,6 +159,15 @@ static uint64_t rc_module(rc_t *c, const char *tag, int lookup_first)
     m.hdr.opcode = VCUDA_OP_MODULE_LOAD;
     m.blob = img, m.blob_len = (uint32_t)n;
     return rc_call(c, &m, 0, 2000) == 0 ? c->r.v[0] : 0;
+}
+
+/* Loads the image (MODULE_LOAD): the module handle, or 0 (the error reply in c->r). */
+static uint64_t rc_module_image(rc_t *c, const uint8_t *img, size_t n)
+{
+    vcuda_msg m = msg(VCUDA_OP_MODULE_LOAD);
+    vcuda_sha256(img, n, m.hash);
+    m.blob = img, m.blob_len = (uint32_t)n;
+    return rc_call(c, &m, 0, 5000) == 0 ? c->r.v[0] : 0;
 }
 
 static uint64_t rc_function(rc_t *c, uint64_t mod, const char *name)
@@ -475,6 +491,7 @@ static void auth(void)
     int fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
     m = msg(VCUDA_OP_HELLO);
     m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
+    m.str = (const uint8_t *)"default", m.str_len = 7;
     CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
     CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR) && r.blob_len == 32);
     memcpy(ns, r.blob, 32);
@@ -496,20 +513,36 @@ static void auth(void)
     vcuda_random(nc, sizeof nc);
     m = msg(VCUDA_OP_HELLO);
     m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
+    m.str = (const uint8_t *)"default", m.str_len = 7;
     CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
     CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
     CHECK(vcuda_write_all(fd, authf, an, 1000, why) == 0);
     CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && (r.hdr.flags & VCUDA_FLAG_ERROR) && r.v[0] == 800);
     close(fd);
     /* a wrong token */
+    char wrong_secret[VCUDA_WHY_LEN], unknown_tenant[VCUDA_WHY_LEN];
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
-    CHECK(vcuda_handshake(fd, (const uint8_t *)"wrong", 5, 1000, 1000, &b, NULL, NULL, why) == -2 && strstr(why, "authentication failed"));
+    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)"wrong", 5, 1000, 1000, &b, NULL, NULL, why) == -2 && strstr(why, "authentication failed"));
+    snprintf(wrong_secret, sizeof wrong_secret, "%s", why);
+    close(fd);
+    /* a tenant the server does not know, with the right token: the same answer, so a
+     * client cannot tell unknown tenants from wrong secrets (the log can) */
+    fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    CHECK(vcuda_handshake(fd, "no-such-tenant", (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 1000, &b, NULL, NULL, why) == -2);
+    snprintf(unknown_tenant, sizeof unknown_tenant, "%s", why);
+    CHECK(!strcmp(unknown_tenant, wrong_secret));
+    close(fd);
+    /* a name that cannot be a tenant's is refused by the client before it connects */
+    fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
+    CHECK(vcuda_handshake(fd, "bad name", (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 1000, &b, NULL, NULL, why) == -1 &&
+          strstr(why, "tenant name"));
     close(fd);
     /* the right token works, and the token is not in any frame: nothing sent contains it */
     CHECK(!memmem(hello, hn, TOKEN, strlen(TOKEN)) && !memmem(authf, an, TOKEN, strlen(TOKEN)));
     char *log = finish(&s);
     CHECK(strstr(log, "replayed HELLO"));
-    CHECK(strstr(log, "authentication failed"));
+    CHECK(strstr(log, "authentication failed (tenant default: wrong proof"));
+    CHECK(strstr(log, "authentication failed (unknown tenant \"no-such-tenant\")"));
     /* a server that does not hold the token cannot pass for ours */
     uint16_t port;
     int lfd = vcuda_listen(NULL, 0, &port, why);
@@ -517,7 +550,7 @@ static void auth(void)
     pthread_t t;
     pthread_create(&t, NULL, rogue_server, &lfd);
     fd = vcuda_connect("127.0.0.1", port, 1000, why);
-    CHECK(vcuda_handshake(fd, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 2000, &b, NULL, NULL, why) == -1 &&
+    CHECK(vcuda_handshake(fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 1000, 2000, &b, NULL, NULL, why) == -1 &&
           strstr(why, "could not prove"));
     close(fd);
     pthread_join(t, NULL);
@@ -966,7 +999,7 @@ static void isolation_process_limits(void)
     CHECK(rc_open(&a, s.port, 2000) == 0 && rc_open(&b, s.port, 2000) == 0);
     c.fd = vcuda_connect("127.0.0.1", s.port, 2000, why);
     vcuda_buf buf = {0};
-    int rc = vcuda_handshake(c.fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, NULL, why);
+    int rc = vcuda_handshake(c.fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, NULL, why);
     CHECK(rc == -2 && strstr(why, "client limit reached"));
     close(c.fd);
     rc_close(&b); /* its end reported, a place is free again */
@@ -989,7 +1022,7 @@ static void isolation_process_limits(void)
     kill(t, SIGTERM);
     usleep(300000);
     c.fd = vcuda_connect("127.0.0.1", s.port, 2000, why);
-    rc = vcuda_handshake(c.fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, NULL, why);
+    rc = vcuda_handshake(c.fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 2000, &buf, NULL, NULL, why);
     printf("{\"test\":\"isolation_process_limits\",\"refusal\":\"%s\"}\n", why);
     CHECK(rc == -2 && strstr(why, "--max-tenant-procs"));
     close(c.fd);
@@ -1000,30 +1033,586 @@ static void isolation_process_limits(void)
     finish(&s);
 }
 
-/* Per-client quotas: memory and handles; another client is unaffected by one at its limits. */
-static void quotas(void)
+/* Quotas: memory is the tenant's (here "default", every client of the token: one quota
+ * for all its connections), handles each client's own; with --isolation process the
+ * same, counted in the tenant's serving process. */
+static void quotas(const char *opts)
 {
     server s;
-    start(&s, "--client-mem-mib 1 --max-handles 16");
+    start(&s, opts_and("--client-mem-mib 1 --max-handles 16", opts));
     rc_t a, b;
     CHECK(rc_open(&a, s.port, 2000) == 0 && rc_open(&b, s.port, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
     CHECK(rc_simple(&a, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && a.r.v[0] == 2 &&
-          memmem(a.r.str, a.r.str_len, "quota", 5));
+          memmem(a.r.str, a.r.str_len, "tenant default's quota", 22));
     int events = 0;
     for (int i = 0; i < 40; ++i) events += rc_simple(&a, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0;
     CHECK(events == 16);
-    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0); /* b has its own quota */
-    CHECK(rc_simple(&b, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0);
-    /* arrays count too: b's 256 KiB left hold one 512 x 512 uchar array, not a second */
+    /* b is of the same tenant: what a holds counts against b too (the quota is not per
+     * connection: eight connections do not hold eight quotas) */
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && b.r.v[0] == 2);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 256 << 10, 0, 0, 2000) == 0); /* exactly the quota, together */
+    uint64_t bp = b.r.v[0];
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 1, 0, 0, 2000) == 1 && b.r.v[0] == 2);
+    CHECK(rc_simple(&b, VCUDA_OP_EVENT_CREATE, 0, 0, 0, 2000) == 0); /* handles are b's own */
+    /* arrays count too: with b's 256 KiB freed, one 512 x 512 uchar array fits, not a second */
+    CHECK(rc_simple(&b, VCUDA_OP_FREE, bp, 0, 0, 2000) == 0);
     vcuda_msg m = msg(VCUDA_OP_ARRAY_CREATE);
     m.v[0] = 0x01, m.v[1] = 1, m.v[2] = 512, m.v[3] = 512, m.v[4] = 0, m.v[5] = 0, m.nv = 6;
     CHECK(rc_call(&b, &m, 0, 2000) == 0);
     uint64_t arr = b.r.v[0];
     CHECK(rc_call(&b, &m, 0, 2000) == 1 && b.r.v[0] == 2 && memmem(b.r.str, b.r.str_len, "quota", 5));
     CHECK(rc_simple(&b, VCUDA_OP_ARRAY_DESTROY, arr, 0, 0, 2000) == 0 && rc_call(&b, &m, 0, 2000) == 0);
-    rc_close(&a), rc_close(&b);
+    /* what a client holds goes back to its tenant when it goes */
+    rc_close(&a);
+    CHECK(wait_log(&s, "closed: client disconnected", 1, 5000));
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
+    rc_close(&b);
     finish(&s);
+}
+
+/* ---- tenants ------------------------------------------------------------------------ */
+
+static char tenants_path[64];
+
+/* A tenants file (mode 0600) with these lines; its path in tenants_path. */
+static const char *tenants_file(const char *lines)
+{
+    snprintf(tenants_path, sizeof tenants_path, "tenants-%d", (int)getpid());
+    unlink(tenants_path);
+    FILE *f = fopen(tenants_path, "w");
+    fputs(lines, f);
+    fclose(f);
+    chmod(tenants_path, 0600);
+    return tenants_path;
+}
+
+/* The server's exit status and log for a command line that should refuse to start. */
+static int server_refuses(const char *extra, char *log, size_t cap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "env LD_LIBRARY_PATH='%s' VCUDA_TOKEN='%s' '%s' --device 0 --listen 127.0.0.1:0 %s "
+             "2>tenants-refusal-%d.log", fake_dir, TOKEN, server_exe, extra, (int)getpid());
+    int st = system(cmd);
+    snprintf(cmd, sizeof cmd, "tenants-refusal-%d.log", (int)getpid());
+    FILE *f = fopen(cmd, "r");
+    size_t n = f ? fread(log, 1, cap - 1, f) : 0;
+    log[n] = 0;
+    if (f) fclose(f);
+    unlink(cmd);
+    printf("  refused: %s", log);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int rc_twin_node(rc_t *c, uint64_t graph, uint32_t index, const vcuda_graph_node *n);
+static vcuda_graph_node twin_node(uint32_t kind, uint64_t a, uint32_t type, uint32_t size, uint32_t ndeps,
+                                  const uint32_t *deps);
+
+/* A session as `tenant`, proved with `secret`, whose later frames this side tags under
+ * a session key made from `key` (the right one is the secret itself): 0, or -1 if the
+ * handshake failed. */
+static int rc_open_keyed(rc_t *c, uint16_t port, const char *tenant, const char *secret, const char *key)
+{
+    char why[VCUDA_WHY_LEN];
+    uint8_t nc[32], ns[32], proof[32];
+    memset(c, 0, sizeof *c);
+    if ((c->fd = vcuda_connect("127.0.0.1", port, 2000, why)) < 0) return -1;
+    vcuda_random(nc, sizeof nc);
+    vcuda_msg m = msg(VCUDA_OP_HELLO);
+    m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = 32;
+    m.str = (const uint8_t *)tenant, m.str_len = (uint32_t)strlen(tenant);
+    if (vcuda_send_frame(c->fd, NULL, &m, &c->b, 2000, why) || vcuda_recv_frame(c->fd, NULL, &c->r, &c->b, 2000, why) ||
+        (c->r.hdr.flags & VCUDA_FLAG_ERROR) || c->r.blob_len != 32)
+        return rc_close(c), -1;
+    memcpy(ns, c->r.blob, 32);
+    vcuda_auth_proof((const uint8_t *)secret, strlen(secret), 0, nc, ns, proof);
+    m = msg(VCUDA_OP_AUTH);
+    m.hdr.request_id = 2, m.blob = proof, m.blob_len = 32, m.v[0] = 250, m.nv = 1;
+    if (vcuda_send_frame(c->fd, NULL, &m, &c->b, 2000, why) || vcuda_recv_frame(c->fd, NULL, &c->r, &c->b, 2000, why) ||
+        (c->r.hdr.flags & VCUDA_FLAG_ERROR))
+        return rc_close(c), -1;
+    vcuda_session_start(&c->ses, 0, (const uint8_t *)key, strlen(key), nc, ns, 250, (uint32_t)c->r.v[0], "the server");
+    c->id = 10;
+    return 0;
+}
+
+/* The pid in the last log line holding `needle` followed by a number, or 0. */
+static pid_t logged_pid(const server *s, const char *needle)
+{
+    static char text[1 << 20];
+    FILE *f = fopen(s->log, "r");
+    size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[len] = 0;
+    pid_t pid = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) pid = (pid_t)atol(p + strlen(needle));
+    return pid;
+}
+
+/* Whether the memory of process pid holds `secret` (its writable mappings, read through
+ * /proc/PID/mem: this process is its ancestor).  -1 if it could not be read. */
+static int memory_holds(pid_t pid, const char *secret)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *maps = fopen(path, "r");
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+    int mem = open(path, O_RDONLY);
+    if (!maps || mem < 0) {
+        if (maps) fclose(maps);
+        if (mem >= 0) close(mem);
+        return -1;
+    }
+    size_t cap = 1 << 20, n = strlen(secret);
+    char *buf = malloc(cap + n);
+    int found = 0, read_any = 0;
+    while (!found && fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || perms[1] != 'w') continue;
+        for (unsigned long at = lo; at < hi && !found; at += cap) {
+            size_t want = hi - at < cap + n ? hi - at : cap + n;
+            ssize_t got = pread(mem, buf, want, (off_t)at);
+            if (got <= 0) break;
+            read_any = 1;
+            found = memmem(buf, (size_t)got, secret, n) != NULL;
+        }
+    }
+    free(buf);
+    fclose(maps);
+    close(mem);
+    return read_any ? found : -1;
+}
+
+/* Tenants of one server: one quota per tenant across its connections, separate quotas
+ * for separate tenants, a connection limit per tenant, secrets per tenant, the frame
+ * tags' session key made from the tenant's secret; and a tenants file the server
+ * refuses to start with.  With --isolation process the same, each tenant in a serving
+ * process of its own that holds no secret, its connection limit decided by the loop. */
+static void tenants(const char *opts)
+{
+    char why[VCUDA_WHY_LEN], extra[160], log[4096];
+    int process = opts && strstr(opts, "process");
+    /* refused at start: a bad line (by number), a readable file, a quota beside it */
+    snprintf(extra, sizeof extra, "--tenants %s", tenants_file("alice 1 2 a\nbob 1 x b\n"));
+    CHECK(server_refuses(extra, log, sizeof log) == 2 && strstr(log, "line 2: MAX_CONNS"));
+    snprintf(extra, sizeof extra, "--tenants %s", tenants_file("alice 1 2 a\nalice 1 2 b\n"));
+    CHECK(server_refuses(extra, log, sizeof log) == 2 && strstr(log, "line 2: tenant alice is already defined"));
+    chmod(tenants_file("alice 1 2 a\n"), 0644);
+    CHECK(server_refuses(extra, log, sizeof log) == 2 && strstr(log, "chmod 600"));
+    snprintf(extra, sizeof extra, "--tenants %s --client-mem-mib 4", tenants_file("alice 1 2 a\n"));
+    CHECK(server_refuses(extra, log, sizeof log) == 2 && strstr(log, "--client-mem-mib"));
+
+    server s;
+    snprintf(extra, sizeof extra, "--tenants %s %s",
+             tenants_file("# name  MiB  conns  secret\nalice 1 2 alice-secret\nbob 1 0 bob-secret\n"), opts ? opts : "");
+    start(&s, extra);
+    rc_t a1, a2, a3, b;
+    CHECK(rc_open_as(&a1, s.port, 2000, "alice", "alice-secret", why) == 0);
+    CHECK(rc_open_as(&a2, s.port, 2000, "alice", "alice-secret", why) == 0);
+    CHECK(rc_open_as(&b, s.port, 2000, "bob", "bob-secret", why) == 0);
+    if (process) {
+        /* a serving process per tenant (the one the client authenticated as), both under
+         * the loop; the log names each with its pid (a request answered: each has opened
+         * the GPU by then) */
+        CHECK(rc_simple(&a1, VCUDA_OP_PING, 0, 0, 0, 2000) == 0 && rc_simple(&b, VCUDA_OP_PING, 0, 0, 0, 2000) == 0);
+        pid_t loop = serving_pid(s.pid), kids[16];
+        pid_t pa = logged_pid(&s, "tenant alice: serving process "), pb = logged_pid(&s, "tenant bob: serving process ");
+        int n = children_of(loop, kids, 16);
+        printf("{\"test\":\"tenants_process\",\"loop_pid\":%d,\"alice_pid\":%d,\"bob_pid\":%d,\"children\":%d}\n",
+               (int)loop, (int)pa, (int)pb, n);
+        CHECK(n == 2 && pa > 0 && pb > 0 && pa != pb && pa != loop && pb != loop);
+        CHECK((kids[0] == pa && kids[1] == pb) || (kids[0] == pb && kids[1] == pa));
+        CHECK(maps_libcuda(loop) == 0 && maps_libcuda(pa) == 1 && maps_libcuda(pb) == 1);
+        /* no serving process holds a secret, its own tenant's included: proofs are the
+         * loop's, a serving process has the session keys only */
+        CHECK(memory_holds(loop, "alice-secret") == 1); /* (the search finds what is there) */
+        CHECK(memory_holds(pa, "alice-secret") == 0 && memory_holds(pa, "bob-secret") == 0);
+        CHECK(memory_holds(pb, "alice-secret") == 0 && memory_holds(pb, "bob-secret") == 0);
+    }
+    /* the frame tags' key is made from the secret the tenant proved: a client that
+     * proved bob's secret and tags under a key made from anything else (the server's
+     * VCUDA_TOKEN, which --tenants ignores; another tenant's secret; no secret) has its
+     * first request refused and the session closed */
+    rc_t k;
+    CHECK(rc_open_keyed(&k, s.port, "bob", "bob-secret", "bob-secret") == 0 && rc_simple(&k, VCUDA_OP_PING, 0, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&k, VCUDA_OP_GET_DEVICE_COUNT, 0, 0, 0, 2000) == 0 && k.r.v[0] == 1);
+    rc_close(&k);
+    const char *wrong_keys[] = {TOKEN, "alice-secret", ""};
+    for (int i = 0; i < 3; ++i) {
+        CHECK(rc_open_keyed(&k, s.port, "bob", "bob-secret", wrong_keys[i]) == 0); /* (the proof is right) */
+        CHECK(rc_simple(&k, VCUDA_OP_PING, 0, 0, 0, 2000) < 0);
+        rc_close(&k);
+        CHECK(wait_log(&s, "bad authentication tag", i + 1, 3000));
+    }
+    /* alice's two connections share her 1 MiB */
+    CHECK(rc_simple(&a1, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a2, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && a2.r.v[0] == 2 &&
+          memmem(a2.r.str, a2.r.str_len, "tenant alice's quota", 20));
+    CHECK(rc_simple(&a2, VCUDA_OP_MALLOC, 256 << 10, 0, 0, 2000) == 0);
+    /* bob's quota is his own */
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 1 << 20, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 1, 0, 0, 2000) == 1 && memmem(b.r.str, b.r.str_len, "tenant bob's quota", 18));
+    /* graph allocation nodes count too, across the tenant's connections, until their
+     * graph goes (not launched: the allocation never happened) */
+    rc_t b2;
+    CHECK(rc_open_as(&b2, s.port, 2000, "bob", "bob-secret", why) == 0);
+    CHECK(rc_simple(&b2, VCUDA_OP_MALLOC, 1 << 20, 0, 0, 2000) == 1); /* b holds bob's 1 MiB */
+    CHECK(rc_simple(&b2, VCUDA_OP_GRAPH_TWIN_CREATE, 0, 0, 0, 2000) == 0);
+    uint64_t graph = b2.r.v[0];
+    vcuda_graph_node gn = twin_node(VCUDA_GNODE_ALLOC, 768 << 10, 0, 0, 0, NULL);
+    CHECK(rc_twin_node(&b2, graph, 0, &gn) == 1 && b2.r.v[0] == 2 && memmem(b2.r.str, b2.r.str_len, "tenant bob's quota", 18));
+    rc_close(&b);
+    int freed = 0; /* (once the server has let b go, its 1 MiB is bob's again) */
+    for (int64_t end = now_ms() + 5000; !freed && now_ms() < end; usleep(20000))
+        freed = rc_twin_node(&b2, graph, 0, &gn) == 0;
+    CHECK(freed);
+    CHECK(rc_open_as(&b, s.port, 2000, "bob", "bob-secret", why) == 0);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 1 && b.r.v[0] == 2);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 256 << 10, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&b2, VCUDA_OP_GRAPH_TWIN_DESTROY, graph, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&b, VCUDA_OP_MALLOC, 512 << 10, 0, 0, 2000) == 0);
+    rc_close(&b2);
+    /* alice's connection limit (2), by name; bob has none of his own */
+    CHECK(rc_open_as(&a3, s.port, 2000, "alice", "alice-secret", why) == -1 &&
+          strstr(why, "vcuda: tenant alice: connection limit 2 reached"));
+    rc_t more[4];
+    for (int i = 0; i < 4; ++i) CHECK(rc_open_as(&more[i], s.port, 2000, "bob", "bob-secret", why) == 0);
+    for (int i = 0; i < 4; ++i) rc_close(&more[i]);
+    /* secrets are per tenant; an unknown tenant is a wrong secret */
+    CHECK(rc_open_as(&a3, s.port, 2000, "bob", "alice-secret", why) == -1 && strstr(why, "authentication failed"));
+    CHECK(rc_open_as(&a3, s.port, 2000, "carol", "alice-secret", why) == -1 && strstr(why, "authentication failed"));
+    CHECK(rc_open_as(&a3, s.port, 2000, NULL, TOKEN, why) == -1 && strstr(why, "authentication failed")); /* no "default" */
+    /* a1 goes: its connection and its 768 KiB are alice's again */
+    rc_close(&a1);
+    int admitted = -1; /* (once the server has let a1 go) */
+    for (int64_t end = now_ms() + 5000; admitted && now_ms() < end; usleep(20000))
+        admitted = rc_open_as(&a3, s.port, 2000, "alice", "alice-secret", why);
+    CHECK(admitted == 0);
+    CHECK(rc_simple(&a3, VCUDA_OP_MALLOC, 768 << 10, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&a3, VCUDA_OP_MALLOC, 1, 0, 0, 2000) == 1);
+    rc_close(&a2), rc_close(&a3), rc_close(&b);
+    /* the client core names its tenant with VCUDA_TENANT */
+    char servers[64];
+    snprintf(servers, sizeof servers, "127.0.0.1:%u", s.port);
+    setenv("VCUDA_SERVERS", servers, 1);
+    setenv("VCUDA_TOKEN", "bob-secret", 1);
+    setenv("VCUDA_TENANT", "bob", 1);
+    CHECK(vcuda_client_open(why) == 0 && vcuda_client_device_count() == 1);
+    vcuda_client_close();
+    setenv("VCUDA_TENANT", "not a name", 1);
+    CHECK(vcuda_client_open(why) == -1 && strstr(why, "VCUDA_TENANT"));
+    unsetenv("VCUDA_TENANT");
+    char *text = finish(&s);
+    CHECK(strstr(text, "authenticated (connection 1, tenant alice)"));
+    CHECK(strstr(text, "tenant alice: connection limit 2 reached"));
+    if (process) /* (b's process lived on: one per tenant all along, the loop's one log line each) */
+        CHECK(count_in(text, "tenant alice: serving process") >= 1 && count_in(text, "tenant bob: serving process") >= 1 &&
+              !strstr(text, "tenant default: serving process"));
+    unlink(tenants_path);
+}
+
+/* ---- module data ---------------------------------------------------------------------- */
+
+/* The container header of a fatbin whose entries end at `at` (they start at 16).
+ * Returns at, the fatbin's size. */
+static size_t fatbin_header(uint8_t *out, size_t at)
+{
+    fc_put(out, 0xba55ed50u, 4), fc_put(out + 4, 1, 2), fc_put(out + 6, 16, 2), fc_put(out + 8, at - 16, 8);
+    return at;
+}
+
+/* A fatbin of n entries (kind 1 PTX, 2 cubin), each its bytes as given (PTX: text with
+ * its NUL).  Returns its size. */
+static size_t fatbin_of(uint8_t *out, int n, const int *kind, const uint8_t *const *data, const size_t *len)
+{
+    size_t at = 16;
+    for (int i = 0; i < n; ++i) {
+        memset(out + at, 0, 64);
+        fc_put(out + at, (uint64_t)kind[i], 2), fc_put(out + at + 2, 0x101, 2), fc_put(out + at + 4, 64, 4);
+        fc_put(out + at + 8, len[i], 8), fc_put(out + at + 0x1c, 90, 4);
+        memcpy(out + at + 64, data[i], len[i]);
+        at += 64 + len[i];
+    }
+    return fatbin_header(out, at);
+}
+
+static size_t ptx_fatbin(uint8_t *out, const char *ptx)
+{
+    int kind = 1;
+    const uint8_t *d = (const uint8_t *)ptx;
+    size_t len = strlen(ptx) + 1;
+    return fatbin_of(out, 1, &kind, &d, &len);
+}
+
+static char unsized_seen[256];
+static void note_unsized(const char *name, size_t len, void *arg)
+{
+    (void)arg;
+    size_t at = strlen(unsized_seen);
+    snprintf(unsized_seen + at, sizeof unsized_seen - at, "%.*s;", (int)len, name);
+}
+
+/* Bytes the data of a PTX text takes, -1 if it cannot be read (reason printed). */
+static int64_t ptx_bytes(const char *ptx)
+{
+    static uint8_t fat[8192];
+    char why[VCUDA_WHY_LEN];
+    uint64_t b = 0;
+    size_t n = ptx_fatbin(fat, ptx);
+    if (vcuda_image_check(fat, n, why)) return printf("  invalid: %s\n", why), -2;
+    if (vcuda_image_footprint(fat, n, &b, note_unsized, NULL, why)) return printf("  refused: %s\n", why), -1;
+    return (int64_t)b;
+}
+
+/* vcuda_image_footprint: cubins by their sections, fatbins by their largest entry, PTX
+ * by its declarations. */
+static void footprint(void)
+{
+    static uint8_t img[2048], big[2048], fat[8192];
+    char why[VCUDA_WHY_LEN];
+    uint64_t b = 0;
+    size_t n = fake_cubin(img, "fp"), nb = fake_cubin_global(big, "fp", 1ull << 30);
+    CHECK(vcuda_image_check(big, nb, why) == 0);
+    CHECK(vcuda_image_footprint(img, n, &b, NULL, NULL, why) == 0 && b > 0 && b < 4096);
+    printf("  small cubin (%zu bytes): %llu bytes\n", n, (unsigned long long)b);
+    CHECK(vcuda_image_footprint(big, nb, &b, NULL, NULL, why) == 0 && b >= 1ull << 30 && b < (1ull << 30) + 4096);
+    printf("  cubin of %zu bytes with a 1 GiB .nv.global: %llu bytes\n", nb, (unsigned long long)b);
+    /* a fatbin: its largest entry, wherever it is */
+    int kinds[2] = {2, 2};
+    const uint8_t *data[2] = {img, big};
+    size_t lens[2] = {n, nb};
+    size_t nf = fatbin_of(fat, 2, kinds, data, lens);
+    CHECK(vcuda_image_check(fat, nf, why) == 0);
+    CHECK(vcuda_image_footprint(fat, nf, &b, NULL, NULL, why) == 0 && b >= 1ull << 30);
+    data[0] = big, data[1] = img, lens[0] = nb, lens[1] = n;
+    nf = fatbin_of(fat, 2, kinds, data, lens);
+    CHECK(vcuda_image_footprint(fat, nf, &b, NULL, NULL, why) == 0 && b >= 1ull << 30);
+    /* a patched section header size is seen: 2^62 bytes of .nv.global saturate, never wrap */
+    fc_put(big + (size_t)(big[40] | big[41] << 8) + 11 * 64 + 32, 1ull << 62, 8);
+    CHECK(vcuda_image_footprint(big, nb, &b, NULL, NULL, why) == 0 && b >= 1ull << 62);
+    fc_put(big + (size_t)(big[40] | big[41] << 8) + 11 * 64 + 32, UINT64_MAX - 8, 8);
+    CHECK(vcuda_image_footprint(big, nb, &b, NULL, NULL, why) == 0 && b == UINT64_MAX);
+
+    /* PTX as nvcc writes it: module data counted, function bodies and comments not */
+    const char *nvcc_like =
+        ".version 8.5\n.target sm_90\n.address_size 64\n.file 1 \"a;b{c}.cu\"\n\n"
+        "// .globl\tk\n"
+        ".visible .global .align 4 .b8 big[1073741824];\n"
+        ".global .align 4 .u32 counter;\n"
+        ".const .align 4 .f32 coef[4] = {0f3F800000, 0f40000000, 0f40400000, 0f40800000};\n"
+        "/* .global .b8 not_this[99999999]; */\n"
+        "// .global .b8 nor_this[999];\n"
+        ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);\n"
+        ".visible .entry k(\n\t.param .u64 k_param_0\n)\n.maxntid 256, 1, 1\n{\n"
+        "\t.local .align 8 .b8 __local_depot0[100000];\n\t.shared .align 4 .b8 tile[4096];\n"
+        "\t.reg .b32 %r<3>;\n\tret;\n}\n"
+        ".section .debug_info { .b32 17 .b8 0 }\n";
+    CHECK(ptx_bytes(nvcc_like) == (1ll << 30) + 4 + 16);
+    CHECK(ptx_bytes(".global .v4 .f32 v[2];") == 32);
+    CHECK(ptx_bytes(".global .align 1 .b8 $str[] = {104, 105, 0};") == 3);
+    CHECK(ptx_bytes(".global .s32 m[3][4];\n.global .u16 n[][2] = {{1, 2}, {3, 4}, {5, 6}};") == 48 + 12);
+    CHECK(ptx_bytes(".global .u64 a, b[2] = {1, 2}, c;") == 8 + 16 + 8);
+    CHECK(ptx_bytes(".global .b8 s[3];\n.global .u64 ptr = generic(s);\n.global .u64 tab[2] = {generic(s), generic(s)};") ==
+          3 + 8 + 16);
+    CHECK(ptx_bytes(".extern .global .b8 ext[];\n.global .attribute(.managed) .align 8 .u64 man;") == 8);
+    CHECK(ptx_bytes(".global .b8 hex[0x10];\n.weak .const .b16 w[010];") == 16 + 16);
+    CHECK(ptx_bytes(".global .b8 arr[]; ") == -1);                 /* an open dimension, nothing to size it */
+    CHECK(ptx_bytes(".global .b8 x[12") == -1);                    /* unterminated */
+    CHECK(ptx_bytes(".global .b8 x[12] = {1, 2") == -1);
+    CHECK(ptx_bytes(".global .b8 x[1][] = {1};") == -1);           /* only the first may be open */
+    CHECK(ptx_bytes(".global .b8 x[y];") == -1);
+    unsized_seen[0] = 0;
+    CHECK(ptx_bytes(".global .b8 known[8];\n.global .x96 odd, odd2[4];") == 8 && !strcmp(unsized_seen, "odd;odd2;"));
+    /* without a callback for them, such variables fail the call */
+    n = ptx_fatbin(fat, ".global .x96 odd;");
+    CHECK(vcuda_image_footprint(fat, n, &b, NULL, NULL, why) == -1 && strstr(why, "odd"));
+    printf("  refused: %s\n", why);
+}
+
+/* A module's data counts against its tenant's quota: refused by name before the driver
+ * loads it when it does not fit, accepted without a quota, given back on unload and
+ * when the connection goes. */
+static void module_globals(void)
+{
+    static uint8_t big[2048], mid[2048], fat[8192];
+    char why[VCUDA_WHY_LEN], extra[128];
+    size_t nb = fake_cubin_global(big, "big", 1ull << 30), nm = fake_cubin_global(mid, "mid", 100ull << 20);
+    server s;
+    snprintf(extra, sizeof extra, "--tenants %s", tenants_file("tight 256 0 t-secret\nfree 0 0 f-secret\n"));
+    start(&s, extra);
+    rc_t t[4], f[4];
+    for (int i = 0; i < 4; ++i) {
+        CHECK(rc_open_as(&t[i], s.port, 2000, "tight", "t-secret", why) == 0);
+        CHECK(rc_open_as(&f[i], s.port, 2000, "free", "f-secret", why) == 0);
+    }
+    /* the 4 KiB image declaring 1 GiB, four times: refused each time under 256 MiB ... */
+    for (int i = 0; i < 4; ++i) {
+        vcuda_msg m = msg(VCUDA_OP_MODULE_LOAD);
+        vcuda_sha256(big, nb, m.hash);
+        m.blob = big, m.blob_len = (uint32_t)nb;
+        CHECK(rc_call(&t[i], &m, 0, 2000) == 1 && t[i].r.v[0] == 2 &&
+              memmem(t[i].r.str, t[i].r.str_len, "vcuda: module load: its __device__ data and code: ", 50) &&
+              memmem(t[i].r.str, t[i].r.str_len, "would exceed tenant tight's quota", 33));
+        if (i == 0) printf("  refused: %.*s\n", (int)t[i].r.str_len, (const char *)t[i].r.str);
+        /* ... also when cached (a lookup loads the same image) ... */
+        m.hdr.opcode = VCUDA_OP_MODULE_LOOKUP, m.blob = NULL, m.blob_len = 0;
+        int rc = rc_call(&t[i], &m, 0, 2000);
+        CHECK(rc == 1 && (t[i].r.v[0] == 2 || t[i].r.v[0] == 500));
+    }
+    /* ... and accepted where there is no quota, four times over (the free tenant first:
+     * then the image is cached, and tight's lookups above find it the second time) */
+    for (int i = 0; i < 4; ++i) CHECK(rc_module_image(&f[i], big, nb) != 0);
+    vcuda_msg look = msg(VCUDA_OP_MODULE_LOOKUP);
+    vcuda_sha256(big, nb, look.hash);
+    CHECK(rc_call(&t[0], &look, 0, 2000) == 1 && t[0].r.v[0] == 2 && memmem(t[0].r.str, t[0].r.str_len, "would exceed", 12));
+    /* 100 MiB of module data: charged while loaded, given back on unload */
+    uint64_t mod = rc_module_image(&t[0], mid, nm);
+    CHECK(mod != 0);
+    CHECK(rc_simple(&t[1], VCUDA_OP_MALLOC, 156u << 20, 0, 0, 2000) == 1 && t[1].r.v[0] == 2);
+    CHECK(rc_simple(&t[1], VCUDA_OP_MALLOC, 155u << 20, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t[1], VCUDA_OP_FREE, t[1].r.v[0], 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t[0], VCUDA_OP_MODULE_UNLOAD, mod, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t[1], VCUDA_OP_MALLOC, 255u << 20, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t[1], VCUDA_OP_FREE, t[1].r.v[0], 0, 0, 2000) == 0);
+    /* ... and when the connection goes without unloading it */
+    CHECK(rc_module_image(&t[0], mid, nm) != 0);
+    CHECK(rc_module_image(&t[1], mid, nm) != 0 && rc_module_image(&t[2], mid, nm) == 0); /* 3 x 100 MiB: no */
+    rc_close(&t[0]);
+    int loaded = 0;
+    for (int64_t end = now_ms() + 5000; !loaded && now_ms() < end; usleep(20000)) loaded = rc_module_image(&t[2], mid, nm) != 0;
+    CHECK(loaded);
+    /* PTX: sized from its declarations before it is compiled ... */
+    size_t nf = ptx_fatbin(fat, ".version 8.5\n.target sm_90\n.address_size 64\n"
+                                ".visible .global .align 4 .b8 big[1073741824];\n");
+    CHECK(rc_module_image(&t[3], fat, nf) == 0 && t[3].r.v[0] == 2 && memmem(t[3].r.str, t[3].r.str_len, ": 1073741824 bytes would", 24));
+    CHECK(rc_module_image(&f[0], fat, nf) != 0);
+    /* ... or, for a type the server does not know, by the driver after loading: then
+     * unloaded again when it does not fit */
+    nf = ptx_fatbin(fat, ".global .x96 odd;\n// vcuda-fake-global odd 1073741824\n");
+    CHECK(rc_module_image(&t[3], fat, nf) == 0 && t[3].r.v[0] == 2 && memmem(t[3].r.str, t[3].r.str_len, "would exceed", 12));
+    /* (the driver loaded it, so the image is cached: a lookup, with nothing validated or
+     * read again, is sized the same from what the cache kept with it) */
+    vcuda_sha256(fat, nf, look.hash);
+    CHECK(rc_call(&t[3], &look, 0, 2000) == 1 && t[3].r.v[0] == 2 && memmem(t[3].r.str, t[3].r.str_len, "would exceed", 12));
+    CHECK(rc_call(&f[0], &look, 0, 2000) == 0);
+    nf = ptx_fatbin(fat, ".global .x96 odd;\n// vcuda-fake-global odd 4096\n");
+    CHECK(rc_module_image(&t[3], fat, nf) != 0);
+    for (int i = 1; i < 4; ++i) rc_close(&t[i]);
+    for (int i = 0; i < 4; ++i) rc_close(&f[i]);
+    char *log = finish(&s);
+    CHECK(!strstr(log, "Segmentation"));
+    unlink(tenants_path);
+}
+
+/* Context limits: what they reserve is charged to the tenant (the stack: its size x
+ * the device's 8192 resident threads), over-quota values refused by name, and the
+ * context's previous values back when the tenant's last connection goes.  With
+ * --isolation process the same in the tenant's serving process: restored there while it
+ * lingers, and a fresh process (its own driver defaults) once it has exited; another
+ * tenant's limits are in another process. */
+static void limits(const char *opts)
+{
+    char why[VCUDA_WHY_LEN], extra[160];
+    int process = opts && strstr(opts, "process");
+    int own = opts && !process; /* --isolation context: each client's own context */
+    server s;
+    snprintf(extra, sizeof extra, "--tenants %s %s", tenants_file("tight 256 0 t-secret\nother 256 0 o-secret\n"),
+             opts ? opts : "");
+    start(&s, extra);
+    rc_t t1, t2, t3, o1;
+    CHECK(rc_open_as(&t1, s.port, 2000, "tight", "t-secret", why) == 0);
+    pid_t loop = process ? serving_pid(s.pid) : 0, tight_proc = 0, kids[16];
+    if (process) CHECK(children_of(loop, kids, 16) == 1 && (tight_proc = kids[0]) > 0);
+    /* 64 KiB of stack per thread: 512 MiB of device memory, over 256 MiB */
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 0, 64 << 10, 0, 2000) == 1 && t1.r.v[0] == 2 &&
+          memmem(t1.r.str, t1.r.str_len, "cudaLimitStackSize", 18) && memmem(t1.r.str, t1.r.str_len, "tenant tight", 12));
+    printf("  refused: %.*s\n", (int)t1.r.str_len, (const char *)t1.r.str);
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t1.r.v[0] == 0); /* unchanged */
+    /* 16 KiB: 128 MiB, charged */
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 0, 16 << 10, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_MALLOC, 129u << 20, 0, 0, 2000) == 1 && t1.r.v[0] == 2);
+    CHECK(rc_simple(&t1, VCUDA_OP_MALLOC, 128u << 20, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_FREE, t1.r.v[0], 0, 0, 2000) == 0);
+    /* lowered to 8 KiB: 64 MiB; the heap adds its size; the device runtime's limits
+     * reserve what the server cannot know: refused under a quota */
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 0, 8 << 10, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 2, 100u << 20, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_MALLOC, 93u << 20, 0, 0, 2000) == 1);
+    CHECK(rc_simple(&t1, VCUDA_OP_MALLOC, 92u << 20, 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_FREE, t1.r.v[0], 0, 0, 2000) == 0);
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 4, 4096, 0, 2000) == 1 && t1.r.v[0] == 801 &&
+          memmem(t1.r.str, t1.r.str_len, "cudaLimitDevRuntimePendingLaunchCount", 37));
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 9, 1, 0, 2000) == 1 && t1.r.v[0] == 217);
+    CHECK(rc_simple(&t1, VCUDA_OP_LIMIT_SET, 6, 1 << 20, 0, 2000) == 0); /* persisting L2: no device memory */
+    /* another connection of the tenant: the limits stay while one of its connections does */
+    CHECK(rc_open_as(&t2, s.port, 2000, "tight", "t-secret", why) == 0);
+    if (!own) CHECK(rc_simple(&t2, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t2.r.v[0] == 8 << 10);
+    rc_close(&t1);
+    if (!own) {
+        usleep(200000);
+        CHECK(rc_simple(&t2, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t2.r.v[0] == 8 << 10);
+        CHECK(rc_simple(&t2, VCUDA_OP_MALLOC, 93u << 20, 0, 0, 2000) == 1); /* still charged */
+    }
+    rc_close(&t2);
+    /* the tenant gone: the next client finds the context as it was, the tenant its quota */
+    int back = 0;
+    for (int64_t end = now_ms() + 5000; !back && now_ms() < end; usleep(20000)) {
+        CHECK(rc_open_as(&t3, s.port, 2000, "tight", "t-secret", why) == 0);
+        back = rc_simple(&t3, VCUDA_OP_MALLOC, 256u << 20, 0, 0, 2000) == 0;
+        if (!back) rc_close(&t3);
+    }
+    CHECK(back);
+    /* (process: the tenant's serving process lingered, so what undid the limits is the
+     * restore when its last connection went, not a fresh process) */
+    if (process) CHECK(children_of(loop, kids, 16) == 1 && kids[0] == tight_proc);
+    if (!own) {
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 2, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 6, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
+    }
+    rc_close(&t3);
+    if (process) {
+        /* another tenant's limit is in its own serving process: not seen by tight, and
+         * not in tight's way (tight is alone in its process) */
+        CHECK(rc_open_as(&o1, s.port, 2000, "other", "o-secret", why) == 0);
+        CHECK(rc_simple(&o1, VCUDA_OP_LIMIT_SET, 0, 4096, 0, 2000) == 0);
+        CHECK(rc_open_as(&t3, s.port, 2000, "tight", "t-secret", why) == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_SET, 0, 16 << 10, 0, 2000) == 0);
+        CHECK(children_of(loop, kids, 16) == 2);
+        rc_close(&o1), rc_close(&t3);
+        /* tight's serving process gone after its linger (2 s): the next client of tight
+         * gets a fresh one, with the driver's defaults and the whole quota */
+        CHECK(wait_log(&s, "exited (no sessions for 2 s)", 2, 8000));
+        CHECK(wait_children(loop, 0, 3000));
+        CHECK(rc_open_as(&t3, s.port, 2000, "tight", "t-secret", why) == 0);
+        CHECK(children_of(loop, kids, 16) == 1 && kids[0] != tight_proc);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_MALLOC, 256u << 20, 0, 0, 2000) == 0);
+        rc_close(&t3);
+    } else if (!own) {
+        /* another tenant's limit goes back when that tenant goes, whoever else is on */
+        usleep(200000);
+        CHECK(rc_open_as(&o1, s.port, 2000, "other", "o-secret", why) == 0);
+        int set = 0;
+        for (int64_t end = now_ms() + 5000; !set && now_ms() < end; usleep(20000)) /* (alone once t3 is released) */
+            set = rc_simple(&o1, VCUDA_OP_LIMIT_SET, 0, 4096, 0, 2000) == 0;
+        CHECK(set);
+        CHECK(rc_open_as(&t3, s.port, 2000, "tight", "t-secret", why) == 0);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 4096);
+        CHECK(rc_simple(&t3, VCUDA_OP_LIMIT_SET, 0, 1024, 0, 2000) == 1 && t3.r.v[0] == 801); /* shared with o1 */
+        CHECK(rc_simple(&t3, VCUDA_OP_MALLOC, 256u << 20, 0, 0, 2000) == 0); /* o1's stack is not tight's */
+        rc_close(&o1);
+        int restored = 0;
+        for (int64_t end = now_ms() + 5000; !restored && now_ms() < end; usleep(20000))
+            restored = rc_simple(&t3, VCUDA_OP_LIMIT_GET, 0, 0, 0, 2000) == 0 && t3.r.v[0] == 0;
+        CHECK(restored);
+        rc_close(&t3);
+    }
+    char *log = finish(&s);
+    CHECK(!strstr(log, "could not be set back"));
+    unlink(tenants_path);
 }
 
 /* A memory figure of the serving process (field: "VmRSS:", "VmHWM:"), in KiB, or -1. */
@@ -1188,13 +1777,12 @@ static size_t zstd_frame(uint8_t *out, const uint8_t *raw, size_t rawn, uint64_t
     return at;
 }
 
-/* A fatbin of k zstd-compressed cubin entries, each the fake cubin (tag) followed by
+/* A fatbin of k zstd-compressed cubin entries, each the cubin (cn bytes) followed by
  * `zeros` zero bytes, declaring `declared` bytes decompressed (0: the true size) while
  * its zstd frame says frame_size (0: the true size).  malloc'd; *n its size. */
-static uint8_t *zstd_fatbin(int k, const char *tag, uint64_t zeros, uint64_t declared, uint64_t frame_size, size_t *n)
+static uint8_t *zstd_fatbin_of(const uint8_t *cubin, size_t cn, int k, uint64_t zeros, uint64_t declared,
+                               uint64_t frame_size, size_t *n)
 {
-    uint8_t cubin[2048];
-    size_t cn = fake_cubin(cubin, tag);
     size_t each = 64 + 14 + cn + 3 + (zeros / (128 << 10) + 1) * 4 + 8;
     uint8_t *fat = calloc(1, 16 + (size_t)k * each);
     size_t at = 16;
@@ -1205,9 +1793,16 @@ static uint8_t *zstd_fatbin(int k, const char *tag, uint64_t zeros, uint64_t dec
         fc_put(h + 0x10, z, 4), fc_put(h + 0x28, 0x11 | 0x8000, 8), fc_put(h + 0x38, declared ? declared : cn + zeros, 8);
         at += 64 + z;
     }
-    fc_put(fat, 0xba55ed50u, 4), fc_put(fat + 4, 1, 2), fc_put(fat + 6, 16, 2), fc_put(fat + 8, at - 16, 8);
-    *n = at;
+    *n = fatbin_header(fat, at);
     return fat;
+}
+
+/* The same, of the fake cubin (tag). */
+static uint8_t *zstd_fatbin(int k, const char *tag, uint64_t zeros, uint64_t declared, uint64_t frame_size, size_t *n)
+{
+    uint8_t cubin[2048];
+    size_t cn = fake_cubin(cubin, tag);
+    return zstd_fatbin_of(cubin, cn, k, zeros, declared, frame_size, n);
 }
 
 static long maxrss_kib(void)
@@ -1220,6 +1815,7 @@ static long maxrss_kib(void)
 typedef struct {
     const uint8_t *img;
     size_t n;
+    int sized; /* vcuda_image_footprint (which checks too) rather than vcuda_image_check */
     int rounds, ok, busy, other;
     char why[VCUDA_WHY_LEN];
 } check_job;
@@ -1230,7 +1826,9 @@ static void *check_many(void *arg)
     check_job *j = arg;
     pthread_barrier_wait(&check_start);
     for (int r = 0; r < j->rounds; ++r) {
-        int rc = vcuda_image_check(j->img, j->n, j->why);
+        uint64_t bytes;
+        int rc = j->sized ? vcuda_image_footprint(j->img, j->n, &bytes, NULL, NULL, j->why)
+                          : vcuda_image_check(j->img, j->n, j->why);
         if (rc == 0) ++j->ok;
         else if (rc == VCUDA_IMAGE_BUSY && strstr(j->why, "server busy")) ++j->busy;
         else ++j->other;
@@ -1238,8 +1836,10 @@ static void *check_many(void *arg)
     return NULL;
 }
 
-/* n threads check img `rounds` times each at once; the most decompressed at one time. */
-static uint64_t check_concurrently(const uint8_t *img, size_t n, int threads, int rounds, int *ok, int *busy, int *other)
+/* n threads check (sized: and size) img `rounds` times each at once; the most
+ * decompressed at one time. */
+static uint64_t check_concurrently(const uint8_t *img, size_t n, int sized, int threads, int rounds, int *ok, int *busy,
+                                   int *other)
 {
     pthread_t t[16];
     check_job j[16];
@@ -1248,7 +1848,7 @@ static uint64_t check_concurrently(const uint8_t *img, size_t n, int threads, in
     CHECK(now == 0);
     pthread_barrier_init(&check_start, NULL, (unsigned)threads);
     for (int i = 0; i < threads; ++i) {
-        j[i] = (check_job){.img = img, .n = n, .rounds = rounds};
+        j[i] = (check_job){.img = img, .n = n, .sized = sized, .rounds = rounds};
         pthread_create(&t[i], NULL, check_many, &j[i]);
     }
     *ok = *busy = *other = 0;
@@ -1304,11 +1904,15 @@ static void image_bounds(void)
     CHECK(vcuda_image_check(img, n, why) == -1 && strstr(why, "--max-entry-mib"));
     printf("{\"test\":\"image_bounds\",\"case\":\"1 GiB entry\",\"bytes_sent\":%zu,\"ms\":%lld,\"why\":\"%s\"}\n", n,
            (long long)(now_ms() - t0), why);
+    /* sizing a module's data for a tenant's quota goes by the same bounds */
+    uint64_t fb = 0;
+    CHECK(vcuda_image_footprint(img, n, &fb, NULL, NULL, why) == -1 && strstr(why, "--max-entry-mib"));
     free(img);
     /* eight entries of 48 MiB: each within the bound, together beyond the image's */
     img = zstd_fatbin(8, "sum", 48u << 20, 0, 0, &n);
     CHECK(vcuda_image_check(img, n, why) == -1 && strstr(why, "--max-image-mib") && strstr(why, "entries 0-5"));
     printf("  8 x 48 MiB: %s\n", why);
+    CHECK(vcuda_image_footprint(img, n, &fb, NULL, NULL, why) == -1 && strstr(why, "--max-image-mib"));
     free(img);
     vcuda_image_inflight(NULL, &peak);
     CHECK(peak == 0);                        /* nothing was decompressed ... */
@@ -1326,10 +1930,22 @@ static void image_bounds(void)
     img = zstd_fatbin(1, "ok", 1 << 20, 0, 0, &n);
     CHECK(vcuda_image_check(img, n, why) == 0);
     free(img);
+    /* ... and its data sized from its decompressed cubin: a 1 GiB .nv.global seen
+     * inside the entry as in the same cubin uncompressed */
+    uint8_t gc[2048];
+    uint64_t plain = 0;
+    size_t gn = fake_cubin_global(gc, "zg", 1ull << 30);
+    CHECK(vcuda_image_footprint(gc, gn, &plain, NULL, NULL, why) == 0 && plain >= 1ull << 30);
+    img = zstd_fatbin_of(gc, gn, 1, 1 << 20, 0, 0, &n);
+    CHECK(vcuda_image_footprint(img, n, &fb, NULL, NULL, why) == 0 && fb == plain);
+    printf("  compressed entry, 1 GiB .nv.global: %llu bytes\n", (unsigned long long)fb);
+    free(img);
     /* data that inflates beyond what the entry declares: decompression stops there */
     rss0 = maxrss_kib();
     img = zstd_fatbin(1, "over", 48u << 20, 1 << 20, 0, &n);
     CHECK(vcuda_image_check(img, n, why) == -1 && strstr(why, "does not decompress to the 1048576 bytes declared"));
+    CHECK(vcuda_image_footprint(img, n, &fb, NULL, NULL, why) == -1 &&
+          strstr(why, "does not decompress to the 1048576 bytes declared"));
     CHECK(maxrss_kib() - rss0 < 16 << 10); /* 1 MiB written, not 48 */
     free(img);
     img = zstd_fatbin(1, "under", 1 << 20, 2 << 20, 2 << 20, &n); /* declared (and framed) 2 MiB, 1 MiB there */
@@ -1346,13 +1962,18 @@ static void image_bounds(void)
     vcuda_image_set_limits(&lim);
     img = zstd_fatbin(4, "many", (8u << 20) - 4096, 0, 0, &n);
     int ok, busy, other;
-    peak = check_concurrently(img, n, 12, 3, &ok, &busy, &other);
+    peak = check_concurrently(img, n, 0, 12, 3, &ok, &busy, &other);
     printf("{\"test\":\"image_bounds\",\"case\":\"12 threads x 3 checks x 4 entries of 8 MiB\",\"budget_mib\":24,"
            "\"peak_mib\":%.1f,\"ok\":%d}\n", peak / 1048576.0, ok);
     CHECK(ok == 36 && busy == 0 && other == 0 && peak <= lim.budget && peak >= (8u << 20) - 4096);
+    /* the footprint reader (validation and sizing in one pass) within the same budget */
+    peak = check_concurrently(img, n, 1, 12, 3, &ok, &busy, &other);
+    printf("{\"test\":\"image_bounds\",\"case\":\"the same, sized\",\"peak_mib\":%.1f,\"ok\":%d}\n",
+           peak / 1048576.0, ok);
+    CHECK(ok == 36 && busy == 0 && other == 0 && peak <= lim.budget && peak >= (8u << 20) - 4096);
     lim.wait_ms = 0; /* no waiting: refused as busy, by name, when there is no room */
     vcuda_image_set_limits(&lim);
-    peak = check_concurrently(img, n, 12, 3, &ok, &busy, &other);
+    peak = check_concurrently(img, n, 0, 12, 3, &ok, &busy, &other);
     printf("{\"test\":\"image_bounds\",\"case\":\"the same, no wait\",\"peak_mib\":%.1f,\"ok\":%d,\"busy\":%d}\n",
            peak / 1048576.0, ok, busy);
     CHECK(ok + busy == 36 && other == 0 && peak <= lim.budget);
@@ -1399,6 +2020,24 @@ static void image_bounds(void)
     CHECK(hwm0 > 0 && hwm1 - hwm0 < (64 + 32) << 10); /* the budget and some slack, not 8 x 64 MiB */
     CHECK(validated >= 1);
     finish(&s);
+    /* a tenant's quota: a compressed entry's data is sized from what it decompresses to,
+     * and refused by name before the driver sees it; one beyond the bounds is refused
+     * for the bounds, not sized */
+    char extra[128];
+    snprintf(extra, sizeof extra, "--tenants %s", tenants_file("tight 256 0 t-secret\n"));
+    start(&s, extra);
+    rc_t c;
+    CHECK(rc_open_as(&c, s.port, 2000, "tight", "t-secret", why) == 0);
+    img = zstd_fatbin_of(gc, gn, 1, 1 << 20, 0, 0, &n);
+    CHECK(rc_module_image(&c, img, n) == 0 && c.r.v[0] == 2 && memmem(c.r.str, c.r.str_len, "would exceed tenant tight's quota", 33));
+    printf("  refused: %.*s\n", (int)c.r.str_len, (const char *)c.r.str);
+    free(img);
+    img = zstd_fatbin_of(gc, gn, 1, (1ull << 30) - 4096, 0, 0, &n);
+    CHECK(rc_module_image(&c, img, n) == 0 && c.r.v[0] == 200 && memmem(c.r.str, c.r.str_len, "--max-entry-mib", 15));
+    free(img);
+    rc_close(&c);
+    finish(&s);
+    unlink(tenants_path);
 }
 
 /* ---- the supervisor: a serving process that dies is replaced ------------------------ */
@@ -1531,7 +2170,7 @@ static int rc_open_from(rc_t *c, const char *from, uint16_t port, int rtt_us, ch
     c->fd = connect_from(from, port, 0);
     if (c->fd < 0) return snprintf(why, VCUDA_WHY_LEN, "connect from %s failed", from), -1;
     if (rtt_us) usleep((useconds_t)rtt_us);
-    if (vcuda_handshake(c->fd, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 5000, &c->b, NULL, &c->ses, why)) {
+    if (vcuda_handshake(c->fd, NULL, (const uint8_t *)TOKEN, strlen(TOKEN), 250, 5000, &c->b, NULL, &c->ses, why)) {
         rc_close(c);
         return -1;
     }
@@ -1636,6 +2275,7 @@ static void *storm(void *arg)
                 vcuda_random(nc, sizeof nc);
                 vcuda_msg m = msg(VCUDA_OP_HELLO);
                 m.hdr.request_id = 1, m.v[0] = VCUDA_PROTO_VERSION, m.nv = 1, m.blob = nc, m.blob_len = sizeof nc;
+                m.str = (const uint8_t *)"default", m.str_len = 7;
                 vcuda_encode(&m, f, sizeof f, &len, why);
                 drop = send(pf[i].fd, f, len, MSG_NOSIGNAL) != (ssize_t)len;
                 sent[i] = 1, pf[i].events = POLLIN;
@@ -2284,8 +2924,9 @@ static void twins(const char *opts)
     CHECK(!strstr(log, "Segmentation") && !strstr(log, "AddressSanitizer"));
 }
 
-/* Every FILE (a cubin or fatbin nvcc wrote) must pass the validator: images real
- * programs send are accepted, whatever the fuzzer and the patched variants refuse. */
+/* Every FILE (a cubin or fatbin nvcc wrote) must pass the validator, and what its data
+ * takes must be read from it with every PTX variable sized: images real programs send
+ * are accepted, whatever the fuzzer and the patched variants refuse. */
 static int check_images(int n, char **files)
 {
     static uint8_t img[64 << 20];
@@ -2295,10 +2936,14 @@ static int check_images(int n, char **files)
         size_t len = f ? fread(img, 1, sizeof img, f) : 0;
         if (f) fclose(f);
         char why[VCUDA_WHY_LEN] = "";
+        uint64_t bytes = 0;
         int ok = len > 0 && vcuda_image_check(img, len, why) == 0;
-        printf("{\"test\":\"nvcc_image\",\"file\":\"%s\",\"bytes\":%zu,\"accepted\":%s,\"why\":\"%s\"}\n",
-               files[i], len, ok ? "true" : "false", why);
-        bad |= !ok;
+        unsized_seen[0] = 0;
+        int sized = ok && vcuda_image_footprint(img, len, &bytes, note_unsized, NULL, why) == 0 && !unsized_seen[0];
+        printf("{\"test\":\"nvcc_image\",\"file\":\"%s\",\"bytes\":%zu,\"accepted\":%s,\"device_bytes\":%llu,"
+               "\"sized\":%s,\"unsized\":\"%s\",\"why\":\"%s\"}\n", files[i], len, ok ? "true" : "false",
+               (unsigned long long)bytes, sized ? "true" : "false", unsized_seen, why);
+        bad |= !ok || !sized;
     }
     return bad;
 }
@@ -2434,8 +3079,17 @@ int main(int argc, char **argv)
         fc_put(fat + 16 + 0x28, 0x11, 8);
         memcpy(fat + 80, img, n);
         CHECK(vcuda_image_check(fat, 80 + n, NULL) == 0);
-        const struct { const char *name; const uint8_t *p; size_t n; } seeds[] = {{"cubin", img, n}, {"fatbin", fat, 80 + n}};
-        for (int i = 0; i < 2; ++i) {
+        /* a PTX entry with declarations of every kind the footprint reader follows */
+        static uint8_t ptx[4096];
+        size_t np = ptx_fatbin(ptx, ".version 8.5\n.target sm_90\n.address_size 64\n.file 1 \"a.cu\"\n"
+                                    "/* c */ // d\n.visible .global .align 4 .b8 big[1073741824];\n"
+                                    ".global .v4 .f32 v[2][3];\n.const .u16 n[][2] = {{1, 2}, {3, 4}};\n"
+                                    ".global .u64 a, p = generic(a);\n.global .x96 odd;\n"
+                                    ".visible .entry k(.param .u64 q)\n{\n\t.local .b8 l[8];\n\tret;\n}\n");
+        CHECK(vcuda_image_check(ptx, np, NULL) == 0);
+        const struct { const char *name; const uint8_t *p; size_t n; } seeds[] = {
+            {"cubin", img, n}, {"fatbin", fat, 80 + n}, {"ptx-fatbin", ptx, np}};
+        for (int i = 0; i < 3; ++i) {
             snprintf(path, sizeof path, "%s/%s", argv[2], seeds[i].name);
             FILE *f = fopen(path, "wb");
             if (!f || fwrite(seeds[i].p, 1, seeds[i].n, f) != seeds[i].n) return 1;
@@ -2470,7 +3124,15 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "preauth_storm_process")) preauth_storm("--isolation process");
     else if (!strcmp(c, "gone_client")) gone_client(NULL);
     else if (!strcmp(c, "gone_client_process")) gone_client("--isolation process");
-    else if (!strcmp(c, "quotas")) quotas();
+    else if (!strcmp(c, "quotas")) quotas(NULL);
+    else if (!strcmp(c, "quotas_process")) quotas("--isolation process");
+    else if (!strcmp(c, "tenants")) tenants(NULL);
+    else if (!strcmp(c, "tenants_process")) tenants("--isolation process");
+    else if (!strcmp(c, "footprint")) footprint();
+    else if (!strcmp(c, "module_globals")) module_globals();
+    else if (!strcmp(c, "limits")) limits(NULL);
+    else if (!strcmp(c, "limits_isolation")) limits("--isolation context");
+    else if (!strcmp(c, "limits_process")) limits("--isolation process --tenant-linger-s 2");
     else if (!strcmp(c, "shrink")) shrink();
     else if (!strcmp(c, "runtime_calls")) runtime_calls();
     else if (!strcmp(c, "graphs")) graphs(NULL);

@@ -4,7 +4,9 @@
  * vcuda_client_open() reads
  *   VCUDA_SERVERS=host:port,...  device ordinal i = the i-th entry (required)
  *   VCUDA_SPARES=host:port,...   fill in, in order, for servers that fail the start check
- *   VCUDA_TOKEN / VCUDA_TOKEN_FILE (vcuda_token_load)
+ *   VCUDA_TOKEN / VCUDA_TOKEN_FILE (vcuda_token_load): the secret of the tenant
+ *   VCUDA_TENANT                 the tenant the client is served as (tenants.h), default
+ *                                "default" (a server without --tenants knows that one only)
  *   VCUDA_TIMEOUT_MS             how long a server may stay silent, default 5000, in
  *                                [10, 600000]: a call waiting on long GPU work succeeds
  *                                however long it takes, as the server reports progress

@@ -57,6 +57,29 @@ int vcuda_image_check(const uint8_t *p, size_t n, char *why);
 /* The ELF check alone (a cubin, or a fatbin entry's contents). */
 int vcuda_elf_check(const uint8_t *p, size_t n, char *why);
 
+/* The image checked as vcuda_image_check does (the same bounds, budget and results:
+ * -1, or VCUDA_IMAGE_BUSY), and, in the same walk, the bytes of device memory a module
+ * loaded from it takes for its data, as far as the image tells before the driver loads
+ * it (what a tenant's quota is charged for a module, server_gpu.h).  Each compressed
+ * entry is decompressed once, within the bounds, and both checked and sized from that
+ * buffer: sizing never decompresses anything a check would not.
+ *   a cubin: every section, NOBITS ones included (.nv.global, uninitialized __device__
+ *     data, has no bytes in the image however large it is), each rounded up to its
+ *     alignment, or its loadable segments' memory sizes if they add up to more;
+ *   PTX (JIT-compiled by the driver): the module-scope .global and .const variables,
+ *     sized from their declarations (image.c says how they are read);
+ *   a fatbin: the largest of its entries -- the driver loads one, the one for its GPU,
+ *     and which one is the driver's choice; the entries of one program built for several
+ *     targets take about the same.
+ * A PTX variable of a type this reader does not know is passed to unsized(name, length,
+ * arg), to be sized by the driver once loaded (cuModuleGetGlobal); with unsized NULL it
+ * fails the call (the name lies in a buffer freed once the entry is read: copy it).  0
+ * with *bytes set (saturating at UINT64_MAX), else as vcuda_image_check, also -1 for a
+ * PTX declaration this reader cannot follow (why says which). */
+typedef void vcuda_image_unsized_fn(const char *name, size_t len, void *arg);
+int vcuda_image_footprint(const uint8_t *p, size_t n, uint64_t *bytes, vcuda_image_unsized_fn *unsized, void *arg,
+                          char *why);
+
 #ifdef __cplusplus
 }
 #endif

@@ -104,7 +104,8 @@ typedef struct {
 } vcuda_session;
 
 /* The session of a completed handshake, for either side: K = HMAC-SHA256(token,
- * "vcuda session" || Nc || Ns || heartbeat_ms || server device), the last two as the AUTH
+ * "vcuda session" || Nc || Ns || heartbeat_ms || server device), token being the secret
+ * of the tenant the handshake's proofs were made with, the last two as the AUTH
  * frames carried them (u32 little-endian), so a relay that changed them leaves the two
  * sides with different keys; a frame's nonce (GCM's IV) is its direction word (u32) ||
  * its sequence number (u64), both little-endian.  peer may be NULL (keeps s->peer as

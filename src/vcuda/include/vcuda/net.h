@@ -100,17 +100,19 @@ ssize_t vcuda_recv_some(int fd, void *p, size_t n);
 /* 1 if fd has work that poll() would not announce (UCX progress): poll with timeout 0. */
 int vcuda_fd_pending(int fd);
 void vcuda_close(int fd);
-/* The client's side of the handshake (proto.h "authentication"): HELLO, AUTH with the
- * client's proof and heartbeat interval, and the check of the server's proof, each
- * step within timeout_ms; then *ses (may be NULL: nothing more is sent) holds the
- * session every later frame is tagged under, its peer name as the caller set it.
+/* The client's side of the handshake (proto.h "authentication"): HELLO naming the
+ * tenant (NULL: "default"; tenants.h), AUTH with the client's proof made with the
+ * token (the tenant's secret) and its heartbeat interval, and the check of the
+ * server's proof, each step within timeout_ms; then *ses (may be NULL: nothing more is
+ * sent) holds the session every later frame is tagged under (its key derived from the
+ * token), its peer name as the caller set it.
  * 0 (*server_device set), -2 if the server refused (its reason in why), -3 if the
  * connection closed or broke before the handshake was done (a server being replaced
  * after a sticky error drops the connections it had not yet authenticated: connecting
  * again may succeed), -1 otherwise (why set; also when the server cannot prove it holds
  * the token). */
-int vcuda_handshake(int fd, const uint8_t *token, size_t token_len, int heartbeat_ms, int timeout_ms,
-                    vcuda_buf *b, int *server_device, vcuda_session *ses, char *why);
+int vcuda_handshake(int fd, const char *tenant, const uint8_t *token, size_t token_len, int heartbeat_ms,
+                    int timeout_ms, vcuda_buf *b, int *server_device, vcuda_session *ses, char *why);
 /* Milliseconds / nanoseconds on the monotonic clock. */
 int64_t vcuda_now_ms(void);
 int64_t vcuda_now_ns(void);

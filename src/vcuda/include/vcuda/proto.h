@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define VCUDA_MAGIC 0x44554356u /* "VCUD" as little-endian bytes */
-#define VCUDA_PROTO_VERSION 7u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET, arrays, textures; 5: graph twins (conditional and memory nodes, GRAPH_TWIN_*); 6: VCUDA_FLAG_SYNC; 7: every frame after AUTH tagged */
+#define VCUDA_PROTO_VERSION 6u /* 2: challenge-response HELLO/AUTH, PROGRESS; 3: graphs; 4: LAUNCH_EX, GRAPH_EXEC_KERNEL_SET, arrays, textures; 5: graph twins (conditional and memory nodes, GRAPH_TWIN_*); 6: the tenant in HELLO, VCUDA_FLAG_SYNC, every frame after AUTH tagged */
 #define VCUDA_HEADER_SIZE 24u
 
 /* Limits; compile-time configurable.  The payload bound is what a server is willing to
@@ -112,7 +112,7 @@ enum {
 /* X(name, code, request layout, success reply layout).  Codes are wire values: never
  * renumber, only append. */
 #define VCUDA_OPCODES(X)                                                                    \
-    X(HELLO, 1, "u(proto_version) t(client_nonce)", "u(proto_version) t(server_nonce)")     \
+    X(HELLO, 1, "u(proto_version) t(client_nonce) s(tenant)", "u(proto_version) t(server_nonce)") \
     X(PING, 2, "", "")                                                                      \
     X(GET_DEVICE_COUNT, 3, "", "n(count)")                                                  \
     X(SET_DEVICE, 4, "d(device)", "")                                                       \
@@ -395,17 +395,22 @@ vcuda_status vcuda_desc_encode(vcuda_desc_kind kind, const uint64_t *w, uint8_t 
                                char *why);
 
 /* ---- authentication ------------------------------------------------------------- *
- * The token never crosses the wire.  The client sends HELLO with a fresh random nonce
- * Nc; the server answers with its own fresh nonce Ns; the client proves it holds the
- * token with AUTH carrying HMAC-SHA256(token, "vcuda client" Nc Ns) and the server
- * answers with HMAC-SHA256(token, "vcuda server" Nc Ns), so the client learns that the
- * server holds the token too (a rogue server cannot answer).  Ns is new for every
- * connection, so recorded HELLO/AUTH frames replayed on another connection fail; the
- * server also refuses a HELLO whose Nc it saw recently.
+ * The token -- the secret of the client's tenant -- never crosses the wire.  The client
+ * sends HELLO with a fresh random nonce Nc and the name of its tenant (VCUDA_TENANT,
+ * "default" unless set; tenants.h); the server answers with its own fresh nonce Ns; the
+ * client proves it holds the tenant's secret with AUTH carrying HMAC-SHA256(secret,
+ * "vcuda client" Nc Ns) and the server answers with HMAC-SHA256(secret, "vcuda server"
+ * Nc Ns), so the client learns that the server holds the secret too (a rogue server
+ * cannot answer).  A HELLO naming a tenant the server does not know gets a nonce like
+ * any other, and its AUTH the same "authentication failed" as a wrong secret, after the
+ * same work: a client cannot tell which tenants exist.  Ns is new for every connection,
+ * so recorded HELLO/AUTH frames replayed on another connection fail; the server also
+ * refuses a HELLO whose Nc it saw recently.
  *
  * Frames after the handshake.  Both sides then hold a session key
- *   K = HMAC-SHA256(token, "vcuda session" || Nc || Ns || heartbeat_ms || server_device)
- * (the last two as the AUTH request and reply carried them, u32 little-endian: a relay
+ *   K = HMAC-SHA256(secret, "vcuda session" || Nc || Ns || heartbeat_ms || server_device)
+ * with the secret of the tenant that proved itself (the one its proofs were made with),
+ * the last two as the AUTH request and reply carried them, u32 little-endian (a relay
  * that altered either leaves the sides with different keys), and every frame after the
  * AUTH reply, either way -- requests, the chunks of a chunked copy, replies, D2H reply
  * chunks, error replies, PROGRESS, PING/TOUCH/SINK -- is followed on the wire by a
@@ -449,6 +454,12 @@ int vcuda_token_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t bl
  * file owned by us and not accessible by group or others (trailing whitespace is
  * stripped).  out holds VCUDA_MAX_TOKEN bytes. */
 vcuda_status vcuda_token_load(uint8_t *out, size_t *len, char *why);
+/* Opens a file that holds secrets (a token file, a tenants file) for reading: it must be
+ * a regular file, not a symbolic link, owned by this process's user and not accessible
+ * by group or others.  The checks are made on the opened file, so the file checked is
+ * the file read.  VCUDA_OK with *fd open, else VCUDA_E_TOKEN_FILE or VCUDA_E_TOKEN_PERMS
+ * with the reason (`what` names the file's role in it, e.g. "token file"). */
+vcuda_status vcuda_private_file_open(const char *path, const char *what, int *fd, char *why);
 
 #ifdef __cplusplus
 }

@@ -13,9 +13,30 @@
  * __constant__ state is its own, and unloads it when it goes.  Each client has its own
  * table of allocations, streams, events, modules, functions, instantiated graphs (built
  * on the server from a graph the client sends whole, see proto.h), CUDA arrays and
- * texture and surface objects (proto.h, "arrays"), bounded by quotas
+ * texture and surface objects (proto.h, "arrays"), bounded by per-client limits
  * (vcuda_gpu_limits); every handle and device range a client names is checked against
  * that table, and everything in it is released when the client goes away.
+ *
+ * Quotas are per tenant (tenants.h): the device memory all of a tenant's connections
+ * make the GPU hold together is charged against its quota, and a request that would
+ * take it past is refused by name (cudaErrorMemoryAllocation, naming the tenant and
+ * its quota) before the driver is asked.  Charged: allocations (MALLOC, MALLOC_PITCH
+ * with the driver's padding), CUDA arrays, graph allocation nodes (while their twin or
+ * exec keeps them: see "graph twins"), the data of the modules a client loads -- its
+ * __device__ and __constant__ variables and code, sized from the image before loading
+ * (vcuda_image_footprint; a PTX variable the image does not size is sized by the driver
+ * after loading, and the module unloaded again if it does not fit) -- and what context
+ * limits reserve (LIMIT_SET, see server_gpu.c "context limits": the stack's size times
+ * the device's resident threads, the heap and printf FIFO sizes).  Each is given back
+ * when it is freed or unloaded and, for all a client still holds, when it goes; the
+ * shared context's limits when the tenant's last connection goes, the context then
+ * getting its previous values back.  Not charged: what the driver keeps per context and
+ * per stream (a context per client with --isolation context: bounded by the tenant's
+ * connection limit), the local memory a kernel's own frame needs beyond the stack limit
+ * (the driver grows that reservation at launch), and host memory.  The counts are kept
+ * in the process that serves the tenant's connections: with --isolation process each
+ * tenant's serving process holds all of them (and only them), otherwise the one serving
+ * process holds every tenant's.
  *
  * Kernel arguments cannot be checked: a kernel can address any memory of its process's
  * address space.  A sticky error (700, 702, 710, 714-719, 721, 999) ends the session of
@@ -23,10 +44,10 @@
  * and stops the serving process (vcuda_gpu_context_lost says so): a fresh one takes
  * over, because the driver keeps a sticky error for the life of the process, in every
  * context of it.  What that means for each isolation mode of vcuda-server:
- *   shared  (the default) one context for every client: modules, streams, handles and
- *           quotas are each client's own, but any kernel can read and write any memory
- *           of the context, other clients' included, and a sticky error ends every
- *           session.
+ *   shared  (the default) one context for every client: modules, streams and handles
+ *           are each client's own, but any kernel can read and write any memory of the
+ *           context, other clients' and other tenants' included, and a sticky error
+ *           ends every session.
  *   context (limits.isolation) a context per client, at the price of a context's
  *           creation per connection: modules, handles and context settings apart, but
  *           NOT memory: the contexts share the process's address space (a kernel given
@@ -39,7 +60,8 @@
  * No mode partitions the GPU's compute and memory bandwidth or its total memory (no
  * MIG/MPS), and clients of one tenant always share a process.
  * Context-wide settings (LIMIT_SET) are taken only on a client's own context, or on the
- * shared one while that client is its only one.  Device printf output (which the driver
+ * shared one while that client is its only one (see "quotas" above for what they cost
+ * the tenant and when they are undone).  Device printf output (which the driver
  * writes to the process's stdout for every context alike) and device assertion messages
  * (to its stderr) are shipped to a client only while it is its process's only client;
  * otherwise they stay on the server's stdout and stderr (assertion messages go to the
@@ -55,15 +77,14 @@ extern "C" {
 
 typedef struct vcuda_gpu vcuda_gpu;
 
-/* Per-client quotas (0 in max_client_mem: none beyond the GPU's memory). */
+/* Per-client limits (device memory quotas are the tenants', tenants.h). */
 typedef struct {
-    uint64_t max_client_mem; /* bytes of device memory one client may hold */
     uint32_t max_handles;    /* streams, events, modules and functions of one client */
     uint32_t max_modules;    /* modules one client may have loaded */
     size_t cache_bytes;      /* bytes of validated images kept for later clients */
     int isolation;           /* 1: a context per client (--isolation context) */
 } vcuda_gpu_limits;
-#define VCUDA_GPU_LIMITS_DEFAULT {0, 16384, 256, (size_t)256 << 20, 0}
+#define VCUDA_GPU_LIMITS_DEFAULT {16384, 256, (size_t)256 << 20, 0}
 void vcuda_gpu_set_limits(const vcuda_gpu_limits *limits);
 
 /* Opens the driver and device `ordinal`, retains its primary context.  NULL with the

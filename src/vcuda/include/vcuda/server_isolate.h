@@ -2,11 +2,18 @@
  *
  * Contexts of one process share one address space (a kernel given another context's
  * device pointer reads it) and one sticky-error state, so the isolation between tenants
- * is the process boundary.  The network-loop process never loads the CUDA driver (a
- * process that has initialised CUDA cannot safely fork): it accepts and authenticates
- * (server_loop.h), and hands each authenticated connection to its tenant's serving
- * process: the socket itself, passed with SCM_RIGHTS over a unix socketpair, with what
- * the worker needs (peer, connection id, heartbeat interval, tenant).  The serving
+ * is the process boundary.  A tenant is the one a client authenticated as (tenants.h:
+ * --tenants, else every client is "default").  The network-loop process never loads the
+ * CUDA driver (a process that has initialised CUDA cannot safely fork): it accepts,
+ * authenticates and admits (server_loop.h: every cap, the tenant's MAX_CONNS across all
+ * its connections included), and hands each authenticated connection to its tenant's
+ * serving process: the socket itself, passed with SCM_RIGHTS over a unix socketpair,
+ * with what the worker needs (peer, connection id, heartbeat interval, the tenant's name,
+ * and the frame tags' session, whose key the loop derived from the tenant's secret).
+ * A serving process holds no secret: its copy of the tenants table keeps its own tenant
+ * only (vcuda_tenants_only), and all of that tenant's connections, so the tenant's
+ * quota, and the context limits it set until its last connection leaves, are counted and
+ * undone there (server_gpu.h).  The serving
  * process opens the GPU and runs the usual workers on those sockets
  * (vcuda_server_adopt, vcuda_server_turn: heartbeats, idle timeout, the watch for a
  * client that left): after the hand-over the client talks to it directly, with no hop
@@ -62,7 +69,9 @@ void vcuda_isolate_end(vcuda_isolate *iso);
 
 /* The serving process's side: serves the connections received on sock with cfg's
  * handler (reporting each session's end back on sock) until *cfg->stop or the loop
- * process closes sock; then ends every session.  0, or -1 (message on stderr). */
+ * process closes sock; then ends every session.  Each connection's tenant is looked up
+ * in cfg->tenants (the handler charges it): one the table does not hold is dropped.  0,
+ * or -1 (message on stderr). */
 int vcuda_isolate_serve(const vcuda_server_config *cfg, int sock);
 
 #ifdef __cplusplus

@@ -2,7 +2,8 @@
  * per authenticated client.
  *
  * The network loop (the caller's thread) accepts connections and authenticates them
- * (HELLO/AUTH challenge-response, see proto.h) reading each incrementally, so a peer
+ * as one of the server's tenants (HELLO/AUTH challenge-response, see proto.h, with the
+ * secret of the tenant HELLO names, tenants.h) reading each incrementally, so a peer
  * that stalls delays nobody.  Before authentication nothing larger than a HELLO/AUTH
  * payload is read or allocated, the whole handshake must be done within
  * frame_timeout_ms of the connect, and unauthenticated connections are bounded, so
@@ -14,18 +15,19 @@
  *   - max_preauth in all: at the cap, a new connection displaces one of a source over
  *     its quarter (stalled, else idle, else its oldest), else the oldest stalled one,
  *     else the oldest that sent nothing yet, else the oldest of the source holding most.
- * Authenticated sessions are bounded too: max_conns in all and max_per_source from one
- * address (refused by name: "server full", "too many connections from ADDR"; decided
- * in one place, admit() in server_loop.c, with a handoff's own cap), and a session with
- * no request for idle_timeout_ms is closed (any request counts, the clients' keep-alive
- * included).  Connection lines (authenticated, closed and why, resources released, and
- * the serving processes connections start and end) are logged one line each up to 20
- * per second, then summarized once a second: a flood of connections cannot flood the
- * log.
+ * Authenticated sessions are bounded too: max_conns in all, max_per_source from one
+ * address and the tenant's MAX_CONNS of one tenant (tenants.h) at once (refused by name:
+ * "server full", "too many connections from ADDR", "tenant NAME: connection limit N
+ * reached"; all decided in one place, admit() in server_loop.c, with a handoff's own
+ * cap), and a session with no request for idle_timeout_ms is closed (any request
+ * counts, the clients' keep-alive included).  Connection lines (authenticated, closed
+ * and why, resources released, and the serving processes connections start and end) are
+ * logged one line each up to 20 per second, then summarized once a second: a flood of
+ * connections cannot flood the log.
  *
- * An authenticated connection gets its own worker thread: it reads that client's
- * requests, runs the handler (which may block in the driver for as long as the GPU
- * work takes) and writes the replies, so one client's synchronize, slow reading or
+ * An admitted connection gets its own worker thread: it reads that client's requests,
+ * runs the handler (which may block in the driver for as long as the GPU work takes)
+ * and writes the replies, so one client's synchronize, slow reading or
  * flood never delays another's PING.  While a worker is busy with a request longer
  * than the client's heartbeat interval, the network loop sends that client PROGRESS
  * frames (its liveness), never waiting for the socket.  Every frame after AUTH carries
@@ -39,9 +41,9 @@
  * the handler.  Requests flagged VCUDA_FLAG_MORE (chunked copies only) get no reply.
  *
  * With a handoff (--isolation process, server_isolate.h) this process only accepts,
- * authenticates and admits (admit() counts the sessions it handed over, per source
- * too, until their serving process reports them ended, and asks the handoff whether
- * the tenant can be served): each admitted connection goes to its tenant's serving
+ * authenticates and admits (admit() counts the sessions it handed over, per source and
+ * per tenant too, until their serving process reports them ended, and asks the handoff
+ * whether the tenant can be served): each admitted connection goes to its tenant's serving
  * process, whose workers (vcuda_server_adopt) read the client's socket themselves; the
  * heartbeats, the idle timeout and the watch for a client that left are done there, by
  * the same code (vcuda_server_turn). */
@@ -49,6 +51,7 @@
 #define VCUDA_SERVER_LOOP_H
 
 #include "vcuda/net.h"
+#include "vcuda/tenants.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -57,20 +60,17 @@
 extern "C" {
 #endif
 
-/* The identity a connection's AUTH proved.  The server holds one token, so every
- * authenticated client is this tenant; process isolation (server_isolate.h) keeps one
- * serving process per identity. */
-#define VCUDA_TENANT_LEN 65
-#define VCUDA_DEFAULT_TENANT "default"
-
 /* What a handler sees of a connection; `user` is the handler's per-client state. */
 typedef struct vcuda_conn {
     int fd;
     char peer[64]; /* "addr:port", for log lines */
     uint64_t id;   /* unique per server run */
-    char tenant[VCUDA_TENANT_LEN]; /* the authenticated identity (NUL-terminated) */
     void *user;
     int end_session; /* a handler sets it to close the connection after this reply */
+    /* the tenant it authenticated as (tenants.h), an entry of the serving process's
+     * table: its quota is counted there; process isolation (server_isolate.h) keeps one
+     * serving process per tenant */
+    vcuda_tenant *tenant;
 } vcuda_conn;
 
 struct vcuda_handler {
@@ -95,8 +95,9 @@ struct vcuda_handler {
  * worker for it. */
 struct vcuda_handoff {
     void *ctx;
-    /* Part of the admission (admit() in server_loop.c, after the client limit and the
-     * per-source cap): 0 if a session of `tenant` can be handed over now, -1 with the
+    /* Part of the admission (admit() in server_loop.c, after the client limit, the
+     * per-source cap and the tenant's connection limit): 0 if a session of `tenant` (its
+     * name) can be handed over now, -1 with the
      * refusal (sent to the client, and logged) in msg, VCUDA_WHY_LEN bytes. */
     int (*room)(void *ctx, const char *tenant, char *msg);
     /* After admission, before the AUTH reply: 0 when c (its fd duplicated, with
@@ -114,6 +115,10 @@ struct vcuda_handoff {
 
 typedef struct {
     int listen_fd;
+    /* who may connect: the tenants table (tenants.h), or, if NULL, the one tenant
+     * "default" whose secret is token (no quota, no connection limit of its own); a
+     * connection's proofs and its frame tags' session key use its tenant's secret */
+    const vcuda_tenants *tenants;
     const uint8_t *token;
     size_t token_len;
     int device;           /* reported in the AUTH reply */
@@ -137,13 +142,15 @@ int vcuda_server_run(const vcuda_server_config *cfg);
 /* The workers without the network loop, for a process fed connections that another
  * process accepted and authenticated (server_isolate.c): the same worker threads,
  * PROGRESS heartbeats, idle timeout, watch for clients that left and reaping as
- * vcuda_server_run (which runs on them too).  listen_fd, token, max_conns,
- * max_per_source and max_preauth of cfg are not used. */
+ * vcuda_server_run (which runs on them too).  listen_fd, tenants, token, max_conns,
+ * max_per_source and max_preauth of cfg are not used (each connection comes with its
+ * tenant, and was admitted by the process that authenticated it). */
 typedef struct vcuda_server vcuda_server;
 vcuda_server *vcuda_server_new(const vcuda_server_config *cfg); /* NULL: out of memory */
-/* A worker for the authenticated connection `c` (fd, peer, id, tenant and the frame
- * tags' session ses are copied; the fd belongs to the server from here, closed by it on
- * failure too).  0, or -1 (why). */
+/* A worker for the authenticated connection `c` (fd, peer, id, tenant -- an entry of
+ * this process's table -- and the frame tags' session ses are copied; the fd belongs to
+ * the server from here, closed by it on failure too).  The tenant's connection limit
+ * was the admitting process's to decide: nothing is counted here.  0, or -1 (why). */
 int vcuda_server_adopt(vcuda_server *s, const vcuda_conn *c, int heartbeat_ms, const vcuda_session *ses,
                        char *why);
 /* One turn of the sessions' upkeep around the caller's wait: PROGRESS frames for busy
