@@ -38,24 +38,9 @@ fails=0
 servers=()
 
 ms_now() { echo $(( $(date +%s%N) / 1000000 )); }
-# Waits up to $2 seconds for pid $1 to end, then kills it (and its process group).
-reap() {
-  local pid=$1 secs=$2 i
-  for ((i = 0; i < secs * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -CONT -- "-$pid" "$pid" 2>/dev/null
-    kill -KILL -- "-$pid" "$pid" 2>/dev/null
-  fi
-  wait "$pid" 2>/dev/null
-}
-# A server in a process group of its own (supervisor + serving process): stop all of it.
-stop_server() {
-  local pid=$1
-  kill -CONT -- "-$pid" 2>/dev/null
-  kill -TERM -- "-$pid" 2>/dev/null
-  reap "$pid" 5
-}
 cleanup() { for p in "${servers[@]}"; do stop_server "$p"; done; }
+source "$(dirname "${BASH_SOURCE[0]}")/vcuda-server-start.sh"
+stop_server() { vcuda_stop_group "$1" 5; }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 # name, ok (0/1), then extra JSON fields ("k":v,...)
@@ -199,7 +184,7 @@ start_server "$out/server-stop.log" || exit 1
 sigpid=$!
 remote 40 env VCUDA_TIMEOUT_MS=2000 "$app" spin 20000 >"$out/stopped-wait.log" 2>&1; rc=$?
 t1=$(ms_now)
-reap "$sigpid" 10
+vcuda_reap "$sigpid" 10
 ts=$(cat "$out/signal-stop.t" 2>/dev/null || echo 0)
 after=$((t1 - ts))
 ok=1; [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$ts" != 0 ] && [ "$after" -le 3000 ] && ok=0

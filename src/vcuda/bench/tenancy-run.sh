@@ -129,26 +129,12 @@ record() {
   emit "{\"bench\":\"vcuda-tenancy\",\"check\":\"$1\",\"isolation\":\"$cur\",\"ok\":$b${3:+,$3}}"
   note "$([ $b = true ] && echo 'ok  ' || echo 'FAIL') [$cur] $1"
 }
-# Waits up to $2 s for pid $1, then kills it and its process group.
-reap() {
-  local pid=$1 secs=$2 i
-  for ((i = 0; i < secs * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -CONT -- "-$pid" "$pid" 2>/dev/null
-    kill -KILL -- "-$pid" "$pid" 2>/dev/null
-  fi
-  wait "$pid" 2>/dev/null
-}
-# a server is a process group of its own (setsid): supervisor or loop, and serving processes
-stop_server() {
-  kill -CONT -- "-$1" 2>/dev/null
-  kill -TERM -- "-$1" 2>/dev/null
-  reap "$1" 15
-}
 cleanup() {
   for p in "${servers[@]}"; do stop_server "$p"; done
   rm -rf "$tdir"
 }
+source "$(dirname "${BASH_SOURCE[0]}")/vcuda-server-start.sh"
+stop_server() { vcuda_stop_group "$1" 15; }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 # build dir, log, then server options -> spid, port
@@ -192,6 +178,17 @@ as_tenant() {
   shift 3
   case $t in A) sec=$sec_a ;; B) sec=$sec_b ;; quota) sec=$sec_quota ;; capped) sec=$sec_capped ;; esac
   timeout -k 5 "$secs" env LD_LIBRARY_PATH="$build/lib" VCUDA_SERVERS="127.0.0.1:$p" VCUDA_TENANT="$t" VCUDA_TOKEN="$sec" "$@"
+}
+# 8 clients of TENANT at once, each asking 64 MiB for 3 s (logs OUT/NAME-MODE-i.log):
+# prints how many were served.
+eight_clients() {
+  local tenant=$1 name=$2 i p ok=0 pids=()
+  for i in $(seq 8); do
+    as_tenant "$tenant" "$port" 60 "$app" alloc 64 3000 >"$out/$name-$cur-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" && ok=$((ok + 1)); done
+  echo "$ok"
 }
 field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^\",}]*\).*/\1/p" "$2" | head -1; }
 
@@ -318,22 +315,10 @@ quota_steps() {
   as_tenant quota "$port" 60 "$app" local >"$out/quota-local-$cur.log" 2>&1
   tag_json "isolation=$cur" "tenant=quota" "quota_mib=256" "charged=false" <"$out/quota-local-$cur.log"
   sleep 0.5
-  local pids=()
-  for i in $(seq 8); do
-    as_tenant quota "$port" 60 "$app" alloc 64 3000 >"$out/quota-conns-$cur-$i.log" 2>&1 &
-    pids+=($!)
-  done
-  ok=0
-  for p in "${pids[@]}"; do wait "$p" && ok=$((ok + 1)); done
+  ok=$(eight_clients quota quota-conns)
   [ "$ok" = 4 ]
   record quota-conns $? "\"tenant\":\"quota\",\"quota_mib\":256,\"clients\":8,\"mib_each\":64,\"served\":$ok"
-  pids=()
-  for i in $(seq 8); do
-    as_tenant capped "$port" 60 "$app" alloc 64 3000 >"$out/tenant-conns-$cur-$i.log" 2>&1 &
-    pids+=($!)
-  done
-  ok=0
-  for p in "${pids[@]}"; do wait "$p" && ok=$((ok + 1)); done
+  ok=$(eight_clients capped tenant-conns)
   n=$(grep -c "tenant capped: connection limit 4 reached" "$log")
   [ "$ok" = 4 ] && [ "$n" = 4 ]
   record tenant-conns $? "\"tenant\":\"capped\",\"max_conns\":4,\"clients\":8,\"served\":$ok,\"refused_by_name\":$n"

@@ -1,5 +1,5 @@
-# Sourced by vcuda-run and vcuda-launch (bash): one place that starts a vcuda-server and
-# learns its port.
+# Sourced by vcuda-run, vcuda-launch and the device checks (bash): one place that starts
+# a vcuda-server and learns its port, and stops one.
 #   vcuda_start_server LOG TRIES SERVER [OPTIONS...]
 # starts the server in the background with its stderr in LOG, appends its pid to the
 # array `pids` and waits up to TRIES x 50 ms for the line it prints once it listens
@@ -22,4 +22,26 @@ vcuda_start_server() {
     sleep 0.05
   done
   return 1
+}
+
+# Waits up to SECS seconds for PID to end, then kills it and its process group (a
+# stopped one is continued first, so that it can take the signal).
+#   vcuda_reap PID SECS
+vcuda_reap() {
+  local pid=$1 secs=$2 i
+  for ((i = 0; i < secs * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -CONT -- "-$pid" "$pid" 2>/dev/null
+    kill -KILL -- "-$pid" "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+}
+
+# A server started in a process group of its own (setsid: the supervisor, or the network
+# loop, and its serving processes): asked to stop, then reaped within SECS seconds.
+#   vcuda_stop_group PID SECS
+vcuda_stop_group() {
+  kill -CONT -- "-$1" 2>/dev/null
+  kill -TERM -- "-$1" 2>/dev/null
+  vcuda_reap "$1" "$2"
 }

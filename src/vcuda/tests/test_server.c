@@ -404,17 +404,24 @@ static void *preauth_flood(void *arg)
     return NULL;
 }
 
-static void preauth(void)
+/* The tests that hold many sockets: the soft fd limit raised (up to 4096), or the test
+ * skipped, saying why, where the hard limit is below `need` descriptors. */
+static void raise_fd_limit(const char *test, rlim_t need, const char *sockets)
 {
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_max < 1200) {
-        printf("vcuda.server.preauth skipped: the fd limit (%llu) is below the 1,000 sockets needed\n",
-               (unsigned long long)rl.rlim_max);
+    if (rl.rlim_max < need) {
+        printf("vcuda.server.%s skipped: the fd limit (%llu) is below the %s sockets needed\n", test,
+               (unsigned long long)rl.rlim_max, sockets);
         exit(77);
     }
     rl.rlim_cur = rl.rlim_max > 4096 ? 4096 : rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+static void preauth(void)
+{
+    raise_fd_limit("preauth", 1200, "1,000");
     server s;
     start(&s, NULL);
     pthread_t t;
@@ -2324,15 +2331,7 @@ static void *legit(void *arg)
  * dropped for them.) */
 static void preauth_storm(const char *opts)
 {
-    struct rlimit rl;
-    getrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_max < 1400) {
-        printf("vcuda.server.preauth_storm skipped: the fd limit (%llu) is below the 1,200 sockets needed\n",
-               (unsigned long long)rl.rlim_max);
-        exit(77);
-    }
-    rl.rlim_cur = rl.rlim_max > 4096 ? 4096 : rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
+    raise_fd_limit("preauth_storm", 1400, "1,200");
     server s;
     start(&s, opts);
     storm_job st[2] = {{.port = s.port, .from = "127.0.0.2", .n = 600}, {.port = s.port, .from = "127.0.0.3", .n = 600}};
