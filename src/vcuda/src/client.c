@@ -40,6 +40,10 @@ typedef struct {
 
 static device devs[VCUDA_MAX_DEVICES];
 static int ndev, timeout_ms = VCUDA_DEFAULT_TIMEOUT_MS, keepalive_ms, chunk_kib = 1024;
+/* A session idle this long gets a PING: a server closes sessions idle past its
+ * --idle-timeout-s (default 600 s), and a program computing on its CPU for longer must not
+ * lose its GPU state for it. */
+static int idle_ping_ms = 120000;
 static uint8_t token[VCUDA_MAX_TOKEN];
 static size_t token_len;
 static char tenant[VCUDA_TENANT_NAME_MAX + 1]; /* VCUDA_TENANT */
@@ -230,19 +234,23 @@ static int health_check(device *d, char *why)
 static void *keepalive_main(void *arg)
 {
     (void)arg;
-    int period = keepalive_ms / 4 > 0 ? keepalive_ms / 4 : 1;
+    int every = keepalive_ms > 0 ? keepalive_ms : idle_ping_ms;
+    int period = every / 4 > 0 ? (every / 4 < 1000 ? every / 4 : 1000) : 1;
     struct timespec ts = {period / 1000, (long)(period % 1000) * 1000000L};
     while (!atomic_load(&ka_stop)) {
         for (int i = 0; i < ndev; ++i) {
             device *d = &devs[i];
             if (pthread_mutex_trylock(&d->mu)) continue; /* a call is using it: not idle */
-            if (!d->lost && vcuda_now_ms() - d->last_use >= keepalive_ms) {
+            int64_t idle = vcuda_now_ms() - d->last_use;
+            int touch = keepalive_ms > 0 && idle >= keepalive_ms;
+            if (!d->lost && (touch || (idle_ping_ms > 0 && idle >= idle_ping_ms))) {
                 /* P003's dummy transfer: a tiny D2H copy keeps the whole path warm (a
-                 * PING would skip the GPU); an error reply still proves the server alive */
+                 * PING would skip the GPU); an error reply still proves the server alive.
+                 * Without the keep-alive, a PING now and then keeps the session. */
                 vcuda_msg m, r;
                 char why[VCUDA_WHY_LEN];
                 memset(&m, 0, sizeof m);
-                m.hdr.opcode = VCUDA_OP_TOUCH;
+                m.hdr.opcode = touch ? VCUDA_OP_TOUCH : VCUDA_OP_PING;
                 vcuda_client_status s = exchange(d, &m, &r, &d->ka_buf, timeout_ms, why);
                 if (s != VCUDA_CLIENT_OK && s != VCUDA_CLIENT_REMOTE_ERROR) mark_lost(d, i, why);
             }
@@ -282,6 +290,7 @@ int vcuda_client_open(char *why)
     if (np < 0 || ns < 0) return -1;
     if (env_int("VCUDA_TIMEOUT_MS", VCUDA_DEFAULT_TIMEOUT_MS, 10, 600000, &timeout_ms, why) ||
         env_int("VCUDA_KEEPALIVE_MS", 0, 0, 60000, &keepalive_ms, why) ||
+        env_int("VCUDA_IDLE_PING_MS", 120000, 0, 86400000, &idle_ping_ms, why) ||
         env_int("VCUDA_SPIN_US", 200, 0, 100000, &spin, why) ||
         env_int("VCUDA_CHUNK_KIB", 1024, 4, (int)(VCUDA_MAX_CHUNK / 1024), &chunk_kib, why))
         return -1;
@@ -317,7 +326,7 @@ int vcuda_client_open(char *why)
         pthread_mutex_init(&d->mu, NULL);
         ++ndev;
     }
-    if (keepalive_ms > 0 && ndev > 0) {
+    if ((keepalive_ms > 0 || idle_ping_ms > 0) && ndev > 0) {
         atomic_store(&ka_stop, 0);
         if (pthread_create(&ka_thread, NULL, keepalive_main, NULL) == 0) ka_running = 1;
         else fprintf(stderr, "vcuda: keep-alive thread not started; continuing without\n");

@@ -65,6 +65,8 @@ typedef struct {
     volatile uint64_t *pings; /* shared with the child */
 } server;
 
+static int idle_timeout_ms; /* the servers' --idle-timeout-s, in ms (0: none) */
+
 static void start(server *s, int index)
 {
     int lfd = vcuda_listen(NULL, 0, &s->port, why);
@@ -80,7 +82,7 @@ static void start(server *s, int index)
                                    .token_len = strlen(TOKEN), .device = 0,
                                    .frame_timeout_ms = TIMEOUT_MS, .max_conns = 16,
                                    .handler = &h, .stop = &stop_flag, .log_prefix = "srv",
-                                   .pings = s->pings};
+                                   .pings = s->pings, .idle_timeout_ms = idle_timeout_ms};
         _exit(vcuda_server_run(&cfg) ? 1 : 0);
     }
     close(lfd);
@@ -303,6 +305,30 @@ static void keepalive(void)
     finish(&a);
 }
 
+/* A server closing sessions idle 600 ms: a client left idle 1.5 s keeps its session with
+ * an idle PING every 150 ms, and loses it (the next call fails) without. */
+static void idle_ping(void)
+{
+    server a;
+    char list[64], log[1024];
+    vcuda_msg r;
+    idle_timeout_ms = 600;
+    start(&a, 0);
+    snprintf(list, sizeof list, "127.0.0.1:%u", a.port);
+    for (int on = 1; on >= 0; --on) {
+        setenv("VCUDA_IDLE_PING_MS", on ? "150" : "0", 1);
+        CHECK(open_with(list, NULL, log, sizeof log) == 0);
+        poll(NULL, 0, 1500);
+        vcuda_client_status st = call(0, VCUDA_OP_GET_DEVICE, &r);
+        fprintf(stderr, "idle ping %s: a call after 1.5 s idle -> %d (%s)\n", on ? "150 ms" : "off", (int)st,
+                st ? why : "ok");
+        CHECK(on ? st == VCUDA_CLIENT_OK : st != VCUDA_CLIENT_OK);
+        vcuda_client_close();
+    }
+    unsetenv("VCUDA_IDLE_PING_MS");
+    finish(&a);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -321,6 +347,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "killed")) failure(SIGKILL);
     else if (!strcmp(c, "stopped")) failure(SIGSTOP);
     else if (!strcmp(c, "keepalive")) keepalive();
+    else if (!strcmp(c, "idle_ping")) idle_ping();
     else if (!strcmp(c, "chunked")) chunked();
     else if (!strcmp(c, "remote_session") && argc > 2) remote_session(argv[2]);
     else if (!strcmp(c, "remote_dead") && argc > 2) remote_dead(argv[2]);
