@@ -161,7 +161,7 @@ int main(int argc, char **argv)
          "authenticated clients from one address (default 64; 0: no cap); more are refused: \"too many connections from ADDR\"",
          0, 4096, NULL},
         {"idle-timeout-s", UMS_ARG_INT, &idle_timeout_s,
-         "a session with no request this long is closed (default 600; 0: never; PING/keep-alive counts, see VCUDA_KEEPALIVE_MS)",
+         "a session with no request this long is closed (default 600; 0: never; any request counts: the client PINGs after VCUDA_IDLE_PING_MS idle, 2 min by default)",
          0, 2000000, NULL},
         {"max-preauth", UMS_ARG_INT, &max_preauth,
          "connections not yet authenticated (default 128); at the cap, and beyond a quarter of it from one address, "
