@@ -23,7 +23,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "b2e4df850df74640af3e003b0e30c845842c4775998d118185af46421bb2defa")
+RELEASE = ("0.1.0", "6bd1be56dc4ac22cd0932feadeb23a60183c4b8c5580d43b8e8e2d8136f4e017")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
