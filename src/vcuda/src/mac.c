@@ -675,6 +675,7 @@ void vcuda_session_start(vcuda_session *s, int server, const uint8_t *token, siz
     s->tx_dir = server ? 1 : 0, s->rx_dir = server ? 0 : 1;
     s->sent = s->received = 0;
     s->tx_ahead = s->rx_ahead = UINT64_MAX;
+    s->untagged = 0;
     if (peer) snprintf(s->peer, sizeof s->peer, "%s", peer);
 }
 
@@ -750,6 +751,7 @@ int vcuda_session_open(vcuda_session *s, const void *a, size_t an, const void *b
 vcuda_status vcuda_encode_sealed(vcuda_session *s, const vcuda_msg *m, uint8_t *buf, size_t cap, size_t *len,
                                  char *why)
 {
+    if (s && s->untagged) s = NULL;
     size_t extra = s ? VCUDA_TAG_SIZE : 0, n = 0;
     vcuda_status st = vcuda_encode(m, buf, cap >= extra ? cap - extra : 0, &n, why);
     *len = n + extra;

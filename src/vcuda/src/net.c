@@ -247,6 +247,7 @@ vcuda_net_status vcuda_send_frame(int fd, vcuda_session *ses, const vcuda_msg *m
 vcuda_net_status vcuda_send_frame_live(int fd, vcuda_session *ses, const vcuda_msg *m, vcuda_buf *b,
                                        int timeout_ms, vcuda_input_fn fn, void *arg, char *why)
 {
+    if (ses && ses->untagged) ses = NULL; /* (proto.h, VCUDA_AUTH_TAGS) */
     size_t len = 0, head = 0;
     /* bulk bytes at the end of a frame go out from the caller's memory, not via b */
     vcuda_status s = vcuda_encode_split(m, b->data, b->cap, &len, &head, why);
@@ -293,6 +294,7 @@ vcuda_net_status vcuda_recv_frame(int fd, vcuda_session *ses, vcuda_msg *m, vcud
 vcuda_net_status vcuda_recv_frame_to(int fd, vcuda_session *ses, vcuda_msg *m, vcuda_buf *b, uint8_t *dst,
                                      size_t cap, int timeout_ms, char *why)
 {
+    if (ses && ses->untagged) ses = NULL; /* (proto.h, VCUDA_AUTH_TAGS) */
     int64_t dl = deadline_of(timeout_ms);
     /* the header, and up to a tag's size more: a tagged frame has at least that many
      * bytes after its header, so they are its own even before the header is checked, and
@@ -539,6 +541,12 @@ int vcuda_handshake(int fd, const char *tenant, const uint8_t *token, size_t tok
     if (!vcuda_tenant_name_ok(tenant, strlen(tenant)))
         return vcuda_fail(why, -1, "tenant name \"%.80s\" is not 1 to %d of [A-Za-z0-9._-]", tenant,
                           VCUDA_TENANT_NAME_MAX);
+    /* VCUDA_FRAME_TAGS=off: only with a server started with --frame-tags off */
+    const char *ft = getenv("VCUDA_FRAME_TAGS");
+    int tags = !ft || !*ft || !strcmp(ft, "on");
+    if (!tags && strcmp(ft, "off"))
+        return vcuda_fail(why, -2, "VCUDA_FRAME_TAGS=%.40s: expected on or off", ft);
+    const uint32_t options = tags ? VCUDA_AUTH_TAGS : 0;
     uint8_t nc[VCUDA_NONCE_SIZE], ns[VCUDA_NONCE_SIZE], proof[VCUDA_PROOF_SIZE];
     vcuda_msg m, r;
     if (vcuda_random(nc, sizeof nc)) return vcuda_fail(why, -1, "no random bytes for a nonce");
@@ -551,10 +559,10 @@ int vcuda_handshake(int fd, const char *tenant, const uint8_t *token, size_t tok
             m.blob = nc, m.blob_len = sizeof nc;
             m.str = (const uint8_t *)tenant, m.str_len = (uint32_t)strlen(tenant);
         } else {
-            vcuda_auth_proof(token, token_len, 0, nc, ns, proof);
+            vcuda_auth_proof(token, token_len, 0, nc, ns, options, proof);
             m.hdr.opcode = VCUDA_OP_AUTH;
             m.blob = proof, m.blob_len = sizeof proof;
-            m.v[0] = (uint64_t)heartbeat_ms, m.nv = 1;
+            m.v[0] = (uint64_t)heartbeat_ms, m.v[1] = options, m.nv = 2;
         }
         int st = vcuda_send_frame(fd, NULL, &m, b, timeout_ms, why); /* the handshake is untagged */
         if (!st) st = vcuda_recv_frame(fd, NULL, &r, b, timeout_ms, why);
@@ -570,12 +578,18 @@ int vcuda_handshake(int fd, const char *tenant, const uint8_t *token, size_t tok
                                   (unsigned long long)r.v[0], r.blob_len);
             memcpy(ns, r.blob, sizeof ns);
         } else {
-            vcuda_auth_proof(token, token_len, 1, nc, ns, proof);
+            vcuda_auth_proof(token, token_len, 1, nc, ns, (uint32_t)r.v[1], proof);
             if (!vcuda_token_equal(r.blob, r.blob_len, proof, sizeof proof))
                 return vcuda_fail(why, -1, "the server could not prove that it holds the token (not our server?)");
+            if (r.v[1] != options) /* (the server refuses first; a server that did not is not ours) */
+                return vcuda_fail(why, -2, "frame tags: the server runs %s them, VCUDA_FRAME_TAGS says %s",
+                                  r.v[1] & VCUDA_AUTH_TAGS ? "with" : "without", tags ? "on" : "off");
             if (server_device) *server_device = (int)r.v[0];
             /* from here every frame is tagged, under the values both AUTH frames carried */
-            if (ses) vcuda_session_start(ses, 0, token, token_len, nc, ns, (uint32_t)heartbeat_ms, (uint32_t)r.v[0], NULL);
+            if (ses) {
+                vcuda_session_start(ses, 0, token, token_len, nc, ns, (uint32_t)heartbeat_ms, (uint32_t)r.v[0], NULL);
+                ses->untagged = !tags;
+            }
         }
     }
     return 0;

@@ -699,13 +699,14 @@ vcuda_status vcuda_private_file_open(const char *path, const char *what, int *fd
 }
 
 void vcuda_auth_proof(const uint8_t *token, size_t tlen, int server, const uint8_t nc[VCUDA_NONCE_SIZE],
-                      const uint8_t ns[VCUDA_NONCE_SIZE], uint8_t out[VCUDA_PROOF_SIZE])
+                      const uint8_t ns[VCUDA_NONCE_SIZE], uint32_t options, uint8_t out[VCUDA_PROOF_SIZE])
 {
     /* distinct labels: a server's answer can never serve as a client's proof */
-    uint8_t msg[12 + 2 * VCUDA_NONCE_SIZE];
+    uint8_t msg[12 + 2 * VCUDA_NONCE_SIZE + 4];
     memcpy(msg, server ? "vcuda server" : "vcuda client", 12);
     memcpy(msg + 12, nc, VCUDA_NONCE_SIZE);
     memcpy(msg + 12 + VCUDA_NONCE_SIZE, ns, VCUDA_NONCE_SIZE);
+    for (int i = 0; i < 4; ++i) msg[12 + 2 * VCUDA_NONCE_SIZE + i] = (uint8_t)(options >> (8 * i));
     vcuda_hmac_sha256(token, tlen, msg, sizeof msg, out);
 }
 

@@ -444,7 +444,7 @@ static void *worker_main(void *arg)
         /* the header, and up to a tag's size more: every frame now has at least that many
          * bytes after its header, so they are the frame's own even before the header is
          * checked, and a whole small request comes in one recv */
-        const size_t hmax = VCUDA_HEADER_SIZE + VCUDA_TAG_SIZE;
+        const size_t tl = c->ses.untagged ? 0 : VCUDA_TAG_SIZE, hmax = VCUDA_HEADER_SIZE + tl;
         if (read_exact(c, c->hdr, 1, hmax, &got, -1, why)) break;
         int64_t dl = vcuda_now_ms() + cfg->frame_timeout_ms;
         if (got < VCUDA_HEADER_SIZE && read_exact(c, c->hdr + got, VCUDA_HEADER_SIZE - got, hmax - got, &got, dl, why))
@@ -458,31 +458,33 @@ static void *worker_main(void *arg)
             break;
         }
         /* the payload and its tag after it, in one read */
-        if (vcuda_buf_reserve(&c->in, (size_t)c->h.payload_len + VCUDA_TAG_SIZE)) {
+        if (vcuda_buf_reserve(&c->in, (size_t)c->h.payload_len + tl + 1)) {
             snprintf(why, VCUDA_WHY_LEN, "no memory for a %u-byte payload", c->h.payload_len);
             break;
         }
         /* what came with the header first, then the rest; the payload goes to the tag a
          * portion at a time as it arrives (mac.h), the last portion with the tag */
-        size_t n = c->h.payload_len, have = got - VCUDA_HEADER_SIZE, total = n + VCUDA_TAG_SIZE;
+        size_t n = c->h.payload_len, have = got - VCUDA_HEADER_SIZE, total = n + tl;
         size_t fed = have < n ? have : n;
         vcuda_aead mac;
         memcpy(c->in.data, c->hdr + VCUDA_HEADER_SIZE, have);
-        vcuda_session_begin(&c->ses, 0, &mac);
-        vcuda_aead_aad(&mac, c->hdr, VCUDA_HEADER_SIZE);
-        vcuda_aead_aad(&mac, c->in.data, fed);
+        if (tl) {
+            vcuda_session_begin(&c->ses, 0, &mac);
+            vcuda_aead_aad(&mac, c->hdr, VCUDA_HEADER_SIZE);
+            vcuda_aead_aad(&mac, c->in.data, fed);
+        }
         int failed = 0;
         while (have < total && !failed) {
             size_t k = n - fed > VCUDA_MAC_PORTION ? VCUDA_MAC_PORTION : total - have;
             failed = read_exact(c, c->in.data + have, k, k, &got, dl, why);
             have += k;
             size_t upto = have < n ? have : n;
-            vcuda_aead_aad(&mac, c->in.data + fed, upto - fed);
+            if (tl) vcuda_aead_aad(&mac, c->in.data + fed, upto - fed);
             fed = upto;
         }
         if (failed) break;
         /* injected, replayed, reordered, dropped or altered: refused before it is decoded */
-        if (!vcuda_session_open_end(&c->ses, &mac, c->in.data + n, why)) break;
+        if (tl && !vcuda_session_open_end(&c->ses, &mac, c->in.data + n, why)) break;
         if (vcuda_decode_payload(&c->h, c->in.data, c->h.payload_len, &c->req, why)) break;
         /* a client that has closed its side does not see the effects of what it queued:
          * a pipelined batch still in the socket after it left is not run */
@@ -603,8 +605,9 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
     }
     uint8_t want[VCUDA_PROOF_SIZE], mine[VCUDA_PROOF_SIZE];
     const vcuda_tenant *t = c->claimed;
+    uint32_t theirs = (uint32_t)m->v[1], ours = cfg->frame_tags_off ? 0 : VCUDA_AUTH_TAGS;
     vcuda_auth_proof(t ? t->secret : s->tenants->nobody, t ? t->secret_len : sizeof s->tenants->nobody, 0, c->nc,
-                     c->ns, want);
+                     c->ns, theirs, want);
     int proven = vcuda_token_equal(m->blob, m->blob_len, want, sizeof want);
     if (!proven || !t) {
         /* tell the client why (it would otherwise see only EOF), then close; the same
@@ -620,6 +623,15 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
     }
     char refusal[VCUDA_WHY_LEN], ignore[VCUDA_WHY_LEN];
     int code;
+    if (theirs != ours) { /* proven, so the client's own wish, not a relay's */
+        vcuda_reply_error(&r, 800 /* cudaErrorNotPermitted */,
+                          ours ? "vcuda: frame tags: this server requires them (unset VCUDA_FRAME_TAGS=off)"
+                               : "vcuda: frame tags: this server runs without them (--frame-tags off): set "
+                                 "VCUDA_FRAME_TAGS=off to use it");
+        send_small(c, m, &r, ignore);
+        return snprintf(why, VCUDA_WHY_LEN, "refused: frame tags %s, the client asked %s", ours ? "on" : "off",
+                        theirs & VCUDA_AUTH_TAGS ? "on" : "off"), -1;
+    }
     if (admit(s, c, refusal, &code, why)) {
         vcuda_reply_error(&r, code, refusal);
         send_small(c, m, &r, ignore);
@@ -631,6 +643,7 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
      * the session's first frame is the client's next request) */
     vcuda_session_start(&c->ses, 1, t->secret, t->secret_len, c->nc, c->ns, (uint32_t)hb, (uint32_t)cfg->device,
                         c->pub.peer);
+    c->ses.untagged = !ours;
     c->heartbeat_ms = hb == 0 ? 1000 : hb < 5 ? 5 : hb > 60000 ? 60000 : (int)hb;
     if (cfg->handoff) { /* to the tenant's serving process, before the reply (see server_loop.h) */
         int rc = handed_add(s, c);
@@ -643,9 +656,9 @@ static int handshake(server *s, conn *c, const vcuda_msg *m, char *why)
             return snprintf(why, VCUDA_WHY_LEN, "refused: %.*s", VCUDA_WHY_LEN - 10, refusal), -1;
         }
     }
-    vcuda_auth_proof(t->secret, t->secret_len, 1, c->nc, c->ns, mine);
+    vcuda_auth_proof(t->secret, t->secret_len, 1, c->nc, c->ns, ours, mine);
     r.blob = mine, r.blob_len = sizeof mine;
-    r.v[0] = (uint64_t)cfg->device, r.nv = 1;
+    r.v[0] = (uint64_t)cfg->device, r.v[1] = ours, r.nv = 2;
     if (send_small(c, m, &r, why)) {
         if (!cfg->handoff) return -1; /* (dropped: free_conn counts it out of its tenant) */
         /* its serving process finds the connection broken and ends the session */

@@ -149,7 +149,7 @@ int main(int argc, char **argv)
               max_frame_kib = VCUDA_MAX_PAYLOAD / 1024 + 1, client_mem_mib = 0, max_handles = 16384, max_modules = 256,
               cache_mib = 256, max_per_source = 64, idle_timeout_s = 600, max_entry_mib = 64, max_image_mib = 256,
               inflate_budget_mib = 512, max_tenant_procs = 64, tenant_linger_s = 30;
-    const char *listen_at = "127.0.0.1:7470", *isolation = "shared", *tenants_file = "";
+    const char *listen_at = "127.0.0.1:7470", *isolation = "shared", *tenants_file = "", *frame_tags = "on";
     const ums_arg args[] = {
         {"device", UMS_ARG_INT, &device, "GPU ordinal this server exports", 0, VCUDA_MAX_DEVICES - 1, NULL},
         {"listen", UMS_ARG_STRING, &listen_at, "[tcp://|ucx://]ADDR:PORT (ADDR defaults to 127.0.0.1)", 1, 0, NULL},
@@ -196,6 +196,11 @@ int main(int argc, char **argv)
          "               clients of the same tenant share one process, as in shared.  TCP only\n"
          "     ",
          0, 0, "shared|context|process"},
+        {"frame-tags", UMS_ARG_CHOICE, &frame_tags,
+         "on (default): every frame after the handshake carries an AES-256-GCM tag, so a frame injected, "
+         "replayed or altered on the path is refused; off: none, for a network the site trusts (large copies "
+         "run at the transport's speed); clients must say the same (VCUDA_FRAME_TAGS=off), else they are "
+         "refused by name, and the choice is covered by the handshake's proofs", 0, 0, "on|off"},
         {"max-tenant-procs", UMS_ARG_INT, &max_tenant_procs, "--isolation process: serving processes at once (more tenants are refused at authentication)", 1, 4096, NULL},
         {"tenant-linger-s", UMS_ARG_INT, &tenant_linger_s, "--isolation process: a serving process without sessions this long exits (its GPU memory goes back)", 0, 86400, NULL},
         {"cache-mib", UMS_ARG_INT, &cache_mib, "validated module images kept for later clients", 0, 1 << 20, NULL},
@@ -267,7 +272,7 @@ int main(int argc, char **argv)
     vcuda_server_config cfg = {.tenants = &tenants,
                                .device = (int)device, .frame_timeout_ms = (int)timeout,
                                .max_conns = (int)max_clients, .max_preauth = (int)max_preauth,
-                               .max_per_source = (int)max_per_source, .idle_timeout_ms = (int)idle_timeout_s * 1000,
+                               .max_per_source = (int)max_per_source, .idle_timeout_ms = (int)idle_timeout_s * 1000, .frame_tags_off = !strcmp(frame_tags, "off"),
                                .max_frame = (uint32_t)(max_frame_kib * 1024 > VCUDA_MAX_PAYLOAD ? VCUDA_MAX_PAYLOAD : max_frame_kib * 1024),
                                .stop = &stop_flag, .log_prefix = "vcuda-server", .spin_us = (int)spin_us};
     struct sigaction sa;

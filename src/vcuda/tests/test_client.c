@@ -66,6 +66,7 @@ typedef struct {
 } server;
 
 static int idle_timeout_ms; /* the servers' --idle-timeout-s, in ms (0: none) */
+static int frame_tags_off;  /* the servers' --frame-tags off */
 
 static void start(server *s, int index)
 {
@@ -82,7 +83,8 @@ static void start(server *s, int index)
                                    .token_len = strlen(TOKEN), .device = 0,
                                    .frame_timeout_ms = TIMEOUT_MS, .max_conns = 16,
                                    .handler = &h, .stop = &stop_flag, .log_prefix = "srv",
-                                   .pings = s->pings, .idle_timeout_ms = idle_timeout_ms};
+                                   .pings = s->pings, .idle_timeout_ms = idle_timeout_ms,
+                                   .frame_tags_off = frame_tags_off};
         _exit(vcuda_server_run(&cfg) ? 1 : 0);
     }
     close(lfd);
@@ -305,6 +307,56 @@ static void keepalive(void)
     finish(&a);
 }
 
+/* Sessions without frame tags where both ends say so: calls, pipelined chunks both ways
+ * and a small frame after a large one (nothing read past a frame); either end alone asking
+ * for it is refused by name. */
+static void tags_off(void)
+{
+    static uint8_t out[STORE_BYTES], in[STORE_BYTES];
+    char list[64], log[1024];
+    vcuda_msg m, r;
+    for (int server_off = 1; server_off >= 0; --server_off) {
+        server a;
+        frame_tags_off = server_off;
+        start(&a, 0);
+        snprintf(list, sizeof list, "127.0.0.1:%u", a.port);
+        for (int client_off = 1; client_off >= 0; --client_off) {
+            setenv("VCUDA_FRAME_TAGS", client_off ? "off" : "on", 1);
+            int rc = open_with(list, NULL, log, sizeof log);
+            if (client_off != server_off) { /* refused, saying why: the device is dropped */
+                CHECK(vcuda_client_device_count() == 0 && strstr(log, "frame tags"));
+                vcuda_client_close();
+                continue;
+            }
+            CHECK(rc == 0);
+            if (rc) continue;
+            if (server_off) {
+                for (size_t i = 0; i < sizeof out; ++i) out[i] = (uint8_t)(i * 13 + i / 1000);
+                const uint64_t n = (3u << 20) + 5;
+                memset(&m, 0, sizeof m);
+                m.hdr.opcode = VCUDA_OP_MEMCPY_H2D;
+                m.v[0] = 64, m.v[1] = 0, m.nv = 2;
+                CHECK(vcuda_client_send_chunks(0, &m, 0, out, n, 256u << 10, &r, why) == VCUDA_CLIENT_OK);
+                CHECK(call(0, VCUDA_OP_PING, &r) == VCUDA_CLIENT_OK);
+                memset(&m, 0, sizeof m);
+                m.hdr.opcode = VCUDA_OP_MEMCPY_D2H;
+                m.v[0] = 64, m.v[1] = n, m.v[2] = 0, m.nv = 3;
+                CHECK(vcuda_client_recv_chunks(0, &m, in, n, &r, why) == VCUDA_CLIENT_OK);
+                CHECK(memcmp(in, out, n) == 0);
+                for (int i = 0; i < 100; ++i) CHECK(call(0, VCUDA_OP_GET_DEVICE, &r) == VCUDA_CLIENT_OK);
+            }
+            vcuda_client_close();
+        }
+        setenv("VCUDA_FRAME_TAGS", "sometimes", 1);
+        open_with(list, NULL, log, sizeof log);
+        CHECK(vcuda_client_device_count() == 0 && strstr(log, "VCUDA_FRAME_TAGS=sometimes: expected on or off"));
+        vcuda_client_close();
+        finish(&a);
+    }
+    unsetenv("VCUDA_FRAME_TAGS");
+    frame_tags_off = 0;
+}
+
 /* A server closing sessions idle 600 ms: a client left idle 1.5 s keeps its session with
  * an idle PING every 150 ms, and loses it (the next call fails) without. */
 static void idle_ping(void)
@@ -348,6 +400,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "stopped")) failure(SIGSTOP);
     else if (!strcmp(c, "keepalive")) keepalive();
     else if (!strcmp(c, "idle_ping")) idle_ping();
+    else if (!strcmp(c, "tags_off")) tags_off();
     else if (!strcmp(c, "chunked")) chunked();
     else if (!strcmp(c, "remote_session") && argc > 2) remote_session(argv[2]);
     else if (!strcmp(c, "remote_dead") && argc > 2) remote_dead(argv[2]);

@@ -386,9 +386,10 @@ static void hostile_and_good(void)
  * check), GET_DEVICE_COUNT (1), three SINK chunks (2-4), MEMCPY_D2H (5), PING (6); the
  * server answers PING (0), GET_DEVICE_COUNT (1), SINK (2), three D2H chunks (3-5), PING (6). */
 
-enum { PASS, INJECT, REPLAY, FLIP, DROP, REORDER, REPLY_FLIP, REPLY_REPLAY, REPLY_INJECT, AUTH_FIELD };
+enum { PASS, INJECT, REPLAY, FLIP, DROP, REORDER, REPLY_FLIP, REPLY_REPLAY, REPLY_INJECT, AUTH_FIELD, AUTH_OPTIONS };
 static const char *const relay_modes[] = {"pass",       "inject",       "replay",       "flip",        "drop", "reorder",
-                                          "reply_flip", "reply_replay", "reply_inject", "auth_field"};
+                                          "reply_flip", "reply_replay", "reply_inject", "auth_field",
+                                          "auth_options"};
 
 typedef struct {
     int lfd, mode, acted;
@@ -457,6 +458,8 @@ static void *relay_main(void *arg)
         if (d == 0 && m == DROP && t == 3) send_it = 0, r->acted = 1;
         if (d == 0 && m == AUTH_FIELD && t == -1) /* AUTH's heartbeat_ms (after the 4 + 32-byte proof) */
             f[VCUDA_HEADER_SIZE + 36] ^= 1, r->acted = 1;
+        if (d == 0 && m == AUTH_OPTIONS && t == -1) /* AUTH's options: frame tags asked off */
+            f[VCUDA_HEADER_SIZE + 40] ^= VCUDA_AUTH_TAGS, r->acted = 1;
         if (d == 1 && m == REPLY_REPLAY && t == 4) /* chunk 1 again for chunk 2: same id, flags, length */
             memcpy(f, kept, kept_n), n = kept_n, r->acted = 1;
         if (send_it && vcuda_write_all(to, f, n, 1000, w)) break;
@@ -499,6 +502,17 @@ static void relay_case(int mode)
         const char *log = finish(&s);
         CHECK(r.acted && strstr(log, "authenticated") && strstr(log, "frame 0 from 127.0.0.1:") &&
               strstr(log, "bad authentication tag"));
+        return;
+    }
+    if (mode == AUTH_OPTIONS) {
+        /* the client's proof covers its options: a relay that turns the tags off fails it */
+        CHECK(vcuda_client_device_count() == 0);
+        vcuda_client_close();
+        pthread_join(t, NULL);
+        close(r.lfd);
+        poll(NULL, 0, 100);
+        const char *log = finish(&s);
+        CHECK(r.acted && strstr(log, "authentication failed (tenant default: wrong proof"));
         return;
     }
     CHECK(vcuda_client_device_count() == 1);

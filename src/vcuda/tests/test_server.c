@@ -474,7 +474,7 @@ static void *rogue_server(void *arg)
         if (vcuda_recv_frame(fd, NULL, &m, &b, 2000, why)) break;
         memset(&r, 0, sizeof r);
         r.hdr = m.hdr, r.hdr.flags = VCUDA_FLAG_REPLY;
-        r.v[0] = step ? 0 : VCUDA_PROTO_VERSION, r.nv = 1;
+        r.v[0] = step ? 0 : VCUDA_PROTO_VERSION, r.v[1] = VCUDA_AUTH_TAGS, r.nv = step ? 2 : 1;
         r.blob = junk, r.blob_len = 32;
         vcuda_send_frame(fd, NULL, &r, &b, 1000, why);
     }
@@ -502,13 +502,13 @@ static void auth(void)
     CHECK(send_raw(fd, &m, &b, hello, &hn) == 0);
     CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR) && r.blob_len == 32);
     memcpy(ns, r.blob, 32);
-    vcuda_auth_proof((const uint8_t *)TOKEN, strlen(TOKEN), 0, nc, ns, proof);
+    vcuda_auth_proof((const uint8_t *)TOKEN, strlen(TOKEN), 0, nc, ns, VCUDA_AUTH_TAGS, proof);
     m = msg(VCUDA_OP_AUTH);
-    m.hdr.request_id = 2, m.blob = proof, m.blob_len = 32, m.v[0] = 1000, m.nv = 1;
+    m.hdr.request_id = 2, m.blob = proof, m.blob_len = 32, m.v[0] = 1000, m.v[1] = VCUDA_AUTH_TAGS, m.nv = 2;
     CHECK(send_raw(fd, &m, &b, authf, &an) == 0);
     CHECK(vcuda_recv_frame(fd, NULL, &r, &b, 1000, why) == 0 && !(r.hdr.flags & VCUDA_FLAG_ERROR));
-    vcuda_auth_proof((const uint8_t *)TOKEN, strlen(TOKEN), 1, nc, ns, proof);
-    CHECK(r.blob_len == 32 && !memcmp(r.blob, proof, 32)); /* the server proved itself */
+    vcuda_auth_proof((const uint8_t *)TOKEN, strlen(TOKEN), 1, nc, ns, (uint32_t)r.v[1], proof);
+    CHECK(r.blob_len == 32 && !memcmp(r.blob, proof, 32) && r.v[1] == VCUDA_AUTH_TAGS); /* the server proved itself */
     close(fd);
     /* the recorded HELLO replayed: refused at once */
     fd = vcuda_connect("127.0.0.1", s.port, 1000, why);
@@ -1132,9 +1132,9 @@ static int rc_open_keyed(rc_t *c, uint16_t port, const char *tenant, const char 
         (c->r.hdr.flags & VCUDA_FLAG_ERROR) || c->r.blob_len != 32)
         return rc_close(c), -1;
     memcpy(ns, c->r.blob, 32);
-    vcuda_auth_proof((const uint8_t *)secret, strlen(secret), 0, nc, ns, proof);
+    vcuda_auth_proof((const uint8_t *)secret, strlen(secret), 0, nc, ns, VCUDA_AUTH_TAGS, proof);
     m = msg(VCUDA_OP_AUTH);
-    m.hdr.request_id = 2, m.blob = proof, m.blob_len = 32, m.v[0] = 250, m.nv = 1;
+    m.hdr.request_id = 2, m.blob = proof, m.blob_len = 32, m.v[0] = 250, m.v[1] = VCUDA_AUTH_TAGS, m.nv = 2;
     if (vcuda_send_frame(c->fd, NULL, &m, &c->b, 2000, why) || vcuda_recv_frame(c->fd, NULL, &c->r, &c->b, 2000, why) ||
         (c->r.hdr.flags & VCUDA_FLAG_ERROR))
         return rc_close(c), -1;

@@ -101,6 +101,8 @@ typedef struct {
     uint8_t tx_mask[16], rx_mask[16];
     uint64_t tx_ahead, rx_ahead;
     char peer[288];              /* who the frames come from ("addr:port"), for a refusal's message */
+    int untagged;                /* both ends agreed on no tags (proto.h, VCUDA_AUTH_TAGS): frames go
+                                  * without them and nothing here is used for them */
 } vcuda_session;
 
 /* The session of a completed handshake, for either side: K = HMAC-SHA256(token,

@@ -192,7 +192,8 @@ enum {
     X(GRAPH_MEM_ATTR_RESET, 87, "u(attribute)", "") /* the high watermarks: set to 0 */     \
     X(GRAPH_MEM_TRIM, 88, "", "")                                                           \
     /* 100..127: connection control (see "authentication" and "liveness" below) */         \
-    X(AUTH, 100, "t(client_proof) u(heartbeat_ms)", "t(server_proof) d(server_device)")     \
+    X(AUTH, 100, "t(client_proof) u(heartbeat_ms) u(options)",                                \
+      "t(server_proof) d(server_device) u(options)")                                       \
     X(PROGRESS, 101, "", "u(elapsed_ms)") /* server -> client only: still working */
 
 typedef enum {
@@ -432,7 +433,9 @@ vcuda_status vcuda_desc_encode(vcuda_desc_kind kind, const uint64_t *w, uint8_t 
  * in clear -- kernel arguments, copied data, module images can be read by anyone on the
  * path.  A site that needs confidentiality runs vcuda over an encrypted network (a VPN,
  * IPsec or WireGuard between the nodes, or an encrypting fabric).  The handshake frames
- * themselves carry no tag: what they carry is bound by the proofs and by K.
+ * themselves carry no tag: what they carry is bound by the proofs and by K.  AUTH's
+ * options (VCUDA_AUTH_TAGS below) let both ends agree on no tags; each proof covers its
+ * sender's options.
  *
  * Liveness: AUTH carries the interval at which the client wants to hear from a server
  * that is still working on its request (heartbeat_ms).  While a request takes longer,
@@ -441,9 +444,15 @@ vcuda_status vcuda_desc_encode(vcuda_desc_kind kind, const uint64_t *w, uint8_t 
  * unreachable server is still detected within the client's timeout. */
 #define VCUDA_NONCE_SIZE 32
 #define VCUDA_PROOF_SIZE 32
-/* HMAC-SHA256(token, "vcuda client"|"vcuda server" || nc || ns). */
+/* HMAC-SHA256(token, "vcuda client"|"vcuda server" || nc || ns || options, u32 LE). */
+/* AUTH's options, each side's own, covered by its proof (so a relay cannot change them):
+ * VCUDA_AUTH_TAGS, frames after the handshake carry tags (mac.h).  A server and a client
+ * that differ are refused by name: without tags only where both ends were told so
+ * (vcuda-server --frame-tags off, VCUDA_FRAME_TAGS=off), for a network the site trusts. */
+#define VCUDA_AUTH_TAGS 1u
+#define VCUDA_AUTH_KNOWN 1u
 void vcuda_auth_proof(const uint8_t *token, size_t tlen, int server, const uint8_t nc[VCUDA_NONCE_SIZE],
-                      const uint8_t ns[VCUDA_NONCE_SIZE], uint8_t out[VCUDA_PROOF_SIZE]);
+                      const uint8_t ns[VCUDA_NONCE_SIZE], uint32_t options, uint8_t out[VCUDA_PROOF_SIZE]);
 /* n bytes from the kernel's random source (getrandom); 0 or -1. */
 int vcuda_random(uint8_t *out, size_t n);
 

@@ -127,6 +127,7 @@ typedef struct {
     int max_preauth;      /* connections not yet authenticated (default 128) */
     int max_per_source;   /* authenticated clients from one peer address (0: no cap) */
     int idle_timeout_ms;  /* a session without a request this long is closed (0: never) */
+    int frame_tags_off;   /* --frame-tags off: sessions without frame tags (proto.h, VCUDA_AUTH_TAGS) */
     uint32_t max_frame;   /* largest request payload a client may send (default VCUDA_MAX_PAYLOAD) */
     const struct vcuda_handler *handler;
     volatile sig_atomic_t *stop; /* loop returns (after disconnecting all) when set */
