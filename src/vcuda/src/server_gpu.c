@@ -484,6 +484,7 @@ static int stream_of(client *cl, uint64_t id, CUstream *s)
 static int waited_stream(client *cl, uint64_t id, CUstream *s)
 {
     handle *h;
+    *s = NULL;
     if (id == 0) return stream_of(cl, id, s);
     if (!(h = find_handle(cl, id, H_STREAM))) return -1;
     *s = h->obj;
