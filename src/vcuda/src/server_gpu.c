@@ -484,7 +484,6 @@ static int stream_of(client *cl, uint64_t id, CUstream *s)
 static int waited_stream(client *cl, uint64_t id, CUstream *s)
 {
     handle *h;
-    *s = NULL;
     if (id == 0) return stream_of(cl, id, s);
     if (!(h = find_handle(cl, id, H_STREAM))) return -1;
     *s = h->obj;
@@ -603,7 +602,7 @@ static int attach_client(void *ctx, vcuda_conn *c, char *why);
 static int h2d(vcuda_gpu *g, client *cl, const vcuda_msg *q, vcuda_msg *r)
 {
     int last = !(q->hdr.flags & VCUDA_FLAG_MORE);
-    CUstream s;
+    CUstream s = NULL; /* (set whenever copy_error stays 0) */
     if (!cl->copy_error) {
         CUresult rc = 0;
         if (stream_of(cl, q->v[1], &s))
