@@ -41,7 +41,7 @@ program goes to OUT/programs.jsonl (name, at: LIST:LINE, command, cwd, program: 
 executable found, linkage: shared, static or none (see not-remotable), note, local_rc, vcuda_rc, local_s, vcuda_s, same_output,
 unsupported: the calls vcuda refused by name, vcuda_said: the stand-in's other
 messages, verdict, reason; a program that prints a STREAM-style table (a `Function
-MBytes/sec ...` header and Copy, Mul, Add, Triad, Dot rows, as BabelStream does) also
+MBytes/sec ...` header and Copy, Mul, Add, Triad, Dot rows, as STREAM-style benchmarks print) also
 its bandwidths and whether its own check of the results passed each way), a short
 table to stdout and OUT/programs.txt, every program's output and server log under
 OUT/logs/.  Programs run --run-jobs at a time (default 1: the GPU to itself; more
@@ -148,7 +148,7 @@ CAPABILITY = re.compile(r"canMapHostMemory:\s*No|host page-locked memory mapping
 
 def normalise(text, timing_lines=None):
     """Lines made comparable; timing_lines: a program's own pattern for lines that are
-    all timings without saying so (BabelStream's result table)."""
+    all timings without saying so (a STREAM-style result table)."""
     out = []
     for line in text.splitlines():
         line = line.rstrip()
@@ -493,7 +493,7 @@ STREAM_HEAD = re.compile(r"^Function\s+[KMGT]?i?Bytes/sec\b", re.M)
 
 
 def bandwidths(text):
-    """BabelStream's table: function -> its bandwidth column (the unit its header says)."""
+    """A STREAM-style table: function -> its bandwidth column (the unit its header says)."""
     bw = {}
     for line in text.splitlines():
         f = line.split()
@@ -738,8 +738,8 @@ def main(argv=None):
         row = dict(row, **judge(p, loc, vc, rerun))
         if stream:
             row["bandwidth"] = {"local": bandwidths(loc["out"]), "vcuda": bandwidths(vc["out"])}
-            # its check of the results: BabelStream's main branch says "FAILED
-            # validation" and exits 1, its v5.0 only says "Validation failed" (on stderr)
+            # its check of the results: such a program says "FAILED validation" and exits 1,
+            # or only says "Validation failed" (on stderr), depending on its version
             row["own_check_passed"] = {m: r["rc"] == 0 and not STREAM_FAILED.search(r["err"])
                                        for m, r in (("local", loc), ("vcuda", vc))}
         return row

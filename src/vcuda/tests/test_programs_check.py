@@ -220,7 +220,7 @@ class Normalise(unittest.TestCase):
         self.assertNotEqual(pc.normalise(t), pc.normalise(u))
         self.assertEqual(pc.normalise(t, pc.STREAM_ROW), pc.normalise(u, pc.STREAM_ROW))
         self.assertEqual(pc.bandwidths("Function MBytes/s\n" + t), {"Copy": 1234.5})
-        # the header that tells such a table (BabelStream's, either unit)
+        # the header that tells such a table (either unit)
         for head in ("Function    MBytes/sec  Min (sec)   Max         Average", "Function    MiBytes/sec Min (sec)"):
             self.assertTrue(pc.STREAM_HEAD.search("x\n" + head + "\n" + t), head)
         self.assertIsNone(pc.STREAM_HEAD.search("Function calls: 12\n" + t))
@@ -257,7 +257,7 @@ class Verdicts(unittest.TestCase):
         self.assertEqual(j["unsupported"], ["cudaMallocManaged"])
 
     def test_refused_zero_copy_launch(self):
-        # BabelStream's dot kernel writing into cudaHostAlloc'd memory: refused at the launch
+        # a dot kernel writing into cudaHostAlloc'd memory: refused at the launch
         said = ("vcuda: cudaLaunchKernel: kernel argument 4 points into host memory from cudaHostAlloc "
                 "(zero-copy), which is not supported remotely\nillegal\n")
         j = self.judge(run_result("ok\n"), run_result("", said, rc=1))
