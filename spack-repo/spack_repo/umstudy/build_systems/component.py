@@ -23,7 +23,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "9acbc0957d6fc6e6beb82b6ceeedec835b7ab90377aa5bacf82159f2317059f9")
+RELEASE = ("0.1.0", "a0802a211c5c0f4b060e964d01a4e0d5592ab098bfe135a457274f890a191e88")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
