@@ -16,7 +16,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib'))
 from umstudy.checks import (UmstudyMetricTest, metric, mpirun_on_local,  # noqa: E402
-                            size, skip_without_gpu, skip_without_openacc)
+                            one_node, size, skip_without_gpu, skip_without_openacc)
 
 # Per check and size mode: the program's options.  Paper sizes: P000 8 GiB arrays,
 # 4 KB..396 KB strides, 30720^2 / 61440^2 halo grids, 20 iterations; P001 4 GB and
@@ -152,12 +152,15 @@ class UmbHalo(UmbBase):
         n = SIZES['halo'][self.size][self.problem]
         self.executable = self.program('umb-halo')
         self.executable_opts = ['--n', str(n), '--iterations', str(SIZES['halo_iterations'][self.size])]
+        # One rank and one GPU per half, as P000 ran it on two of a Cygnus node's GPUs:
+        # both ranks on one node where it has two GPUs, one on each of two nodes where a
+        # node has one (Miyabi-G, Pegasus); on one machine (local) they share what it has.
         self.num_tasks = 2
-        self.num_tasks_per_node = 2
         gpus = self.current_partition.extras.get('facts', {}).get('gpu', {}).get('count', 1)
-        self.num_gpus_per_node = min(2, gpus)
+        self.num_tasks_per_node = 2 if one_node(self.current_partition) else min(2, max(1, gpus))
+        self.num_gpus_per_node = min(self.num_tasks_per_node, gpus)
         cpus = self.current_partition.processor.num_cpus or 2
-        self.num_cpus_per_task = max(1, cpus // 2)
+        self.num_cpus_per_task = max(1, cpus // self.num_tasks_per_node)
         self.env_vars = {'OMP_NUM_THREADS': str(self.num_cpus_per_task)}
 
     @run_before('run')

@@ -18,7 +18,7 @@ def system_partition(system):
 
 
 def run_case(name, system='miyabi', result='pass', perf=None, reason='', features=None, facts=None,
-             size='quick', placement=None, records=None, fail_phase=None):
+             size='quick', placement=None, records=None, fail_phase=None, placement_failure=''):
     if features is None or facts is None:
         f, fa = system_partition(system) if system != 'local' else (['cpu'], {})
         features = f if features is None else features
@@ -31,6 +31,7 @@ def run_case(name, system='miyabi', result='pass', perf=None, reason='', feature
         'perfvalues': {f'{system}:gpu:{k}': [v, 0, None, None, 'x', 'pass'] for k, v in (perf or {}).items()},
         'partition_info': {'features': features, 'facts': facts},
         'placement': placement or {},
+        'placement_failure': placement_failure,
         'records_kept': records or [],
     }
 

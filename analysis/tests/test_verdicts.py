@@ -294,6 +294,20 @@ def test_aborted_case_is_not_run_and_never_replaces_a_measurement(tmp_path):
     assert rows['UMB-T1']['verdict'] == V.REPRODUCED
 
 
+def test_a_placement_failure_is_not_run_never_a_measurement(tmp_path):
+    # P002-C3 at 32 nodes: two repeats measured, one ran with its 32 ranks packed on one
+    # node (the check's sanity failed with the reason): the case is not a measurement.
+    system, size, cases, _ = FIXTURES['P002-C3']
+    assert judge(tmp_path, build(system, size, cases), system)['P002-C3']['verdict'] == V.REPRODUCED
+    why = 'ranks on 1 distinct node(s), the layout needs 32 (mg0001: rank(s) 0-31)'
+    tcs = build(system, size, cases)
+    packed = next(i for i, t in enumerate(tcs) if t['name'].startswith('CabIs %backend=gasnet %ranks=32'))
+    tcs[packed] = dict(run_case(tcs[packed]['name'], system=system, size=size, result='fail', fail_phase='sanity',
+                                reason=f'sanity error: placement failure: {why}'), placement_failure=why)
+    row = judge(tmp_path, tcs, system)['P002-C3']
+    assert row['verdict'] == V.NOT_RUN and 'placement failure' in row['reason'] and 'mg0001' in row['reason'], row
+
+
 def test_dry_run_reports_are_no_source(tmp_path):
     system, size, cases, _ = FIXTURES['UMB-T1']
     dry = write_report(tmp_path / 'dry.json', build(system, size, cases), cmdline='reframe -r --dry-run')

@@ -27,17 +27,24 @@ def _expand(items):
             if '$' in i else i for i in items]
 
 
-def _modules_system(wanted):
-    """The system's module tool when this machine has it, else 'nomod'.
-
-    Listing, --dry-run and the analysis must work away from the site (an evaluator's
-    laptop, CI); on the site itself the real tool is found and used."""
+def _module_tool_here(kind):
+    """Whether this machine has the module tool a system names (nomod: always)."""
     present = {
         'lmod': bool(os.environ.get('LMOD_CMD')),
         'envmod': bool(shutil.which('modulecmd') or os.environ.get('MODULESHOME')),
         'tmod4': bool(shutil.which('modulecmd')),
     }
-    return wanted if present.get(wanted, wanted == 'nomod') else 'nomod'
+    return present.get(kind, kind == 'nomod')
+
+
+def _resolves_modules(name):
+    """False where the system's module tool is not on this machine (listing, --dry-run
+    and the analysis away from the site: an evaluator's laptop, CI).  ReFrame then
+    neither validates the tool nor asks it about conflicts (general/resolve_module_conflicts
+    also decides modules_system_validate), and writes each environment's `module load`
+    lines into the job scripts as the site would run them; on the site the real tool is
+    found, validated and asked."""
+    return _module_tool_here(data.system(name).get('modules_system', 'nomod'))
 
 
 def _processor(facts):
@@ -72,7 +79,7 @@ def _system(name):
         'name': name,
         'descr': desc.get('descr', name),
         'hostnames': desc.get('hostnames', []),
-        'modules_system': _modules_system(desc.get('modules_system', 'nomod')),
+        'modules_system': desc.get('modules_system', 'nomod'),
         'prefix': os.path.join(PREFIX, name),
         'partitions': parts,
     }
@@ -129,6 +136,7 @@ def _log_file():
 
 
 _GENERAL = {'report_file': os.path.join(PREFIX, 'reports', 'run-report-{sessionid}.json'), 'remote_detect': False}
+_LOCAL_POLL = {'poll_rate_max': 50, 'poll_rate_decay': 0.02, 'poll_rate_min': 2}
 _LOCAL_JOBS = [n for n in _names if all(p.get('scheduler', data.system(n)['scheduler']) == 'local'
                                         for p in data.system(n)['partitions'])]
 
@@ -155,9 +163,9 @@ site_configuration = {
         }],
     }],
     'storage': [{'enable': True, 'sqlite_db_file': os.path.join(PREFIX, 'results.db')}],
-    # Where jobs are local processes a poll is a waitpid, not a scheduler query: poll
-    # fast (ReFrame's default, 10/s decaying by 10% a poll, adds up to a second to each
-    # of a quick run's ~150 short cases).  The first entry naming the system applies.
-    'general': [{**_GENERAL, 'target_systems': _LOCAL_JOBS, 'poll_rate_max': 50, 'poll_rate_decay': 0.02,
-                 'poll_rate_min': 2}, _GENERAL],
+    # One entry per system.  Where jobs are local processes a poll is a waitpid, not a
+    # scheduler query: poll fast (ReFrame's default, 10/s decaying by 10% a poll, adds up
+    # to a second to each of a quick run's ~150 short cases).
+    'general': [{**_GENERAL, 'target_systems': [n], 'resolve_module_conflicts': _resolves_modules(n),
+                 **(_LOCAL_POLL if n in _LOCAL_JOBS else {})} for n in _names],
 }

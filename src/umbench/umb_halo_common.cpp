@@ -89,6 +89,14 @@ HaloOptions halo_setup(int *argc, char ***argv, const char *modes, const char *d
     const std::string have = std::string("|") + modes + "|";
     for (const auto &m : o.modes)
         if (have.find("|" + m + "|") == std::string::npos) ums_usage_fail("unknown mode '%s' (%s)", m.c_str(), modes);
+    // Which ranks share this node, and so its GPUs: P000 ran both halves on two GPUs of
+    // one node; where a node has one GPU the halves run on two nodes, each on its own.
+    // (Here, while every rank still takes the same path: it is a collective.)
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &o.local_rank);
+    MPI_Comm_size(node, &o.local_size);
+    MPI_Comm_free(&node);
     in_setup = false; // from here on one rank may fail alone: no collective at exit
     return o;
 }
@@ -96,8 +104,12 @@ HaloOptions halo_setup(int *argc, char ***argv, const char *modes, const char *d
 HaloGpu halo_gpu(const HaloOptions &o, int ndev)
 {
     if (ndev == 0) return {0, 1, 0}; // an OpenACC build allowed to run on the host
-    const int shared = o.device < 0 && ndev < 2;
-    return {o.device >= 0 ? (int)o.device : o.rank % ndev, shared ? 2 : 1, ndev < 2 ? 1 : 2};
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int nodes = size / o.local_size;
+    if (o.device >= 0) return {(int)o.device, o.local_size, nodes}; // the node's ranks on one GPU
+    const int sharing = (o.local_size + ndev - 1) / ndev;
+    return {o.local_rank % ndev, sharing, nodes * (o.local_size < ndev ? o.local_size : ndev)};
 }
 
 void halo_params(const HaloOptions &o, const HaloGpu &g)
@@ -107,6 +119,7 @@ void halo_params(const HaloOptions &o, const HaloGpu &g)
     ums_param_int("n", o.n);
     ums_param_int("iterations", o.iters);
     ums_param_int("ranks", size);
+    ums_param_int("nodes", size / o.local_size);
     ums_param_int("gpus", g.gpus);
     ums_param_num("halo_spacing_kib", o.h.pitch * sizeof(double) / 1024.0);
 }

@@ -25,6 +25,7 @@ struct HaloOptions {
     int verify, rank;
     std::vector<std::string> packs, modes;
     Half h;
+    int local_rank = 0, local_size = 1; // this rank among the ranks of its node
 };
 
 // One measured run of one (mode, pack) variant on this rank.  Times in seconds:
@@ -38,8 +39,9 @@ typedef HaloResult (*HaloRun)(const std::string &mode, const std::string &pack, 
 // MPI_Init, JSON init, options and their validation (exits 1 or 2 on bad input, on
 // every rank).  `modes` is the |-list this binary can run, `default_modes` a comma list.
 HaloOptions halo_setup(int *argc, char ***argv, const char *modes, const char *default_modes);
-// How this rank uses the `ndev` GPUs it sees: its ordinal (--device, else rank % ndev),
-// how many ranks share it (2 when both land on the only one), and the GPUs in use.
+// How this rank uses the `ndev` GPUs its node shows: its ordinal (--device, else its
+// rank among the node's ranks % ndev), how many of the node's ranks share it (2 when
+// both land on a node's only GPU; never across nodes), and the GPUs in use.
 struct HaloGpu {
     int ordinal, sharing, gpus;
 };

@@ -20,10 +20,13 @@ from reframe.core.builtins import (fixture, run_after, run_before, sanity_functi
 from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
-from . import data, verdicts
+from . import data, launch, verdicts
 from . import jobs as jobs_data
+from .placement import check_layout
 
 EXIT_UNSUPPORTED = 77  # umstudy/support.h: UMS_EXIT_UNSUPPORTED
+# Started by the launcher before each rank's program: says where the rank runs.
+WHERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'where.sh')
 
 
 def size():
@@ -174,6 +177,20 @@ def json_records(path, bench=None):
     return records
 
 
+def hosts_by_rank(lines, ranks):
+    """([host of rank 0, 1, ...], '') from where.sh's lines, or ([], why) when the
+    ranks cannot be told apart (no rank number, one rank twice, a rank out of range)."""
+    hosts = [None] * ranks
+    for line in lines:
+        rank = line.get('rank')
+        if not isinstance(rank, int) or not 0 <= rank < ranks:
+            return [], f'a rank reported rank {rank!r} (host {line.get("host")}); the job has ranks 0..{ranks - 1}'
+        if hosts[rank] is not None:
+            return [], f'rank {rank} reported twice ({hosts[rank]}, {line.get("host")})'
+        hosts[rank] = line.get('host') or ''
+    return hosts, ''
+
+
 @sn.deferrable
 def metric(records, name, **match):
     """The value of the summary line (no `rep`) of metric `name` whose fields match."""
@@ -207,6 +224,12 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
     # CPU-only checks go to a CPU partition (feature `cpuonly`) where the system has one,
     # and GPU checks stay off it.
     cpu_only = variable(bool, value=False)
+    # The layout a multi-rank run needs ({'nodes': N, 'per_node': P}), where each rank
+    # ran ({'rank', 'host'[, 'gpus']} lines), and why that was not the layout: a case
+    # with a placement failure is never a measurement (umstudy.verdicts).
+    layout = variable(dict, value={})
+    rank_hosts = variable(list, value=[])
+    placement_failure = variable(str, value='')
 
     def is_cpu_only(self):
         return self.cpu_only
@@ -240,6 +263,35 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
         opts = block.get('launcher_options', [])
         if opts and part.launcher_type.registered_name != 'local':
             self.job.launcher.options += opts
+
+    @run_before('run', always_last=True)
+    def place_ranks(self):
+        """The job's nodes, one layout for scheduler and launcher, and the check's
+        environment on every rank (umstudy.launch), once every other hook has set the
+        tasks, the launcher and the environment."""
+        part = self.current_partition
+        sched = part.scheduler.registered_name
+        job, facts = jobs_data.job_block(part.extras), part.extras.get('facts', {})
+        ranks = self.num_tasks or 1
+        per_node = self.num_tasks_per_node or 1
+        nodes = max(1, ranks // per_node)
+        self.job.options += launch.node_request(sched, job, nodes, per_node)
+        if ranks <= 1:
+            return
+        self.num_tasks_per_node = per_node
+        self.layout = {'nodes': nodes, 'per_node': per_node}
+        launcher = type(self.job.launcher).registered_name
+        if sched != 'local':   # local: one machine, nothing to ask for
+            job_opts, launch_opts = launch.placement(sched, launcher, facts, job, nodes, per_node)
+            env_job, env_launch = launch.forwarding(sched, launcher, facts, self.env_vars)
+            self.job.options += job_opts + env_job
+            if launcher != 'local':
+                self.job.launcher.options += launch_opts + env_launch
+        if launcher in launch.MPI_LAUNCHERS + ('srun',):
+            # (a check whose program starts its own tasks, vcuda-launch, reports them itself)
+            self.executable_opts = [*(['--gpus'] if self.num_gpus_per_node else []), '--',
+                                    self.executable, *self.executable_opts]
+            self.executable = WHERE
 
     @run_after('setup')
     def record_partition(self):
@@ -289,6 +341,21 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
             reasons = [r.get('reason', '') for r in self.records().evaluate()
                        if r.get('status') == 'unsupported']
             self.skip_with(reasons[0] if reasons else 'program reported unsupported (exit 77)')
+
+    @run_before('sanity')
+    def check_placement(self):
+        # After skip_if_unsupported: a program that cannot run here says so first.
+        if not self.layout or self.is_dry_run():
+            return
+        lines = json_records(os.path.join(self.stagedir, self.stdout.evaluate()), 'placement').evaluate()
+        if not lines and self.job.exitcode != 0:
+            return   # nothing started: the exit code says why (ran_cleanly)
+        self.rank_hosts = [{k: v for k, v in r.items() if k != 'bench'} for r in lines]
+        hosts, why = hosts_by_rank(lines, self.num_tasks)
+        ok, reason = (False, why) if why else check_layout(hosts, **self.layout)
+        if not ok:
+            self.placement_failure = reason
+            raise sn.SanityError(f'placement failure: {reason}')
 
     @sanity_function
     def ran_cleanly(self):

@@ -16,7 +16,9 @@ Verdicts mean what they say:
 - paper consistency: the paper checked against itself (a model fed only the paper's
   inputs); shown apart, never counted as reproduced;
 - not applicable: this hardware cannot do it (with what it would need);
-- not run: not built, skipped for another reason, aborted, or absent from the runs.
+- not run: not built, skipped for another reason, aborted, run on another layout than
+  its experiment needs (a placement failure: ranks packed onto one node, say), or absent
+  from the runs.
 """
 import gzip
 import json
@@ -206,17 +208,23 @@ def _merge(key, tcs):
     for tc in tcs:
         for var, v in _perf(tc).items():
             samples.setdefault(var, []).append(v)
+    # A repeat whose ranks ran on another layout than the experiment needs measured
+    # something else: the case is a placement failure, whatever the other repeats did.
+    misplaced = [t for t in tcs if t.get('placement_failure')]
     broken = [t for t in tcs if t.get('result') == 'fail' and t.get('fail_phase') != 'performance']
     measured = [t for t in tcs if _perf(t)]
-    result = ('fail' if broken else 'skip' if all(t.get('result') == 'skip' for t in tcs)
-              else 'pass')
-    src = broken[-1] if broken else (measured[-1] if measured else last)
+    result = ('placement' if misplaced else 'fail' if broken else
+              'skip' if all(t.get('result') == 'skip' for t in tcs) else 'pass')
+    src = misplaced[-1] if misplaced else broken[-1] if broken else (measured[-1] if measured else last)
     return {
         'check': check, 'params': params, 'name': key[2], 'system': last['system'],
         'partition': last['partition'], 'size': key[3], 'result': result, 'aborted': False,
         'perf': {var: statistics.median(vs) for var, vs in samples.items()},
         'samples': samples, 'repeats': len(tcs),
-        'reason': src.get('skip_reason') or src.get('fail_reason') or '',
+        'reason': (src.get('placement_failure') or src.get('skip_reason') or src.get('fail_reason')
+                   or ''),
+        # where each rank ran ({rank, host[, gpus]}), as the check recorded it
+        'rank_hosts': src.get('rank_hosts') or [],
         'info': src.get('partition_info') or {},
         'placement': src.get('placement') or {},
         # Every measurement line the program printed (umbench keeps them for the
@@ -256,7 +264,7 @@ def load_cases(paths):
                 cases[key] = {'check': check, 'params': params, 'name': key[2], 'system': tc['system'],
                               'partition': tc['partition'], 'size': key[3], 'result': 'abort',
                               'aborted': True, 'perf': {}, 'samples': {}, 'repeats': 0,
-                              'reason': tc.get('fail_reason') or 'aborted', 'placement': {},
+                              'reason': tc.get('fail_reason') or 'aborted', 'placement': {}, 'rank_hosts': [],
                               'info': tc.get('partition_info') or {}, 'records': [], 'record_params': {}}
     return list(cases.values())
 
@@ -335,6 +343,8 @@ def _case(cases, system, selector):
         raise Problem(NOT_RUN, f'{desc} did not run on this system')
     if case['aborted']:
         raise Problem(NOT_RUN, f'{desc} aborted: {case["reason"]}')
+    if case['result'] == 'placement':
+        raise Problem(NOT_RUN, f'{desc}: placement failure: {case["reason"]}')
     if case['result'] == 'skip':
         reason = case['reason'] or 'no reason recorded'
         built = re.search(r'not in this build|was not built|not built', reason)

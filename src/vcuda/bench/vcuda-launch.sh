@@ -19,8 +19,10 @@
 #    --remote-only: tasks on this (the client's) node start no server, so the client has
 #    its node to itself and every GPU it uses is on another node (P003's layout).
 # 3. Once every endpoint is there (or --start-timeout, default 120 s, has passed: missing
-#    ones are named and left out), PROGRAM runs here with the libcudart stand-in and
-#    VCUDA_SERVERS = every endpoint, ordered by task, then GPU.
+#    ones are named and left out), one JSON line per task says where it ran
+#    ({"bench":"placement","rank":T,"host":...,"gpus":[UUIDs]}, on stdout, for the
+#    check that compares the job's layout with the one it needs), then PROGRAM runs here
+#    with the libcudart stand-in and VCUDA_SERVERS = every endpoint, ordered by task, then GPU.
 # 4. The servers are stopped and the run directory removed (--keep keeps it, with the
 #    server logs, less the token).  Exit status: PROGRAM's; 77 if no server started; 2 usage.
 #
@@ -53,7 +55,7 @@ while [ $# -gt 0 ]; do
     --serve-task) task_dir=$2; shift 2 ;;
     --client-host) client_host=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     -*) usage "unknown option $1" ;;
     *) break ;;
   esac
@@ -88,6 +90,11 @@ if [ -n "$task_dir" ]; then
     [ -n "$bind" ] || bind=127.0.0.1
   fi
   node_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || node_gpus=0
+  # where this task runs, before it says how many servers it starts (gpus.T): once every
+  # gpus.T is there, every where.T is too
+  uuids=$(nvidia-smi -L 2>/dev/null | sed -n 's/.*(UUID: \([^)]*\)).*/"\1"/p' | paste -sd, -)
+  printf '{"bench":"placement","rank":%s,"host":"%s","gpus":[%s]}\n' "$task" "$(hostname)" "$uuids" \
+    >"$task_dir/.where.$task" && mv "$task_dir/.where.$task" "$task_dir/where.$task"
   [ -n "$gpn" ] || gpn=$((node_gpus / rpn))
   export VCUDA_TOKEN_FILE="$task_dir/token"
   unset VCUDA_TOKEN
@@ -192,6 +199,7 @@ while :; do
   sleep 0.1
 done
 for f in "$rundir"/failed.*; do [ -e "$f" ] && echo "vcuda-launch: server not started: $(cat "$f")" >&2; done
+(cd "$rundir" && ls | grep '^where\.' | sort -t. -k2,2n | xargs -r cat)
 servers=$(cd "$rundir" && ls | grep '^ep\.' | sort -t. -k2,2n -k3,3n | xargs -r cat | paste -sd, -)
 if [ -z "$servers" ]; then
   why="no server started"

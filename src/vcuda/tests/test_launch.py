@@ -9,7 +9,8 @@ The caller's environment holds a stale VCUDA_TOKEN, which must not reach the pro
 or the servers.  Every case runs a program through the libcudart stand-in that prints
 cudaGetDeviceCount: the client opens only servers that answered HELLO (with the token
 vcuda-launch made and handed to the tasks) and PING, so the count is the number of
-servers the tasks started and reported.
+servers the tasks started and reported; the cases that run it also read one placement
+line per task on stdout (task order, this host).
 
 local       3 tasks started by vcuda-launch itself, TCP: 3 devices; the run directory
             (holding the token) is gone afterwards
@@ -21,7 +22,7 @@ iface       --iface lo: every task listens on that interface's address (127.0.0.
 remote_only --remote-only with every task on the client's host (this one): no server
             starts there, exit 77 saying so (servers on the other nodes need other hosts)
 """
-import argparse, os, re, shutil, stat, subprocess, sys, tempfile
+import argparse, json, os, re, shutil, socket, stat, subprocess, sys, tempfile
 
 COUNT = """
 import ctypes, os, stat
@@ -59,12 +60,20 @@ def expect(cond, what):
     return 0 if cond else 1
 
 
-def devices(a, extra, n, what):
+def placement(stdout):
+    """The tasks' placement lines: [(rank, host), ...] in the order printed."""
+    lines = [json.loads(x) for x in stdout.splitlines() if x.startswith('{"bench":"placement"')]
+    return [(r["rank"], r["host"]) for r in lines]
+
+
+def devices(a, extra, n, what, tasks):
     with tempfile.TemporaryDirectory() as w:
         p = run(a, extra, w)
         left = [f for f in os.listdir(w) if f.startswith(".vcuda-launch")]
         fails = expect(p.returncode == 0 and f"devices={n} error=0 token_mode=600" in p.stdout,
                        f"{what}: the program sees {n} authenticated servers, token file 0600")
+        fails += expect(placement(p.stdout) == [(t, socket.gethostname()) for t in range(tasks)],
+                        f"{what}: one placement line per task, in task order, naming this host")
         return fails + expect(not left, "the run directory (token, endpoints) is removed")
 
 
@@ -84,12 +93,12 @@ def main():
     ap.add_argument("--lib", required=True)
     a = ap.parse_args()
     if a.case == "local":
-        return devices(a, ["--launcher", "local", "--nodes", "3", "--gpus-per-node", "1"], 3, "3 local tasks")
+        return devices(a, ["--launcher", "local", "--nodes", "3", "--gpus-per-node", "1"], 3, "3 local tasks", 3)
     if a.case == "local_ucx":
         if not have_ucx(a):
             print("skipped: vcuda was built without UCX")
             return 77
-        return devices(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--ucx"], 2, "UCX")
+        return devices(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--ucx"], 2, "UCX", 2)
     if a.case == "mpirun":
         if not shutil.which("mpirun"):
             print("skipped: no mpirun")
@@ -97,7 +106,7 @@ def main():
         opts = "--oversubscribe" if "Open MPI" in subprocess.run(["mpirun", "--version"], capture_output=True,
                                                                  text=True).stdout else ""
         return devices(a, ["--launcher", "mpirun", "--nodes", "1", "--ranks-per-node", "3", "--gpus-per-node", "2",
-                           "--launcher-opts", opts], 6, "mpirun, 3 tasks x 2 servers")
+                           "--launcher-opts", opts], 6, "mpirun, 3 tasks x 2 servers", 3)
     if a.case == "no_server":
         with tempfile.TemporaryDirectory() as w:
             fake_bad = os.path.join(w, "bad-server")
