@@ -11,6 +11,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from umstudy import data  # noqa: E402
 from umstudy import jobs  # noqa: E402
+from umstudy import gridengine  # noqa: E402,F401  (registers the `ge` scheduler: TSUBAME4.0)
 from umstudy import nqsv  # noqa: E402,F401  (registers the `nqsv` scheduler: Cygnus, Pegasus)
 from umstudy import slurm  # noqa: E402,F401  (registers `scontrol`: Slurm without accounting)
 
@@ -69,11 +70,13 @@ def _system(name):
             'environs': [f'{e}' for e in p['environs']],
             'features': p.get('features', []),
             'max_jobs': p.get('max_jobs', 8),
+            # shell lines every job runs first (e.g. the site's module initialisation)
+            'prepare_cmds': p.get('prepare_cmds', []),
             # Apptainer images from containers/ (see containers/README.md)
             'container_platforms': p.get('container_platforms', []),
             'processor': _processor(facts),
             'extras': {'system': name, 'facts': facts, 'build': desc.get('build', {}),
-                       'job': p.get('job', {})},
+                       'job': p.get('job', {}), 'retired': desc.get('retired', '')},
         })
     return {
         'name': name,

@@ -3,12 +3,13 @@ site profile, at both sizes: test_job_scripts.py's dry runs include the check an
 its scripts to `check` (one dry run per system and size for both: each costs seconds).
 
 Each script must ask for the client's node plus the server nodes in the scheduler's own
-syntax (Slurm tasks one per node, PBS `select=N:mpiprocs=1`, NQSV `-b N`), carry a
+syntax (Slurm tasks one per node on N nodes, PBS `select=N:mpiprocs=1` scattered, NQSV
+`-b N`, Grid Engine whole nodes) with the job's environment on every node, carry a
 walltime, run `vcuda-launch` itself (no launcher before it: it launches its own tasks)
 with the partition's launcher and the options the site's batch system prepares (NQSV's
 ${NQSV_MPIOPTS}), servers off the client's node, and the GPUs per node the layout needs;
 where reframe/tests/golden/remd-nodes-<system>-<size>.txt exists (cygnus, miyabi,
-pegasus, tsubame, slurm) the directives, exports and command line must equal it, so a
+pegasus, tsubame, tsubame4, slurm) the directives, exports and command line must equal it, so a
 dropped directive fails.  After an intended change:
   UMSTUDY_REGOLD=1 python3 -m pytest reframe/tests/test_job_scripts.py   (then review the diff)
 """
@@ -31,7 +32,8 @@ def gpus_per_node(system):
 
 
 def nodes_asked(text):
-    for pattern in (r'^#SBATCH --ntasks=(\d+)$', r'^#PBS -l select=(\d+):', r'^#PBS -b (\d+)$'):
+    for pattern in (r'^#SBATCH --ntasks=(\d+)$', r'^#PBS -l select=(\d+):', r'^#PBS -b (\d+)$',
+                    r'^#\$ -l (?!h_rt=)\w+=(\d+)$'):
         m = re.search(pattern, text, re.M)
         if m:
             return int(m.group(1))
@@ -57,7 +59,13 @@ def check(system, size, found, normalise):
         # the client's node plus the server nodes, one task each
         assert nodes_asked(text) == 1 + server_nodes, (gpus, gpn, text)
         if desc['scheduler'] in jobs.SLURM_LIKE:
-            assert '#SBATCH --ntasks-per-node=1' in text, text
+            assert '#SBATCH --ntasks-per-node=1' in text and f'#SBATCH --nodes={1 + server_nodes}' in text, text
+        if desc['scheduler'] == 'pbs':   # no two of the job's nodes on one host
+            assert re.search(r'^#PBS -l place=scatter\b', text, re.M), text
+        if desc['scheduler'] in ('pbs', 'nqsv', 'ge'):   # the job's environment on every node
+            env = re.findall(r'^export (\w+=\S*)$', text, re.M)
+            given = ','.join(re.findall(r'^#(?:PBS|\$) -v (\S+)$', text, re.M)).split(',')
+            assert set(env) <= set(given), (env, given, text)
         assert any(WALLTIME.match(x) for x in text.splitlines()), text
         # vcuda-launch first on the line, through the site's launcher, servers elsewhere
         assert re.match(r'^\S+/vcuda/vcuda-launch ', line), line

@@ -6,10 +6,13 @@ check (UmbBaseline), an MPI multi-node check (CabIs, most ranks, mpi3) and an Op
 its jobs.  Each script must carry a walltime from reframe/times.yaml, the queue of its
 partition and size, threads = that partition's cores, and the scheduler's own resource
 syntax; where
-reframe/tests/golden/<system>-<size>.txt exists (the cygnus, miyabi, pegasus, tsubame and
-slurm profiles), the directives, exports and launcher line must equal it, so a change that
-drops or alters a directive fails.  The same dry runs check RemdVcudaNodes' multi-node
-scripts (remd_nodes_scripts.py).  After an intended change:
+reframe/tests/golden/<system>-<size>.txt exists (the cygnus, miyabi, pegasus, tsubame,
+tsubame4 and slurm profiles), the directives, module lines, exports and launcher line
+must equal it, so a change that drops or alters a directive fails.  The same dry runs
+check every multi-rank check's script (coarray, dlm, the halo stencil: the layout asked
+of the batch system and of the launcher, the environment forwarded to every rank, each
+rank's placement line; check_multi_node_scripts) and RemdVcudaNodes' multi-node scripts
+(remd_nodes_scripts.py).  After an intended change:
   UMSTUDY_REGOLD=1 python3 -m pytest reframe/tests/test_job_scripts.py   (then review the diff)
 Detected profiles (`slurm`) read a saved probe (golden/probe.json: one H100, 16 cores), so
 their scripts do not depend on the machine the test runs on.
@@ -32,7 +35,10 @@ RFM_MAIN = 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli impor
 ROOT = data.REPO
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'golden')
 SITES = [n for n in data.system_names() if n != 'local']
-WALLTIME = re.compile(r'^#PBS -l walltime=|^#PBS -l elapstim_req=|^#SBATCH --time=')
+WALLTIME = re.compile(r'^#PBS -l walltime=|^#PBS -l elapstim_req=|^#SBATCH --time=|^#\$ -l h_rt=')
+# Every check whose ranks span nodes (or share one by design): its script must place them
+# and forward its environment (check_multi_node_scripts).
+MULTI_RANK = r'Cab\w*|Dlm\w*|UmbHalo\w*'
 
 
 def dry_run(system, size, tmp_path, group='grp42', names=r'^(UmbBaseline|CabIs|HimenoCpuPerf)\b'):
@@ -87,7 +93,7 @@ def normalise(text, tmp_path):
     keep = []
     lines = [line for line in text.splitlines() if line.strip()]
     for line in lines:
-        if line.startswith(('#PBS', '#SBATCH', 'export ', 'module ')):
+        if line.startswith(('#PBS', '#SBATCH', '#$', '# submitted as:', 'export ', 'module ', '. ')):
             keep.append(line)
     keep.append(lines[-1])   # the launcher line
     out = '\n'.join(keep).replace(str(tmp_path), '<OUT>').replace(ROOT, '<REPO>')
@@ -99,9 +105,11 @@ def normalise(text, tmp_path):
 @pytest.mark.parametrize('size', ['quick', 'paper'])
 @pytest.mark.parametrize('system', SITES)
 def test_site_job_scripts(system, size, tmp_path):
-    dry_run(system, size, tmp_path, names=rf'^(UmbBaseline|CabIs|HimenoCpuPerf|{remd_nodes_scripts.NAMES})\b')
+    dry_run(system, size, tmp_path,
+            names=rf'^(UmbBaseline|HimenoCpuPerf|{MULTI_RANK}|{remd_nodes_scripts.NAMES})\b')
     found = scripts(tmp_path, system)
     remd_nodes_scripts.check(system, size, found, lambda text: normalise(text, tmp_path))
+    check_multi_node_scripts(system, found)
     pick = representative(found)
     desc = data.system(system)
     assert {'mpi', 'openmp'} <= set(pick), sorted(found)
@@ -128,6 +136,84 @@ def test_site_job_scripts(system, size, tmp_path):
         cores = json.load(open(os.path.join(GOLDEN, 'probe.json')))['cores']
     assert f'export OMP_NUM_THREADS={cores}' in omp, omp
     golden(f'{system}-{size}.txt', '\n'.join(rendered) + '\n')
+
+
+def launcher_line(text):
+    return text.strip().splitlines()[-1]
+
+
+def exports(text):
+    """{NAME: value} of the script's `export` lines."""
+    return dict(re.findall(r'^export (\w+)=(\S*)$', text, re.M))
+
+
+def asked_layout(text, scheduler, part):
+    """(nodes, ranks per node) the script asks the batch system for, read from its
+    directives in that scheduler's own words."""
+    if scheduler in jobs.SLURM_LIKE:
+        nodes = re.search(r'^#SBATCH --nodes=(\d+)$', text, re.M)
+        per = re.search(r'^#SBATCH --ntasks-per-node=(\d+)$', text, re.M)
+        return (int(nodes.group(1)) if nodes else None), (int(per.group(1)) if per else None)
+    if scheduler == 'pbs':
+        m = re.search(r'^#PBS -l select=(\d+):mpiprocs=(\d+)', text, re.M)
+        return int(m.group(1)), int(m.group(2))
+    if scheduler == 'nqsv':
+        return int(re.search(r'^#PBS -b (\d+)$', text, re.M).group(1)), None
+    if scheduler == 'ge':
+        option = part['job']['nodes_option'].replace('{nodes}', '(\\d+)')
+        return int(re.search('^#\\$ ' + option + '$', text, re.M).group(1)), None
+    raise AssertionError(f'no parser for scheduler {scheduler}')
+
+
+def check_multi_node_scripts(system, found):
+    """Every multi-rank check's script on this profile: the batch system is asked for
+    distinct nodes (Slurm --nodes with --ntasks-per-node, PBS Pro place=scatter over
+    select=N:mpiprocs=P, NQSV -b N, Grid Engine whole nodes), the launcher maps the same
+    ranks per node (Open MPI --map-by ppr:P:node or -npernode P, srun --ntasks-per-node),
+    every exported variable reaches every rank (Open MPI -x NAME, srun --export=ALL, and
+    the batch system's -v NAME=value on PBS, NQSV, Grid Engine), and each rank says where
+    it ran (where.sh before the program).  The checks of the papers' multi-node
+    experiments run one rank per node wherever a job can span nodes."""
+    desc = data.system(system)
+    multi = {c: v for c, v in found.items() if re.match(rf'({MULTI_RANK})_', c)}
+    assert any(c.startswith('CabIs_') for c in multi) and any(c.startswith('Dlm') for c in multi), sorted(found)
+    spanned = 0
+    for case, (path, text) in sorted(multi.items()):
+        part, facts = partition_of(path, system)
+        scheduler = part.get('scheduler', desc['scheduler'])
+        line = launcher_line(text)
+        m = re.search(r'(?:^mpirun -np |^mpiexec -n )(\d+)', line) or \
+            re.search(r'^#SBATCH --ntasks=(\d+)$', text, re.M)
+        assert m, (case, text)
+        ranks = int(m.group(1))
+        if ranks < 2:
+            continue   # GASNet's smp conduit: one process forks the images itself
+        one_node = part.get('job', {}).get('nodes') == 1
+        gpus = facts.get('gpu', {}).get('count', 0)
+        per_node = ranks if one_node else min(2, max(1, gpus)) if case.startswith('UmbHalo') else 1
+        nodes = ranks // per_node
+        spanned += nodes > 1
+        asked_nodes, asked_per = asked_layout(text, scheduler, part)
+        assert asked_nodes == nodes and asked_per in (None, per_node), (case, nodes, per_node, text)
+        if scheduler == 'pbs':
+            assert re.search(r'^#PBS -l place=scatter\b', text, re.M), (case, text)
+        env = exports(text)
+        assert env, (case, text)
+        if scheduler in ('pbs', 'nqsv', 'ge'):
+            prefix = '#$' if scheduler == 'ge' else '#PBS'
+            given = dict(kv.split('=', 1) for ln in re.findall(rf'^{re.escape(prefix)} -v (\S+)$', text, re.M)
+                         for kv in ln.split(','))
+            assert {k: given.get(k) for k in env} == env, (case, env, given)
+        if desc['launcher'] == 'srun':
+            assert f' --nodes={nodes} ' in line and f' --ntasks-per-node={per_node} ' in line, (case, line)
+            assert ' --export=ALL ' in line, (case, line)
+        else:
+            assert (f' --map-by ppr:{per_node}:node ' in line or f' -npernode {per_node} ' in line), (case, line)
+            for name in env:
+                assert f' -x {name} ' in line, (case, name, line)
+        assert re.search(r' \S+/reframe/lib/umstudy/where\.sh (--gpus )?-- \S+', line), (case, line)
+    if not any(p.get('job', {}).get('nodes') == 1 for p in desc['partitions']):
+        assert spanned, f'{system}: no multi-rank check spans nodes'
 
 
 def golden(name, got):

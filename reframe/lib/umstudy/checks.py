@@ -37,6 +37,16 @@ def size():
     return value
 
 
+def skip_if_retired(test):
+    """Skips a job on a system that no longer exists (its `retired:` reason); listing and
+    --dry-run still show what it would run."""
+    why = test.current_partition.extras.get('retired')
+    if why and not test.is_dry_run():
+        if hasattr(test, 'skip_reason'):
+            test.skip_reason = why
+        test.skip(why)
+
+
 def cmake_cache(builddir):
     """{variable: value} of a build tree's CMakeCache.txt ({} where there is none)."""
     cache = {}
@@ -74,6 +84,10 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
         part = next((p for p in runtime().system.partitions if p.fullname in self.valid_systems), None)
         if part is not None:
             self.build_locally = jobs_data.builds_here(part.extras)
+
+    @run_after('setup')
+    def nothing_to_build_for_a_retired_system(self):
+        skip_if_retired(self)
 
     def wanted_options(self):
         extras = self.current_partition.extras
@@ -292,6 +306,11 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
             self.executable_opts = [*(['--gpus'] if self.num_gpus_per_node else []), '--',
                                     self.executable, *self.executable_opts]
             self.executable = WHERE
+
+    @run_after('setup')
+    def no_jobs_on_a_retired_system(self):
+        if not self.local:   # P003's model computes on the submitting machine
+            skip_if_retired(self)
 
     @run_after('setup')
     def record_partition(self):
