@@ -43,7 +43,7 @@ help:
 	@echo "  UMSTUDY_COMPONENTS='a;b'   build a subset of src/ (himeno umbench xmp-coarray coarray-bench vcuda remd dlm)"
 	@echo "  PYTHON=<python>            a Python with ReFrame (default: .venv, made by make setup)"
 	@echo "  JOBS=N                     parallel build jobs (default: nproc)"
-	@echo "  UMSTUDY_GROUP=<group>      your group/account on a site (Miyabi, Pegasus, Cygnus, TSUBAME)"
+	@echo "  UMSTUDY_GROUP=<group>      your group/account on a site (Miyabi, Pegasus, Cygnus, TSUBAME4.0)"
 
 setup: setup-system setup-python
 
