@@ -365,3 +365,22 @@ def test_build_fixture_reuses_make_build_only_when_configured_alike():
     assert not UmstudyBuild.reusable(dict(cache, CMAKE_BUILD_TYPE='Debug'), want)
     assert not UmstudyBuild.reusable(cache, dict(want, CMAKE_C_COMPILER='no-such-cc'))
     assert not UmstudyBuild.reusable({}, want)
+
+
+def test_a_retired_system_runs_no_job_but_its_model(tmp_path):
+    """TSUBAME2.5 (`retired:` in its system.yaml) lists and dry-runs, but a run skips every
+    job with the reason, before its build; P003's model still computes on this machine."""
+    retired = [n for n in SITES if data.system(n).get('retired')]
+    assert 'tsubame' in retired
+    env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
+               UMSTUDY_OUTPUT=str(tmp_path), UMSTUDY_GROUP='grp42', PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib'))
+    report = tmp_path / 'report.json'
+    r = subprocess.run([sys.executable, '-c', RFM_MAIN, '-c', os.path.join(ROOT, 'reframe'), '--system', 'tsubame',
+                        '-r', '-n', r'^(HimenoCpuPerf|RemdModelFit)\b', f'--report-file={report}'],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    cases = {tc['display_name'].split()[0]: tc for run in json.loads(report.read_text())['runs']
+             for tc in run['testcases']}
+    assert cases['UmstudyBuild']['result'] == 'skip' and 'TSUBAME2.5 was retired' in r.stdout, r.stdout[-2000:]
+    assert cases['HimenoCpuPerf']['result'] == 'skip' and cases['RemdModelFit']['result'] == 'pass'
+    assert not glob.glob(str(tmp_path / 'tsubame' / 'stage' / '**' / 'rfm_job.sh'), recursive=True)

@@ -161,8 +161,10 @@ class UmstudyBuild(rfm.CompileOnlyRegressionTest):
         self.build_system.commands = configure + [f'cmake --build {self.builddir} -j {jobs}']
         self.time_limit = self.build_time_limit = jobs_data.time_limit('UmstudyBuild', size())
         if not self.build_locally:   # a job in the partition's quick queue, on a whole node
+            sched = part.scheduler.registered_name
             self.build_job.num_cpus_per_task = jobs
-            self.build_job.options += jobs_data.queue_options(part.extras, part.scheduler.registered_name, 'quick')
+            self.build_job.options += jobs_data.queue_options(part.extras, sched, 'quick')
+            self.build_job.options += launch.node_request(sched, jobs_data.job_block(part.extras), 1, 1)
 
     def bindir(self, component):
         return os.path.join(self.builddir, component)
