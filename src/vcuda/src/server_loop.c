@@ -71,6 +71,7 @@ typedef struct conn {
     atomic_int busy, done;
     atomic_int gone; /* the client closed its side: what it sent is not started */
     int wfd;         /* its socket as the worker got it (pub.fd is the worker's to close) */
+    int after_keepalive; /* the last request was a TOUCH or PING (vcuda_server_config.nap_us) */
     atomic_uint_fast64_t busy_id;
     atomic_int_fast64_t busy_since, last_sent;
     char why[VCUDA_WHY_LEN]; /* the worker's closing reason */
@@ -330,7 +331,9 @@ static void heartbeat(conn *c, int64_t now)
 static int read_exact(conn *c, uint8_t *p, size_t n, size_t cap, size_t *got, int64_t dl, char *why)
 {
     const vcuda_server_config *cfg = c->cfg;
-    int64_t spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000, idle_since = vcuda_now_ms();
+    const int nap = dl < 0 && c->after_keepalive && cfg->nap_us > 0; /* see server_loop.h */
+    int64_t spin_until = vcuda_now_ns() + (nap ? 0 : (int64_t)cfg->spin_us * 1000), idle_since = vcuda_now_ms();
+    const int64_t nap_end = idle_since + (nap ? cfg->nap_ms : 0);
     int64_t idle_end = dl < 0 && cfg->idle_timeout_ms > 0 ? idle_since + cfg->idle_timeout_ms : -1;
     for (size_t have = 0; have < n;) {
         ssize_t r = vcuda_recv_some(c->pub.fd, p + have, cap - have);
@@ -376,7 +379,12 @@ static int read_exact(conn *c, uint8_t *p, size_t n, size_t cap, size_t *got, in
         if (idle_end >= 0 && idle_end - now < ms) ms = (int)(idle_end - now);
         if (vcuda_fd_pending(c->pub.fd)) continue;
         struct pollfd pf = {.fd = c->pub.fd, .events = POLLIN};
-        poll(&pf, 1, ms);
+        if (nap && now < nap_end) {
+            struct timespec slice = {0, (long)cfg->nap_us * 1000};
+            ppoll(&pf, 1, &slice, NULL);
+        } else {
+            poll(&pf, 1, ms);
+        }
     }
     return 0;
 }
@@ -402,7 +410,8 @@ static int dispatch(conn *c, const vcuda_msg *m, char *why)
     if ((m->hdr.flags & VCUDA_FLAG_SYNC) && (!VCUDA_SYNC_REQUEST(op) || more))
         return snprintf(why, VCUDA_WHY_LEN, "SYNC flag on %s%s", more ? "a chunk before the last of " : "",
                         vcuda_opcode_name(op)), -1;
-    if ((op == VCUDA_OP_PING || op == VCUDA_OP_TOUCH) && cfg->pings) ++*cfg->pings;
+    c->after_keepalive = op == VCUDA_OP_PING || op == VCUDA_OP_TOUCH;
+    if (c->after_keepalive && cfg->pings) ++*cfg->pings;
     /* PING and SINK need no GPU: answered here, so the transport can be measured and
      * tested on its own */
     if (op != VCUDA_OP_PING && op != VCUDA_OP_SINK) {

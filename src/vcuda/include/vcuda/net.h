@@ -121,6 +121,16 @@ int64_t vcuda_now_ns(void);
  * thread woken from poll() pays the scheduler's and the idle CPU's wake-up latency on
  * top: spinning trades a core for the latency P003 identifies as what limits scaling. */
 void vcuda_net_set_spin_us(int us);
+/* After the spin, reads wait in ppoll() naps of `us` microseconds for up to `ms`
+ * milliseconds before sleeping in poll() (default 0: off).  A thread woken every few
+ * hundred microseconds stays in a shallow idle state, so a reply that takes longer than
+ * the spin (a copy waiting for a kernel, a server waking up) is read without the deep
+ * wake-up a long poll() costs, for a few per cent of a core while it waits. */
+void vcuda_net_set_nap(int us, int ms);
+/* The nap of a server after a keep-alive (vcuda-server --nap-us) and of a client with a
+ * keep-alive (VCUDA_NAP_US): the shortest whose idle server stays within 5% of a core
+ * with P003's 2 ms keep-alive (tests/test_client.c, nap_cpu). */
+#define VCUDA_NAP_US_DEFAULT 400
 
 #ifdef __cplusplus
 }
