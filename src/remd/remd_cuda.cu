@@ -3,7 +3,7 @@
 // Only runtime calls that an API-remoting layer forwards are used (cudaGetDeviceCount,
 // cudaSetDevice, cudaMalloc/Free, cudaMemcpy, events, cudaGetLastError,
 // cudaDeviceSynchronize, cudaDeviceGetAttribute, cudaOccupancyMaxActiveBlocksPerMultiprocessor,
-// cudaFuncGetAttributes, <<<>>> launches; no __constant__/__device__ variables, no
+// cudaFuncGetAttributes, cudaHostRegister, <<<>>> launches; no __constant__/__device__ variables, no
 // symbols, textures or cooperative launches), and the binary links libcudart.so, so
 // vcuda can stand in for it unmodified.  Each call names its device (cudaSetDevice), so
 // the host loop may drive every device from a thread of its own (remd_loop.h).
@@ -307,6 +307,7 @@ struct GpuBackend : RemdBackend {
     const char *kernel_name;
     size_t shm = 0;
     std::vector<Dev> dev;
+    std::vector<void *> pinned;
 
     GpuBackend(const RemdSystem &s_, const RemdOptions &o, int ndev_)
         : s(s_), ndev(ndev_), mexch((int)o.mexch),
@@ -330,6 +331,7 @@ struct GpuBackend : RemdBackend {
     }
     ~GpuBackend() override
     {
+        for (void *p : pinned) cudaHostUnregister(p);
         for (int d = 0; d < ndev; ++d) {
             cudaSetDevice(d);
             const Dev &g = dev[d];
@@ -384,6 +386,12 @@ struct GpuBackend : RemdBackend {
         case 4: return prune ? (const void *)remd_smem<4, true> : (const void *)remd_smem<4, false>;
         default: return prune ? (const void *)remd_smem<8, true> : (const void *)remd_smem<8, false>;
         }
+    }
+
+    void pin(void *p, size_t bytes) override
+    {
+        UMS_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable));
+        pinned.push_back(p);
     }
 
     void params() const override

@@ -258,6 +258,7 @@ struct CpuBackend : RemdBackend {
         ums_usage_fail("--tune sweeps the GPU kernel's threads per block; the CPU reference has none");
     }
     void params() const override {}
+    void pin(void *, size_t) override {}
 };
 
 } // namespace

@@ -105,6 +105,9 @@ struct RemdBackend {
     virtual std::vector<RemdTuneTrial> tune(int d, int nsteps) = 0;
     // The configuration's parameters (threads, atoms per thread) for the output lines.
     virtual void params() const = 0;
+    // Host memory the copies use every interval, pinned where that makes them faster
+    // (page-locked memory is what vcuda-bench's copy fit measures); kept until the end.
+    virtual void pin(void *p, size_t bytes) = 0;
 };
 
 struct RemdOptions {

@@ -9,7 +9,10 @@ RemdHostLoop::RemdHostLoop(RemdBackend &be_, const RemdPlacement &pl_, int natom
     : be(be_), pl(pl_), natom(natom_), mexch(mexch_), threads_wanted(threaded), temp_flag(pl_.ndev),
       dev_s(pl_.ndev, 0.0)
 {
-    for (auto &b : temp_flag) b.assign(2 * (size_t)pl.nloc, 0.0f);
+    for (auto &b : temp_flag) {
+        b.assign(2 * (size_t)pl.nloc, 0.0f);
+        be.pin(b.data(), b.size() * sizeof(float));
+    }
     if (threaded)
         for (int d = 1; d < pl.ndev; ++d) helpers.emplace_back(&RemdHostLoop::helper, this, d);
 }

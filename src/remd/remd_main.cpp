@@ -145,6 +145,7 @@ int main(int argc, char **argv)
     ladder.init(nrep, o.tmin, o.tmax, strcmp(o.ladder, "geometric") == 0);
     RemdState st;
     st.resize(nrep, s.natom, mexch);
+    be->pin(st.energy.data(), st.energy.size() * sizeof(float)); // every interval's D2H lands here
     std::vector<float> temp(nrep);
     std::vector<int> flag(nrep, 0);
 #pragma omp parallel for schedule(static)
