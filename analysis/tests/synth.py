@@ -18,7 +18,7 @@ def system_partition(system):
 
 
 def run_case(name, system='miyabi', result='pass', perf=None, reason='', features=None, facts=None,
-             size='quick', placement=None, records=None, fail_phase=None):
+             size='quick', placement=None, records=None, fail_phase=None, record_params=None):
     if features is None or facts is None:
         f, fa = system_partition(system) if system != 'local' else (['cpu'], {})
         features = f if features is None else features
@@ -32,6 +32,7 @@ def run_case(name, system='miyabi', result='pass', perf=None, reason='', feature
         'partition_info': {'features': features, 'facts': facts},
         'placement': placement or {},
         'records_kept': records or [],
+        'record_params': record_params or {},
     }
 
 
