@@ -597,6 +597,14 @@ struct GpuBackend : RemdBackend {
         const RemdTuneTrial best = *std::min_element(
             trials.begin(), trials.end(), [](const RemdTuneTrial &a, const RemdTuneTrial &b) { return a.seconds < b.seconds; });
         configure(best.threads);
+        // The chosen kernel once on every device (no step: the state stays as it is), so
+        // its module is loaded before the first timed interval (lazy loading, and through
+        // vcuda the function's lookup, would otherwise fall inside it).
+        for (int e = 0; e < ndev; ++e) {
+            UMS_CUDA_CHECK(cudaSetDevice(e));
+            run_kernel(1, args(dev[e], 0, 1, 0));
+            UMS_CUDA_CHECK(cudaDeviceSynchronize());
+        }
         return trials;
     }
 };
