@@ -17,7 +17,7 @@
 #   8. the idle jump (VCUDA-T4) split into its parts: D2H latency after 0, 2, 10, 50 ms
 #      idle on the local runtime (sleeping, spinning, with a local 4-byte keep-alive) and
 #      through vcuda (no keep-alive; 2 ms keep-alive with the naps off as before, on as
-#      now, the server spinning, the client spinning), and each server's CPU time;
+#      now, the server spinning, the client spinning, both), and each server's CPU time;
 #   9. ctest remd.*; P003's model and the balance model on these runs.
 # Steps that would start after BUDGET_S seconds (default 480) are skipped and say so.
 # $OUT receives at most 8 files: summary.txt (each step: exit status, time), medians.json
@@ -167,6 +167,9 @@ if [ -x "$VB/vcuda-run" ] && [ -x "$VB/vcuda-bench" ]; then
     "${VR[@]}" --server-opts "--spin-us 100000 --nap-us 0" -- "${B[@]}"
   vr 1 idle-vcuda-ka2-clientspin; reps idle-vcuda-ka2-clientspin "$REPS" 60 env VCUDA_KEEPALIVE_MS=2 VCUDA_NAP_US=0 \
     "${VR[@]}" --server-opts "--nap-us 0" -- "${B[@]}" --gap-wait spin
+  # neither end sleeps: what is left is the GPU's and the path's own
+  vr 1 idle-vcuda-ka2-bothspin; reps idle-vcuda-ka2-bothspin "$REPS" 60 env VCUDA_KEEPALIVE_MS=2 VCUDA_NAP_US=0 \
+    "${VR[@]}" --server-opts "--spin-us 100000 --nap-us 0" -- "${B[@]}" --gap-wait spin
 else
   note "vcuda: no vcuda-run/vcuda-bench in $VB: steps 5-8 not run"
 fi

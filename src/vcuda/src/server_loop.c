@@ -72,6 +72,9 @@ typedef struct conn {
     atomic_int gone; /* the client closed its side: what it sent is not started */
     int wfd;         /* its socket as the worker got it (pub.fd is the worker's to close) */
     int after_keepalive; /* the last request was a TOUCH or PING (vcuda_server_config.nap_us) */
+    /* the nap as it is now, and the window its CPU share is measured over (nap_adapt) */
+    int nap_us;
+    int64_t nap_wall0, nap_cpu0;
     atomic_uint_fast64_t busy_id;
     atomic_int_fast64_t busy_since, last_sent;
     char why[VCUDA_WHY_LEN]; /* the worker's closing reason */
@@ -328,6 +331,36 @@ static void heartbeat(conn *c, int64_t now)
  * to be that long); *got counts the frame's bytes so far (for messages, and what was
  * read).  dl < 0: waiting for the next request, no deadline but the idle timeout (if
  * any); the stop flag is checked 5x a second.  0, or -1 (why set). */
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Keeps a napping worker within its CPU budget whatever a wake-up costs on this machine:
+ * over windows of NAP_WINDOW_MS of naps (and the keep-alives handled between them), a
+ * share above NAP_CPU_HIGH doubles the nap, one below NAP_CPU_LOW halves it again, never
+ * below the configured nap nor above NAP_MAX_US. */
+#define NAP_WINDOW_MS 50
+#define NAP_CPU_HIGH 0.04
+#define NAP_CPU_LOW 0.015
+#define NAP_MAX_US 20000
+static void nap_adapt(conn *c, int configured)
+{
+    const int64_t wall = vcuda_now_ns(), cpu = thread_cpu_ns();
+    if (c->nap_us < configured) c->nap_us = configured;
+    if (!c->nap_wall0 || wall - c->nap_wall0 > 20LL * NAP_WINDOW_MS * 1000000) { /* a new run of naps */
+        c->nap_wall0 = wall, c->nap_cpu0 = cpu;
+        return;
+    }
+    if (wall - c->nap_wall0 < (int64_t)NAP_WINDOW_MS * 1000000) return;
+    const double share = (double)(cpu - c->nap_cpu0) / (double)(wall - c->nap_wall0);
+    if (share > NAP_CPU_HIGH && c->nap_us < NAP_MAX_US) c->nap_us = c->nap_us * 2 > NAP_MAX_US ? NAP_MAX_US : c->nap_us * 2;
+    else if (share < NAP_CPU_LOW && c->nap_us > configured) c->nap_us = c->nap_us / 2 < configured ? configured : c->nap_us / 2;
+    c->nap_wall0 = wall, c->nap_cpu0 = cpu;
+}
+
 static int read_exact(conn *c, uint8_t *p, size_t n, size_t cap, size_t *got, int64_t dl, char *why)
 {
     const vcuda_server_config *cfg = c->cfg;
@@ -380,7 +413,8 @@ static int read_exact(conn *c, uint8_t *p, size_t n, size_t cap, size_t *got, in
         if (vcuda_fd_pending(c->pub.fd)) continue;
         struct pollfd pf = {.fd = c->pub.fd, .events = POLLIN};
         if (nap && now < nap_end) {
-            struct timespec slice = {0, (long)cfg->nap_us * 1000};
+            nap_adapt(c, cfg->nap_us);
+            struct timespec slice = {c->nap_us / 1000000, (long)(c->nap_us % 1000000) * 1000};
             ppoll(&pf, 1, &slice, NULL);
         } else {
             poll(&pf, 1, ms);

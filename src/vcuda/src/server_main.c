@@ -161,7 +161,8 @@ int main(int argc, char **argv)
         {"spin-us", UMS_ARG_INT, &spin_us, "busy-wait this long for a client's next request (0: always poll)", 0, 100000, NULL},
         {"nap-us", UMS_ARG_INT, &nap_us,
          "after a keep-alive (TOUCH, PING), wait for the next request in ppoll() naps this long instead of spinning "
-         "and then blocking: a request between keep-alives finds the thread in a shallow idle state (0: off)",
+         "and then blocking: a request between keep-alives finds the thread in a shallow idle state; doubled "
+         "while the naps cost more than 4% of a core (0: off)",
          0, 100000, NULL},
         {"nap-ms", UMS_ARG_INT, &nap_ms, "how long after a keep-alive the naps go on before blocking", 0, 60000, NULL},
         {"max-clients", UMS_ARG_INT, &max_clients, "authenticated clients at once (default 256)", 1, 4096, NULL},

@@ -127,10 +127,10 @@ void vcuda_net_set_spin_us(int us);
  * the spin (a copy waiting for a kernel, a server waking up) is read without the deep
  * wake-up a long poll() costs, for a few per cent of a core while it waits. */
 void vcuda_net_set_nap(int us, int ms);
-/* The nap of a server after a keep-alive (vcuda-server --nap-us) and of a client with a
- * keep-alive (VCUDA_NAP_US): the shortest whose idle server stays within 5% of a core
- * with P003's 2 ms keep-alive (tests/test_client.c, nap_cpu). */
-#define VCUDA_NAP_US_DEFAULT 400
+/* The nap of a server after a keep-alive (vcuda-server --nap-us; the server lengthens it
+ * where it would cost more than 4% of a core, server_loop.h) and of a client with a
+ * keep-alive (VCUDA_NAP_US). */
+#define VCUDA_NAP_US_DEFAULT 100
 
 #ifdef __cplusplus
 }
