@@ -66,7 +66,7 @@ class RemdBase(UmstudyMetricTest):
     perf_metrics = [('interval_time', 's'), ('t_gpu', 's'), ('t_com', 's'), ('t_clt', 's'),
                     ('t_gpu0', 's'), ('gpu_seconds', 's'), ('pair_evals_per_s', 'pairs/s'),
                     ('kernel_pair_evals_per_s', 'pairs/s'), ('gflops', 'GFLOPS'), ('acceptance_mean', '1'),
-                    ('t_gpu_imbalance', '1'), ('blocks_per_sm', '1')]
+                    ('t_gpu_imbalance', '1'), ('blocks_per_sm', '1'), ('threads_per_block', '1')]
 
     def gpu_count(self):
         return self.current_partition.extras.get('facts', {}).get('gpu', {}).get('count', 0)
@@ -120,7 +120,7 @@ class RemdBase(UmstudyMetricTest):
 
 @rfm.simple_test
 class RemdLocal(RemdBase):
-    descr = 'P003 REMD on n local GPUs (one host thread looping over cudaSetDevice)'
+    descr = 'P003 REMD on n local GPUs (replicas interleaved along the ladder, a host thread per GPU)'
     valid_systems = ['+cuda']
     gpus = parameter(GPU_COUNTS)
     kernel = parameter(['faithful', 'fast'])

@@ -69,7 +69,7 @@ RemdOptions parse(int argc, char **argv)
     };
     ums_args_parse(argc, argv,
                    "Replica-exchange MD of Lennard-Jones argon (P003): Nrep replicas on a 50-250 K "
-                   "ladder, Metropolis exchange every Mexch steps, one host thread over all GPUs",
+                   "ladder, Metropolis exchange every Mexch steps, the energies of every GPU to the host",
                    args, sizeof args / sizeof args[0]);
     if (o.tmin >= o.tmax) ums_usage_fail("--tmin (%g K) must be below --tmax (%g K)", o.tmin, o.tmax);
     if (o.threads % 32) ums_usage_fail("--threads %lld is not a multiple of 32", o.threads);
@@ -199,7 +199,10 @@ int main(int argc, char **argv)
         }
     }
     const RemdKernelInfo kinfo = be->kernel_info(0);
-    if (!o.cpu) remd_emit_kernel_info(kinfo);
+    if (!o.cpu) {
+        remd_emit_kernel_info(kinfo);
+        ums_result("threads_per_block", kinfo.threads, "1"); // as configured or as the sweep chose
+    }
     if (o.profile_segments) remd_profile(*be, pl, ladder, kinfo, (int)o.profile_segments, (int)o.profile_steps);
 
     Verification ver;
