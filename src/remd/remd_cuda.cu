@@ -7,6 +7,7 @@
 // symbols, textures or cooperative launches), and the binary links libcudart.so, so
 // vcuda can stand in for it unmodified.  Each call names its device (cudaSetDevice), so
 // the host loop may drive every device from a thread of its own (remd_loop.h).
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -390,6 +391,10 @@ struct GpuBackend : RemdBackend {
 
     void pin(void *p, size_t bytes) override
     {
+        // Through vcuda (its libcudart stand-in says so by a symbol of its own) a copy
+        // crosses a socket and gains nothing from page-locked memory, and the stand-in
+        // would watch every launch's arguments for addresses inside the range.
+        if (dlsym(RTLD_DEFAULT, "vcuda_stand_in")) return;
         UMS_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable));
         pinned.push_back(p);
     }

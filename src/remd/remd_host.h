@@ -5,17 +5,46 @@
 #define UMSTUDY_REMD_HOST_H
 
 #include <stdint.h>
+#include <stdlib.h>
+
+#include <new>
 #include <string>
 #include <vector>
 
 #include "remd.h"
+
+// Whole pages of their own (page-aligned, the size rounded up to pages) for host buffers
+// that are pinned (RemdBackend::pin): two pinned ranges never share a page, which the
+// runtime would refuse as registered twice.
+template <class T>
+struct RemdPageAllocator {
+    using value_type = T;
+    static constexpr size_t kPage = 4096;
+    RemdPageAllocator() = default;
+    template <class U>
+    RemdPageAllocator(const RemdPageAllocator<U> &) {}
+    T *allocate(size_t n)
+    {
+        const size_t bytes = (n * sizeof(T) + kPage - 1) / kPage * kPage;
+        void *p = aligned_alloc(kPage, bytes ? bytes : kPage);
+        if (!p) throw std::bad_alloc();
+        return static_cast<T *>(p);
+    }
+    void deallocate(T *p, size_t) { free(p); }
+    template <class U>
+    bool operator==(const RemdPageAllocator<U> &) const { return true; }
+    template <class U>
+    bool operator!=(const RemdPageAllocator<U> &) const { return false; }
+};
+template <class T>
+using RemdPinnable = std::vector<T, RemdPageAllocator<T>>;
 
 // All replicas' state, replica-major like P003's pos[Nrep][Natom][3].
 struct RemdState {
     int nrep = 0, natom = 0, mexch = 0;
     std::vector<float> pos, vel, frc; // nrep * natom * 3
     std::vector<float> tcur;          // temperature the velocities belong to
-    std::vector<float> energy;        // U: potential energy after each step, mexch per row;
+    RemdPinnable<float> energy;       // U: potential energy after each step, mexch per row;
                                       // replica r's row is RemdPlacement::row(r)
     void resize(int nrep_, int natom_, int mexch_);
     float *x(int r) { return pos.data() + (size_t)r * natom * 3; }

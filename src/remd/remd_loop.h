@@ -51,7 +51,7 @@ class RemdHostLoop {
     RemdPlacement pl;
     int natom, mexch;
     bool threads_wanted;
-    std::vector<std::vector<float>> temp_flag; // per device: nloc temperatures, nloc flags
+    std::vector<RemdPinnable<float>> temp_flag; // per device: nloc temperatures, nloc flags
     std::vector<double> dev_s;
     // helper threads for devices 1 .. n-1 (threads mode)
     std::vector<std::thread> helpers;
