@@ -3,7 +3,8 @@
 # 9 minutes with the builds, every timing the median of REPS (default 3) runs:
 #   1. builds src/remd (BUILD_DIR) and src/vcuda (VCUDA_BUILD) unless built there;
 #   2. correctness: every kernel against the CPU reference over one interval (256 atoms,
-#      fast also 2,048), and on 2 GPUs each placement and host loop;
+#      fast also 2,048), and on 2 GPUs each placement and host loop, with the same swaps
+#      and energies as on one;
 #   3. one GPU, P003's 14,336 replicas, fast kernel, threads per block by a sweep on this
 #      GPU (--tune) and the balance model's one-GPU profile (--profile-segments 8):
 #      2,048 atoms (one interval) and 256 atoms (five);
@@ -98,10 +99,13 @@ for k in faithful shared fast; do
 done
 once verify-2048-fast 1 60 "${R[@]}" --kernel fast --cells 8 --replicas 8 --exchange-steps 100 --iterations 1 \
   --verify-replicas 2 --gpus 1
+# the same run on 1 GPU and on 2 in every arrangement: medians.json's same_physics says
+# whether every interval's swaps and mean energy came out the same
+SAME=(--kernel fast --cells 4 --replicas 16 --exchange-steps 100 --iterations 3 --tmin 100 --tmax 110 --verify-replicas 4)
+once verify-256-n1 1 60 "${R[@]}" "${SAME[@]}" --gpus 1
 if [ "$NGPU" -ge 2 ]; then
   for pl in interleaved contiguous; do for hl in threads serial; do
-    once verify-256-n2-$pl-$hl 1 60 "${R[@]}" --kernel fast --cells 4 --replicas 16 --exchange-steps 100 \
-      --iterations 3 --tmin 100 --tmax 110 --verify-replicas 4 --gpus 2 --placement $pl --host-loop $hl
+    once verify-256-n2-$pl-$hl 1 60 "${R[@]}" "${SAME[@]}" --gpus 2 --placement $pl --host-loop $hl
   done; done
 fi
 

@@ -12,7 +12,9 @@ runs through vcuda-run the servers' logs in <name>.r<k>.logs/.  Per run name:
     extremes the repeats allow; vcuda's round trips per device (VCUDA_STATS lines);
   - vcuda-bench: the fit, D2H latency after each idle gap and the jump (medians);
   - the servers' CPU time (their supervisors' 'used X s of CPU' lines), per cent of wall.
-Round trips per device per interval: (rt-<loop>-i5 - rt-<loop>-i2) / 3.  With
+Round trips per device per interval: (rt-<loop>-i5 - rt-<loop>-i2) / 3.  same_physics:
+whether each verify-256-n2-* run's swaps and mean energy per interval equal those of
+verify-256-n1 (the same run on one GPU).  With
 --median-copies, WORK/<name>.median.jsonl is the repeat whose interval time is the
 median (what the balance model reads: one run's profile).
 """
@@ -165,6 +167,15 @@ def main(argv):
             continue
         t1, gs = ref['metrics']['interval_time'], e['metrics']['gpu_seconds']
         e['R'] = {'median': t1['median'] / gs['median'], 'min': t1['min'] / gs['max'], 'max': t1['max'] / gs['min']}
+    # the same run on 1 GPU and on 2 in every arrangement (verify-256-n*): the same physics?
+    same = {}
+    for name, reps in runs.items():
+        if name.startswith('verify-256-n') and reps:
+            same[name] = [(r.get('rep'), r.get('accepted'), r.get('u_mean')) for r in reps[0][1]
+                          if r.get('metric') == 'interval_time' and 'rep' in r]
+    if len(same) > 1 and 'verify-256-n1' in same:
+        ref = same['verify-256-n1']
+        doc['same_physics'] = {name: bool(ref) and v == ref for name, v in same.items() if name != 'verify-256-n1'}
     # round trips per device per interval, by host loop
     per = {}
     for loop in ('threads', 'serial'):
@@ -191,6 +202,8 @@ def main(argv):
                   + (f"; servers {e['server_cpu_percent']['median']:.1f}% CPU" if e.get('server_cpu_percent') else ''))
     if per:
         print('round trips per device per interval:', json.dumps(per))
+    if 'same_physics' in doc:
+        print('same swaps and energies as on one GPU:', json.dumps(doc['same_physics']))
     return 0
 
 

@@ -2,7 +2,8 @@
 reference standing in for the GPUs: same lines) and on lines in the formats vcuda-bench,
 the vcuda client (VCUDA_STATS) and vcuda-server's supervisor print: medians over the
 repeats, R(n) against the one-device run, round trips per device per interval, idle
-latencies and the jump, the servers' CPU, and the median repeat copied for the model.
+latencies and the jump, the servers' CPU, whether runs on one device and on two gave the
+same swaps and energies, and the median repeat copied for the model.
 
     test_device_summary.py REMD_BINARY"""
 import json
@@ -31,6 +32,15 @@ for k in (1, 2, 3):
                         ('local-256-n2-interleaved-threads', ['--gpus', '2'])):
         with open(f'{work}/{name}.r{k}.jsonl', 'w') as out, open(f'{work}/{name}.r{k}.err', 'w') as err:
             subprocess.run([remd, *SMALL, *extra], stdout=out, stderr=err, env=env, check=True)
+# the same run on one device and on two (same physics), and one with another seed (not)
+SAME = ['--cpu', '--cells', '4', '--replicas', '8', '--exchange-steps', '5', '--iterations', '3', '--tmin', '100',
+        '--tmax', '104']
+for name, extra in (('verify-256-n1', ['--gpus', '1']),
+                    ('verify-256-n2-contiguous-serial', ['--gpus', '2', '--placement', 'contiguous',
+                                                         '--host-loop', 'serial']),
+                    ('verify-256-n2-interleaved-threads', ['--gpus', '2', '--seed', '5'])):
+    with open(f'{work}/{name}.r1.jsonl', 'w') as out, open(f'{work}/{name}.r1.err', 'w') as err:
+        subprocess.run([remd, *SAME, *extra], stdout=out, stderr=err, env=env, check=True)
 # the client's VCUDA_STATS lines on a run's stderr: 2 and 5 intervals
 for it, trips in ((2, (20, 21)), (5, (35, 36))):
     with open(f'{work}/rt-threads-i{it}.r1.jsonl', 'w') as f:
@@ -72,6 +82,8 @@ idle = doc['idle-vcuda-ka2']
 expect(idle['d2h_after_idle_us']['50']['median'] == 110.0 and abs(idle['jump_of_medians'] - 110 / 21) < 1e-12,
        'idle latency medians and their jump')
 expect(idle['server_cpu_percent']['median'] == 2.0, 'servers CPU share from their logs')
+expect(doc['same_physics'] == {'verify-256-n2-contiguous-serial': True, 'verify-256-n2-interleaved-threads': False},
+       'same physics on one device and two; another seed differs')
 med = open(os.path.join(work, 'prof-256.median.jsonl')).read()
 def interval(k):
     with open(f'{work}/prof-256.r{k}.jsonl') as f:
