@@ -27,6 +27,8 @@
 # model-p003.txt, ctest.log, raw.tar.gz (every run's JSON lines and stderr, server logs,
 # build logs).  Usage (repository root):
 #   OUT=/tmp/out src/remd/bench/device-run.sh [BUILD_DIR]   (default build/device-remd)
+# BUILD_ONLY=1 stops after the builds, so that a first call builds and a second, on the
+# same machine, has the whole budget for the measurements.
 set -u
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 BUILD=${1:-$ROOT/build/device-remd}
@@ -60,6 +62,10 @@ if [ ! -x "$VB/vcuda-run" ] || [ -n "${REBUILD:-}" ]; then
     cmake --build "$VB" -j "$JOBS" >> "$WORK/cmake-vcuda.log" 2>&1 || { note "vcuda build failed"; tail -20 "$WORK/cmake-vcuda.log" >> "$SUMMARY"; }
 fi
 note "builds done at ${SECONDS} s"
+if [ -n "${BUILD_ONLY:-}" ]; then # a first call that only builds (the next one measures)
+  tar czf "$OUT/raw.tar.gz" -C "$WORK" . 2>/dev/null
+  exit 0
+fi
 nvidia-smi --query-gpu=index,name,clocks.max.sm,memory.total --format=csv > "$WORK/gpus.csv" 2>&1
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -180,7 +186,7 @@ fi
 
 # ---- 9. tests, medians, models --------------------------------------------------------
 if [ -f "$BUILD/CTestTestfile.cmake" ] && ! over_budget ctest; then
-  (cd "$BUILD" && timeout 150 ctest -R '^remd\.' --output-on-failure) > "$OUT/ctest.log" 2>&1
+  (cd "$BUILD" && timeout 90 ctest -R '^remd\.' --output-on-failure) > "$OUT/ctest.log" 2>&1
   note "ctest remd.*: rc=$? ($(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1))"
 fi
 python3 "$ROOT/src/remd/bench/device_summary.py" "$WORK" "$OUT/medians.json" --median-copies >> "$SUMMARY" 2>&1
