@@ -13,6 +13,7 @@ from umstudy import data  # noqa: E402
 from umstudy.verdicts import case_is  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import remd_balance_model  # noqa: E402
 import remd_model  # noqa: E402
 
 NO_MATPLOTLIB = 'matplotlib is not installed: figure not drawn'
@@ -879,6 +880,19 @@ def _remd_fit(runs, system, natom, cases=()):
                              tlocal1=p['interval_time'])
 
 
+def _remd_balance(runs, system):
+    """The balance model's one-GPU inputs (remd_balance_model.OneGpu) of a system's one-GPU
+    fast run where it was profiled (remd --profile-segments), else None."""
+    one = runs.get((system, 'local'), {}).get(1)
+    if one is None:
+        return None
+    summary = {k: one['perf'][k] for k in ('interval_time', 't_gpu', 't_clt') if k in one['perf']}
+    try:
+        return remd_balance_model.from_records(one.get('records') or [], summary, one.get('record_params') or {})
+    except (ValueError, KeyError):
+        return None
+
+
 def _remd_efficiency(runs, system, how):
     """[(n, R(n))] measured: T(1) local over n T(n) (gpu_seconds)."""
     one = runs.get((system, 'local'), {}).get(1)
@@ -909,6 +923,14 @@ def remd_efficiency_figure(cases, out_dir):
             if p is not None:
                 ax.plot(ns, [remd_model.R(p, n) for n in ns], color=color, linewidth=1.2,
                         label=f'{system} model (its tGPU0, tCLT; {_remd_comm(cases, system)[1]})')
+            one = _remd_balance(runs, system)
+            if one is not None:  # the artifact's model: its ladder, waves, occupancy (one GPU)
+                bn = [n for n in ns if one.nrep % n == 0]
+                comm, source = _remd_comm(cases, system)
+                for net, style, what in ((comm, '--', source), (remd_balance_model.network('ndr400'), ':',
+                                                                'NDR 400 Gbit/s')):
+                    ax.plot(bn, [remd_balance_model.predict(one, net, n)['R'] for n in bn], style, color=color,
+                            linewidth=1.2, label=f'{system} balance model (interleaved, thread per GPU; {what})')
             for how, marker in REMD_HOWS:
                 pts = _remd_efficiency(runs, system, how)
                 if pts:
