@@ -24,16 +24,21 @@ def runs(out, exp):
         m = re.fullmatch(r'(\w+)-(\d+)\.jsonl', os.path.basename(path))
         if not m:
             continue
-        recs = []
-        for line in open(path):
-            if line.startswith('{'):
-                try:
-                    recs.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
+        recs = lines_of(path)
         if any('metric' in r for r in recs):
             by.setdefault(m.group(1), []).append((int(m.group(2)), recs))
     return {e: [recs for _, recs in sorted(rs)] for e, rs in by.items()}
+
+
+def lines_of(path):
+    out = []
+    for line in open(path):
+        if line.startswith('{'):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return out
 
 
 def spread(values):
@@ -57,13 +62,11 @@ def point_table(title, by_engine, **match):
         if not rs:
             continue
         faults = [f[0]['value'] for f in (pick(r, 'faults', **match) for r in rs) if f]
-        cells, p99 = [], []
+        cells = {'mean': [], 'p50': [], 'p99': []}
         for p in POINTS:
-            vals = [x[0]['value'] if x and x[0]['n'] else None for x in (pick(r, 'fault_time', point=p, **match)
-                                                                          for r in rs)]
-            cells.append(spread(vals))
-            p99.append(spread([x[0]['p99_us'] if x and x[0]['n'] else None
-                               for x in (pick(r, 'fault_time', point=p, **match) for r in rs)]))
+            lines_p = [x[0] if x and x[0]['n'] else None for x in (pick(r, 'fault_time', point=p, **match) for r in rs)]
+            for stat, key in (('mean', 'value'), ('p50', 'p50_us'), ('p99', 'p99_us')):
+                cells[stat].append(spread([x[key] if x else None for x in lines_p]))
         waited = []
         for r in rs:
             pts = {x['point']: x for x in pick(r, 'fault_time', **match)}
@@ -71,8 +74,10 @@ def point_table(title, by_engine, **match):
                 continue
             w = pts['stall']['sum_s'] if pts['stall']['n'] else pts['exchange']['sum_s'] - pts['d']['sum_s']
             waited.append(100 * w / pts['exchange']['wall_s'])
-        lines.append(f'{e:6}  {spread(faults):>8}  ' + ''.join(f'{c:>22}' for c in cells) + f'   {spread(waited)}%')
-        lines.append(f'{"  p99":6}  {"":>8}  ' + ''.join(f'{c:>22}' for c in p99))
+        lines.append(f'{e:6}  {spread(faults):>8}  ' + ''.join(f'{c:>22}' for c in cells['mean'])
+                     + f'   {spread(waited)}%')
+        for stat in ('p50', 'p99'):
+            lines.append(f'{"  " + stat:6}  {"":>8}  ' + ''.join(f'{c:>22}' for c in cells[stat]))
     return lines
 
 
@@ -82,8 +87,8 @@ def main():
     env = os.path.join(out, 'env.txt')
     if os.path.exists(env):
         lines += ['machine: ' + '; '.join(line.strip() for line in open(env) if line.strip()), '']
-    lines += ['mean us per fault, median of the runs (min..max); p99 likewise; waited/wall: the thread\'s '
-              'time in faults (stall; uffd: exchange - d) over the phase', '']
+    lines += ['mean us per fault, median of the runs (min..max); the median and p99 of each run likewise; '
+              'waited/wall: the thread\'s time in faults (stall; uffd: exchange - d) over the phase', '']
     micro = runs(out, 'micro')
     lines += point_table('microbenchmark, 1 thread (write a[i]=i, read one element per page)', micro, threads=1)
     stencil = runs(out, 'stencil')
@@ -116,12 +121,10 @@ def main():
     # median of its arrays.
     lines += ['', 'instrumentation overhead:']
     cost = {}
-    path = os.path.join(out, 'timing-cost.jsonl')
-    if os.path.exists(path):
-        for line in open(path):
-            if line.startswith('{'):
-                r = json.loads(line)
-                cost[r['metric'] + (':' + r['engines'] if 'engines' in r else '')] = r
+    for path in sorted(glob.glob(os.path.join(out, 'timing-cost-*.jsonl'))):
+        for r in lines_of(path):
+            cost.setdefault(r['metric'] + (':' + r['engines'] if 'engines' in r else ''), []).append(r)
+    cost = {k: sorted(v, key=lambda r: r['value'])[len(v) // 2] for k, v in cost.items()}  # the median run
     for e in ENGINES:
         key = 'per_fault_ns:' + ('uffd' if e == 'uffd' else 'r3 r58 r77')
         rs = micro.get(e)
@@ -146,6 +149,25 @@ def main():
             rel.append(100 * (ta / tb - 1))
             per_fault.append((ta - tb) / faults * 1e6)
         lines.append(f'    {e}: time with / without - 1 = {spread(rel)}%, i.e. {spread(per_fault)} us per fault')
+
+    # The host's own costs for the steps the points are made of.
+    probe = {}
+    for path in sorted(glob.glob(os.path.join(out, 'host-probe-*.jsonl'))):
+        for r in lines_of(path):
+            if 'metric' in r:
+                probe.setdefault(r['metric'], []).append(r)
+            elif r.get('status') == 'unsupported':
+                probe.setdefault(r['step'], []).append(r)
+    if probe:
+        page = next(iter(probe.values()))[0].get('params', {}).get('page_size', 0)
+        lines += ['', f'host steps per {page // 1024} KiB page (dlm-host-probe on rank 0\'s machine; median of each '
+                      'run\'s median, min..max of them; p99 likewise):']
+        for step, rs in probe.items():
+            if 'value' not in rs[0]:
+                lines.append(f'  {step:18} not measured: {rs[0].get("reason")}')
+                continue
+            lines.append(f'  {step:18} {spread([r["value"] for r in rs]):>22} us   p99 '
+                         f'{spread([r["p99_us"] for r in rs])}   ({rs[0]["what"]})')
     print('\n'.join(lines))
 
 

@@ -11,6 +11,9 @@
 #   overhead   the instrumentation's own cost: dlm-timing-cost (stamps and recording per
 #              fault, no MPI), and the microbenchmark at 4x the quick size, 5 arrays per
 #              run, with and without --fault-timing back to back
+#   host       dlm-host-probe on rank 0's machine: what a page copy (into warm memory and
+#              into a page just given back), UFFDIO_COPY, an mprotect pair and a futex
+#              hand-off cost here, the steps the points are made of
 #
 #   src/dlm/bench/fault-breakdown.sh BUILD_DIR     (the dlm programs in BUILD_DIR/dlm)
 # Environment:
@@ -21,9 +24,11 @@
 #   LAUNCH   the MPI launcher without the rank count, which is appended as "-n N"
 #            (default: mpirun --oversubscribe --bind-to none).  Across nodes, one
 #            memory rank per node, e.g.
-#              LAUNCH="mpirun --hostfile H --map-by ppr:1:node --bind-to none"
+#              LAUNCH="mpirun --hostfile H --map-by ppr:1:node --bind-to none -x OMP_WAIT_POLICY"
 #              LAUNCH="srun --ntasks-per-node=1 --cpus-per-task=16"
-#            Rank 0 (the first node) computes; nothing assumes one host.
+#            Rank 0 (the first node) computes; nothing assumes one host: DLM's options go
+#            on the command line, every time stamp is taken on rank 0, and the host probe
+#            runs where rank 0 runs (through LAUNCH).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?usage: fault-breakdown.sh BUILD_DIR}
@@ -32,19 +37,20 @@ OUT=${OUT:-$PWD/dlm-breakdown}
 REPS=${REPS:-3}
 ENGINES=${ENGINES:-r3 r58 r77 uffd}
 LAUNCH=${LAUNCH:-mpirun --oversubscribe --bind-to none}
-for p in dlm-micro dlm-stencil dlm-timing-cost; do
+for p in dlm-micro dlm-stencil dlm-timing-cost dlm-host-probe; do
   [ -x "$bin/$p" ] || { echo "fault-breakdown: no $bin/$p (build the dlm component first)" >&2; exit 2; }
 done
 case "$REPS" in ''|*[!0-9]*|0) echo "fault-breakdown: REPS=$REPS is not a positive count" >&2; exit 2;; esac
 mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=PASSIVE
-export DLM_TIMEOUT=${DLM_TIMEOUT:-60}
+timeout_s=${DLM_TIMEOUT:-60}
 
 # The checks' quick sizes (reframe/dlm.py SIZES) and their --uffd-workers.
-micro=(--elements 1048576 --capacity 3M --mem-capacity 32M --page-size 64K --uffd-workers 12 --threads 1)
-stencil=(--nx 64 --ny 64 --capacity 4M --mem-capacity 8M --page-size 64K --steps 8 --tblock 4
-         --ratios 0.5,1,2,4 --uffd-workers 12 --threads 1)
-overhead=(--elements 4194304 --capacity 3M --mem-capacity 64M --page-size 64K --uffd-workers 12 --threads 1,1,1,1,1)
+common=(--page-size 64K --uffd-workers 12 --timeout "$timeout_s")
+micro=(--elements 1048576 --capacity 3M --mem-capacity 32M --threads 1 "${common[@]}")
+stencil=(--nx 64 --ny 64 --capacity 4M --mem-capacity 8M --steps 8 --tblock 4 --ratios 0.5,1,2,4 --threads 1
+         "${common[@]}")
+overhead=(--elements 4194304 --capacity 3M --mem-capacity 64M --threads 1,1,1,1,1 "${common[@]}")
 
 {
   echo "date: $(date -u)"; uname -r; nproc; echo "load: $(cat /proc/loadavg)"
@@ -74,7 +80,11 @@ for rep in $(seq 1 "$REPS"); do
     one overhead-off "$e" "$rep" 2 "$bin/dlm-micro" "${overhead[@]}"
   done
 done
-"$bin/dlm-timing-cost" >"$OUT/timing-cost.jsonl" 2>>"$OUT/timing-cost.log" ||
-  echo "fault-breakdown: dlm-timing-cost failed (see $OUT/timing-cost.log)" >&2
+for p in timing-cost host-probe; do
+  for rep in $(seq 1 "$REPS"); do
+    timeout -k 5 120 $LAUNCH -n 1 "$bin/dlm-$p" >"$OUT/$p-$rep.jsonl" 2>>"$OUT/$p.log" ||
+      echo "fault-breakdown: dlm-$p failed (see $OUT/$p.log)" >&2
+  done
+done
 echo "load at the end: $(cat /proc/loadavg)" >>"$OUT/env.txt"
 python3 "$here/breakdown.py" "$OUT" | tee "$OUT/table.txt"
