@@ -664,8 +664,8 @@ int dlm_startup(int *argc, char ***argv) { return dlm_startup_opts(argc, argv, N
 int dlm_startup_opts(int *argc, char ***argv, const dlm_options *opts)
 {
     int provided, rank, world;
-    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
-    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", NULL};
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS", NULL};
     /* The timeout configure() will settle on (an invalid DLM_TIMEOUT is reported there;
      * until then the default bounds the wait). */
     if (env_double("DLM_TIMEOUT", &g_guard_timeout, 30) != 0)
