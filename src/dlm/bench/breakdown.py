@@ -4,7 +4,8 @@ the stencil at each ratio, the share of the phase's wall time the faulting threa
 waited, the claims' times and ratios from the runs without timing, and what timing
 every fault costs.
 
-    python3 breakdown.py OUT_DIR     (reads OUT_DIR/<experiment>/<engine>-<rep>.jsonl)
+    python3 breakdown.py OUT_DIR             (reads OUT_DIR/<experiment>/<engine>-<rep>.jsonl)
+    python3 breakdown.py --markdown OUT_DIR  the per-fault medians as one Markdown table
 """
 import glob
 import json
@@ -81,7 +82,38 @@ def point_table(title, by_engine, **match):
     return lines
 
 
+def markdown(out):
+    """One row per run and engine: each point's per-fault median (a run's p50), median of
+    the runs (min..max)."""
+    rows = ['| run | engine | faults | ' + ' | '.join(POINTS) + ' | waited/wall |',
+            '|' + '---|' * (len(POINTS) + 4)]
+    micro, stencil = runs(out, 'micro'), runs(out, 'stencil')
+    ratios = sorted({r['ratio'] for rs in stencil.values() for recs in rs for r in pick(recs, 'faults')})
+    for label, by, match in ([('micro, 1 thread', micro, {'threads': 1})] +
+                             [(f'stencil {x:g}x, 1 thread', stencil, {'ratio': x}) for x in ratios]):
+        for e in ENGINES:
+            rs = by.get(e)
+            if not rs:
+                continue
+            faults = spread([f[0]['value'] for f in (pick(r, 'faults', **match) for r in rs) if f])
+            cells = []
+            for p in POINTS:
+                xs = [pick(r, 'fault_time', point=p, **match) for r in rs]
+                cells.append(spread([x[0]['p50_us'] for x in xs if x and x[0]['n']]))
+            waited = []
+            for r in rs:
+                pts = {x['point']: x for x in pick(r, 'fault_time', **match)}
+                if pts and pts['exchange']['wall_s']:
+                    w = pts['stall']['sum_s'] if pts['stall']['n'] else pts['exchange']['sum_s'] - pts['d']['sum_s']
+                    waited.append(100 * w / pts['exchange']['wall_s'])
+            rows.append(f'| {label} | {e} | {faults} | ' + ' | '.join(cells) + f' | {spread(waited)}% |')
+    print('\n'.join(rows))
+
+
 def main():
+    if sys.argv[1:2] == ['--markdown']:
+        markdown(sys.argv[2] if len(sys.argv) > 2 else 'dlm-breakdown')
+        return
     out = sys.argv[1] if len(sys.argv) > 1 else 'dlm-breakdown'
     lines = []
     env = os.path.join(out, 'env.txt')
