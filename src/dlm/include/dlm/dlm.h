@@ -28,7 +28,7 @@
  *   DLM_UFFD_FALLBACK an engine to use, with a message, where userfaultfd is not
  *                     permitted (default: none, dlm_startup fails as unsupported)
  *   DLM_FAULT_TIMING  1: time every fault (dlm_fault_timing_get); default 0, and then
- *                     no fault takes a time stamp
+ *                     the fault path takes no time stamps for it
  *
  * Limits: a DLM address must not be handed to a system call or to MPI as a buffer
  * (the kernel would fault on it); use dlm_get/dlm_put to move DLM data in bulk. */
