@@ -552,7 +552,7 @@ status() {
     if alive "$f"; then echo "  running  pid $(cat "$f")  ${f#$STATE/}"; else echo "  DEAD     ${f#$STATE/}"; fi
   done
   if alive "$STATE/slurm/slurmctld.pid"; then
-    SLURM_CONF=$STATE/slurm/slurm.conf sinfo -N -o '  slurm %N %t %c cpus' 2>/dev/null || true
+    SLURM_CONF=$STATE/slurm/slurm.conf sinfo -h -N -o '  slurm %N %t, %c cpus' 2>/dev/null || true
   fi
   if alive "$STATE/sge/$CELL/spool/qmaster/qmaster.pid"; then
     ge_env; qhost 2>/dev/null | sed 's/^/  ge /' || true
