@@ -23,8 +23,10 @@
 # Slurm: munged + slurmctld on the head, one `slurmd -N umsnode<i>` inside each node's
 #   namespaces; MpiDefault=pmix.  Grid Engine: a cell of its own (SGE_ROOT under the state
 #   directory, binaries from Debian's packages), sge_qmaster on the head, one sge_execd
-#   per node, PEs `mpi` (one slot per node) and `smp` (all slots on one node), and
-#   TSUBAME4.0's resource types as consumables (data: systems/cluster/system.yaml).
+#   per node, PEs `mpi` (one slot per node), `smp` (all slots on one node), `node` (whole
+#   nodes) and `fill`, and TSUBAME4.0's resource types as consumables (data:
+#   systems/cluster/system.yaml), requested as on TSUBAME4.0 (`-l node_f=N`: N whole
+#   nodes; .ci/cluster-jsv.sh, the qmaster's job verifier).
 # Exit 3 with "cluster: cannot start: <what is missing>" where it cannot run, after undoing
 # what it had started.
 set -euo pipefail
@@ -248,6 +250,7 @@ EOF
       -e 's|^load_report_time .*|load_report_time       00:00:05|' \
       -e 's|^max_unheard .*|max_unheard            00:01:00|' \
       -e 's|^mailer .*|mailer                 /bin/true|' \
+      -e "s|^jsv_url .*|jsv_url                script:$HERE/cluster-jsv.sh|" \
       /usr/share/gridengine/default-configuration > "$c/common/configuration.template"
   local sd=/usr/lib/gridengine/spooldefaults
   /usr/lib/gridengine/spoolinit classic libspoolc "$c/common;$c/spool/qmaster" init >/dev/null
@@ -293,6 +296,7 @@ ge_configure() {
   # TSUBAME4.0's resource types, consumable per slot: `-l node_f=1 -pe mpi 4` takes one
   # whole node per rank.  How many of each a node here holds comes from the data.
   local types; types=$(cluster_py -m umstudy.cluster --ge-resource-types)
+  echo "$types" > "$c/common/umstudy_resource_types"   # read by .ci/cluster-jsv.sh
   qconf -sc > "$t/complexes"
   echo "$types" | while read -r name _; do
     printf '%-14s %-10s INT <= YES YES 0 0\n' "$name" "$name" >> "$t/complexes"
@@ -307,8 +311,11 @@ ge_configure() {
   printf 'group_name @allhosts\nhostlist %s\n' "$list" > "$t/allhosts"
   qc -Ahgrp "$t/allhosts"
   # mpi: one slot per node (allocation_rule 1), ranks started by qrsh -inherit (Open
-  # MPI's gridengine support); smp: all slots on one node.
-  for pe in "mpi 1" "smp \$pe_slots"; do
+  # MPI's gridengine support); smp: all slots on one node; node: whole nodes, fill: as
+  # many on a node as fit (TSUBAME4.0's resource types, .ci/cluster-jsv.sh).
+  local slots; slots=$(nproc); [ "$slots" -ge 8 ] || slots=8
+  echo "$slots" > "$c/common/umstudy_node_slots"
+  for pe in "mpi 1" "smp \$pe_slots" "node $slots" "fill \$fill_up"; do
     set -- $pe
     printf 'pe_name %s\nslots 9999\nuser_lists NONE\nxuser_lists NONE\nstart_proc_args NONE\nstop_proc_args NONE\nallocation_rule %s\ncontrol_slaves TRUE\njob_is_first_task FALSE\nurgency_slots min\naccounting_summary FALSE\nqsort_args NONE\n' \
       "$1" "$2" > "$t/pe-$1"
@@ -319,10 +326,9 @@ ge_configure() {
     -e 's/^flush_submit_sec .*/flush_submit_sec 1/' -e 's/^flush_finish_sec .*/flush_finish_sec 1/' \
     > "$t/sconf"
   qc -Msconf "$t/sconf"
-  # One queue on every node: 8 slots like a Slurm node here; no load threshold (all
+  # One queue on every node: as many slots as a Slurm node has CPUs; no load threshold (all
   # nodes share this machine's load); each node's TMPDIR on its own (one /tmp for all).
   local tmpdirs; tmpdirs=$(for i in $(seq "$n"); do printf ',[umsnode%s=%s]' "$i" "$c/tmp/umsnode$i"; done)
-  local slots; slots=$(nproc); [ "$slots" -ge 8 ] || slots=8
   cat > "$t/queue" <<EOF
 qname                 all.q
 hostlist              @allhosts
@@ -336,7 +342,7 @@ min_cpu_interval      00:05:00
 processors            UNDEFINED
 qtype                 BATCH INTERACTIVE
 ckpt_list             NONE
-pe_list               mpi smp
+pe_list               mpi smp node fill
 rerun                 FALSE
 slots                 $slots
 tmpdir                /tmp$tmpdirs

@@ -191,29 +191,32 @@ def test_cluster_places_one_rank_per_node(box, tmp_path):
     script = tmp_path / 'ge-job.sh'
     script.write_text('#!/bin/bash\n'
                       'export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n'
-                      f"mpirun {' '.join(WHERE[:2])} '{WHERE[2]}'\n"
+                      f"mpirun $MAP {' '.join(WHERE[:2])} '{WHERE[2]}'\n"
                       'if [ "$NSLOTS" = 2 ]; then\n'
                       f'  mpirun {PINGPONG} --ops get --raw --min 8 --max 64K --loop 20 --check-rounds 0\n'
                       'fi\n')
 
-    def qsub(pe, slots, name, *more):
+    def qsub(name, *request, mapping=''):
         out = tmp_path / f'{name}.out'
-        q = _run(['qsub', '-sync', 'y', '-N', name, '-cwd', '-j', 'y', '-o', str(out),
-                  '-pe', pe, str(slots), *more, str(script)], env, timeout=180, cwd=str(tmp_path))
+        q = _run(['qsub', '-sync', 'y', '-N', name, '-cwd', '-j', 'y', '-o', str(out), '-v', f'MAP={mapping}',
+                  *request, str(script)], env, timeout=180, cwd=str(tmp_path))
         text = out.read_text() if out.exists() else ''
         assert q.returncode == 0, (q.stdout, q.stderr, text)
         return text
 
-    text = qsub('mpi', 2, 'ge_mpi')
+    text = qsub('ge_mpi', '-pe', 'mpi', '2')
     ok, why = placement.check_layout(hosts_by_rank(text), nodes=2, per_node=1)
     assert ok, (why, text)
     assert '"op":"raw-get"' in text, text
-    # TSUBAME4.0's resource types are accepted: node_f, one whole node per slot
-    text = qsub('mpi', 4, 'ge_nodef', '-l', 'node_f=1', '-l', 'h_rt=0:05:00')
-    ok, why = placement.check_layout(hosts_by_rank(text), nodes=4, per_node=1)
+    # TSUBAME4.0's way: `-l node_f=3` is three whole nodes; two ranks on each
+    text = qsub('ge_nodef', '-l', 'node_f=3', '-l', 'h_rt=0:05:00', mapping='--map-by ppr:2:node')
+    ok, why = placement.check_layout(hosts_by_rank(text), nodes=3, per_node=2)
     assert ok, (why, text)
+    # one resource type per job, as on TSUBAME4.0: two are refused at submission
+    q = _run(['qsub', '-l', 'node_f=1', '-l', 'cpu_4=1', str(script)], env, cwd=str(tmp_path))
+    assert q.returncode != 0 and 'one resource type per job' in q.stdout + q.stderr, (q.stdout, q.stderr)
     # Grid Engine, wrong layout: PE smp puts both slots on one node
-    text = qsub('smp', 2, 'ge_smp')
+    text = qsub('ge_smp', '-pe', 'smp', '2')
     ok, why = placement.check_layout(hosts_by_rank(text), nodes=2, per_node=1)
     assert not ok and '1 distinct node' in why, (why, text)
     print(f'cluster: jobs {time.monotonic() - t_start:.1f} s; link: {cluster.describe(link)}')
