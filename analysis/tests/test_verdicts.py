@@ -321,6 +321,21 @@ def test_oversubscribed_run_is_indicative(tmp_path):
     assert row['verdict'] == V.INDICATIVE and 'oversubscribed (4 busy ranks x threads on 2 cores)' in row['reason']
 
 
+def test_run_over_an_emulated_link_is_indicative(tmp_path):
+    # the cluster in a box: nodes are namespaces of one machine, the link is shaped
+    system, size, cases, _ = FIXTURES['UMB-T1']
+    tcs = build(system, size, cases)
+    for tc in tcs:
+        tc['partition_info']['facts'] = dict(
+            tc['partition_info']['facts'],
+            network={'type': 'emulated: veth pairs on a bridge, shaped with tbf', 'gbit_s': 23.5},
+            link_measured={'measured': True, 'bandwidth_mb_s': {'median': 750.0}})
+    row = judge(tmp_path, tcs, system)['UMB-T1']
+    assert row['verdict'] == V.INDICATIVE, row
+    assert row['reason'] == ('emulated interconnect (23.5 Gbit/s shaped, MPI 750 MB/s measured, '
+                             'nodes sharing one machine)'), row
+
+
 def test_aborted_case_is_not_run_and_never_replaces_a_measurement(tmp_path):
     system, size, cases, _ = FIXTURES['UMB-T1']
     good = write_report(tmp_path / 'a.json', build(system, size, cases))

@@ -44,9 +44,7 @@ def test_link_rate_keeps_the_papers_ratio():
     assert rates['P004']['link_gbit'] == pytest.approx(6.82 / 51.2 * 20.0 * 8, abs=0.06)
     assert rates['P003']['ratio'] == pytest.approx(0.4)
     assert rates['P003']['link_gbit'] == pytest.approx(0.4 * 10.0 * 8, abs=0.06)
-    # the system file's rate is the chosen regime's on the reference machine
-    assert desc['facts']['network']['regime'] == desc['emulation']['chosen']
-    assert cluster.default_gbit(desc) > 0
+    assert desc['emulation']['chosen'] in rates and cluster.default_gbit(desc) > 0
 
 
 def _rec(metric, value, nbytes, op='raw-get'):
@@ -73,7 +71,7 @@ def test_measured_link_joins_the_facts(tmp_path):
     (tmp_path / 'link.json').write_text(json.dumps({'measured': True, 'link_gbit': 1.0}))
     desc = cluster.complete({'facts': {'network': {'gbit_s': 1.0}}},
                             {'UMSTUDY_CLUSTER_STATE': str(tmp_path)})
-    assert desc['facts']['network'] == {'gbit_s': 1.0, 'measured': {'measured': True, 'link_gbit': 1.0}}
+    assert desc['facts'] == {'network': {'gbit_s': 1.0}, 'link_measured': {'measured': True, 'link_gbit': 1.0}}
     assert cluster.complete({'facts': {}}, {})['facts'] == {}
 
 
@@ -164,7 +162,7 @@ def test_cluster_places_one_rank_per_node(box, tmp_path):
     status = _run([SCRIPT, 'status'], env)
     assert status.returncode == 0 and 'cluster: up, 4 nodes' in status.stdout, status.stdout
     # ... and it joins the cluster system's facts in this environment
-    assert cluster.complete({'facts': {'network': {}}}, env)['facts']['network']['measured'] == link
+    assert cluster.complete({'facts': {'network': {}}}, env)['facts']['link_measured'] == link
 
     # Slurm: four nodes, four names
     r = _run(['srun', '-N', '4', '--ntasks-per-node=1', 'hostname'], env)

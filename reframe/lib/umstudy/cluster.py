@@ -159,12 +159,11 @@ def measured_state(environ=None):
 
 
 def complete(desc, environ=None):
-    """The system's facts with what `up` measured over the link (facts.network.measured),
+    """The system's facts with what `up` measured over the link (facts.link_measured),
     where a cluster is up in this environment."""
     measured = measured_state(environ)
     if measured is not None:
-        facts = desc.setdefault('facts', {})
-        facts['network'] = {**facts.get('network', {}), 'measured': measured}
+        desc.setdefault('facts', {})['link_measured'] = measured
     return desc
 
 

@@ -287,6 +287,19 @@ def find(cases, system, selector, size=None):
     return hits[0] if hits else None
 
 
+def emulated_link(case):
+    """The emulated network a case ran over (the cluster in a box: its facts.network.type
+    says `emulated: ...`), described, or None for a real one."""
+    facts = (case.get('info') or {}).get('facts') or {}
+    net = facts.get('network') or {}
+    if not str(net.get('type', '')).startswith('emulated'):
+        return None
+    got = facts.get('link_measured') or {}
+    mpi = (f", MPI {got['bandwidth_mb_s']['median']:.0f} MB/s measured"
+           if got.get('measured') else '')
+    return f"emulated interconnect ({net.get('gbit_s')} Gbit/s shaped{mpi}, nodes sharing one machine)"
+
+
 def oversubscribed(case):
     """Ranks x threads beyond the machine's cores (recorded by the check when it ran)."""
     p = case.get('placement') or {}
@@ -391,6 +404,9 @@ def _qualify(m, claim, size_needed):
         over, need, cores = oversubscribed(c)
         if over:
             return f'oversubscribed ({need} busy ranks x threads on {cores} cores)'
+        link = emulated_link(c)
+        if link:
+            return link
     if is_performance(claim) and len(m.samples) < MIN_REPEATS:
         return (f'{len(m.samples)} repeat(s); a performance verdict needs >= {MIN_REPEATS} '
                 '(make run REPEAT=3)')
