@@ -12,10 +12,12 @@
 #   gridengine.resource_types).
 # A job with a `-pe` of its own keeps it, its units counted per slot (`-l node_f=1 -pe mpi
 # N`: N distinct nodes, one slot each).  Two resource types in one job are refused, as
-# TSUBAME4.0 takes one.
+# TSUBAME4.0 takes one; more whole nodes than the cluster has are refused at once rather
+# than left pending for ever.
 COMMON=$SGE_ROOT/$SGE_CELL/common
 TYPES_FILE=$COMMON/umstudy_resource_types   # "NAME PER_NODE" lines
 NODE_SLOTS=$(cat "$COMMON/umstudy_node_slots")
+NODES=$(cat "$COMMON/umstudy_nodes")
 
 jsv_on_start() { return; }
 
@@ -32,6 +34,10 @@ jsv_on_verify() {
     return
   fi
   case "$units" in ''|*[!0-9]*|0) jsv_reject "$asked=$units: a positive number of units"; return;; esac
+  if [ "$asked" = node_f ] && [ "$units" -gt "$NODES" ]; then
+    jsv_reject "node_f=$units: this cluster has $NODES nodes"
+    return
+  fi
   if [ "$asked" = node_f ]; then
     jsv_set_param pe_name node
     jsv_set_param pe_min $((units * NODE_SLOTS))

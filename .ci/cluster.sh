@@ -167,6 +167,9 @@ slurm_up() {
 SlurmdPidFile=$d/slurmd-%n.pid
 SlurmdLogFile=$d/log/slurmd-%n.log
 MpiDefault=pmix
+# A job asking for more nodes than the cluster has is refused at submission, not left
+# pending for ever.
+EnforcePartLimits=ALL
 # One /tmp for all nodes: Slurm's PMIx plugin names its per-step directory by job and
 # step only, so each node gets its own base (TmpFS expands %n).
 TmpFS=$d/tmp/%n
@@ -315,6 +318,7 @@ ge_configure() {
   # many on a node as fit (TSUBAME4.0's resource types, .ci/cluster-jsv.sh).
   local slots; slots=$(nproc); [ "$slots" -ge 8 ] || slots=8
   echo "$slots" > "$c/common/umstudy_node_slots"
+  echo "$n" > "$c/common/umstudy_nodes"
   for pe in "mpi 1" "smp \$pe_slots" "node $slots" "fill \$fill_up"; do
     set -- $pe
     printf 'pe_name %s\nslots 9999\nuser_lists NONE\nxuser_lists NONE\nstart_proc_args NONE\nstop_proc_args NONE\nallocation_rule %s\ncontrol_slaves TRUE\njob_is_first_task FALSE\nurgency_slots min\naccounting_summary FALSE\nqsort_args NONE\n' \
