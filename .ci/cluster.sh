@@ -8,7 +8,8 @@
 #   .ci/cluster.sh status                        what runs, the link rate, what was measured
 #
 # Layout (state under $UMSTUDY_CLUSTER_STATE, default /tmp/umstudy-cluster):
-#   bridge umsbr0 10.213.0.1/24 in the root namespace (the user's shell reaches the nodes);
+#   bridge umsbr0 10.213.0.1/24 in the root namespace (the user's shell reaches the nodes;
+#   its alias names the state directory);
 #   node i: netns ums-node<i>, hostname umsnode<i>, 10.213.0.<10+i> on veth umsveth<i> <-> eth0;
 #   head: the controllers (slurmctld, sge_qmaster) run in the root network namespace under
 #   the hostname umshead (a UTS namespace of its own), which resolves to 10.213.0.1.
@@ -35,9 +36,13 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 . "$HERE/lib.sh"
 
-STATE=${UMSTUDY_CLUSTER_STATE:-/tmp/umstudy-cluster}
 NET=10.213.0            # the private subnet, a /24
 BR=umsbr0
+# One cluster per machine (its names are fixed): the bridge's alias names its state
+# directory, so `down` and `status` find it from any shell.
+running_state() { sed -n 's/^umstudy-cluster //p' "/sys/class/net/$BR/ifalias" 2>/dev/null || true; }
+STATE=${UMSTUDY_CLUSTER_STATE:-$(running_state)}
+STATE=${STATE:-/tmp/umstudy-cluster}
 HEAD=umshead
 CELL=umstudy
 HOSTS_BEGIN='# >>> umstudy cluster (.ci/cluster.sh) >>>'
@@ -78,13 +83,14 @@ cannot_see() {
 # ---- network -----------------------------------------------------------------------
 net_up() {
   local n=$1 gbit=$2 i ip
-  ip link add "$BR" type bridge
+  ip link add "$BR" type bridge || cannot "no bridge (ip link add $BR type bridge failed)"
+  ip link set "$BR" alias "umstudy-cluster $STATE"
   ip addr add "$NET.1/24" dev "$BR"
   ip link set "$BR" up
   for i in $(seq "$n"); do
     ip=$(node_ip "$i")
-    ip netns add "ums-node$i"
-    ip link add "umsveth$i" type veth peer name "umsn$i"
+    ip netns add "ums-node$i" || cannot "no network namespaces (ip netns add failed)"
+    ip link add "umsveth$i" type veth peer name "umsn$i" || cannot "no veth pairs (ip link add type veth failed)"
     ip link set "umsn$i" netns "ums-node$i"
     ip -n "ums-node$i" link set "umsn$i" name eth0
     ip -n "ums-node$i" addr add "$ip/24" dev eth0
@@ -107,10 +113,12 @@ shape() {
 }
 
 net_down() {
-  local i
-  for i in $(seq 64); do
-    ip netns del "ums-node$i" 2>/dev/null || true   # takes its end of the veth pair along
-    ip link del "umsveth$i" 2>/dev/null || true
+  local ns dev
+  for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^ums-node[0-9]+$/ {print $1}'); do
+    ip netns del "$ns" || true   # takes its end of the veth pair along
+  done
+  for dev in $(ip -o link show 2>/dev/null | awk -F': ' '$2 ~ /^umsveth[0-9]+(@|$)/ {sub(/@.*/, "", $2); print $2}'); do
+    ip link del "$dev" 2>/dev/null || true
   done
   ip link del "$BR" 2>/dev/null || true
 }
@@ -120,7 +128,7 @@ net_down() {
 uts_make() {
   local name=$1
   mkdir -p "$STATE/uts"; touch "$STATE/uts/$name"
-  unshare --uts="$STATE/uts/$name" hostname "$name"
+  unshare --uts="$STATE/uts/$name" hostname "$name" || cannot "no UTS namespaces (unshare --uts failed)"
 }
 
 uts_down() {
@@ -453,18 +461,18 @@ is_up() {
   [ -f "$STATE/up" ] && alive "$STATE/slurm/slurmctld.pid" && alive "$STATE/sge/$CELL/spool/qmaster/qmaster.pid"
 }
 
+valid_gbit() {
+  python3 -c 'import sys; sys.exit(not float(sys.argv[1]) > 0)' "$1" 2>/dev/null ||
+    { echo "cluster: link rate $1 is not a positive number of Gbit/s (or auto)" >&2; exit 2; }
+}
+
+# link_gbit ASKED: the rate asked for (a number), measured now (auto), or the system file's
 link_gbit() {
-  local asked=$1
-  [ -n "$asked" ] || asked=${UMSTUDY_CLUSTER_LINK_GBIT:-}
-  if [ -z "$asked" ]; then
-    cluster_py -m umstudy.cluster --default-gbit
-  elif [ "$asked" = auto ]; then
-    cluster_py -m umstudy.cluster --measure --gbit
-  else
-    python3 -c "import sys; v = float('$asked'); sys.exit(not v > 0)" 2>/dev/null ||
-      { echo "cluster: --link-gbit $asked is not a positive number of Gbit/s (or auto)" >&2; exit 2; }
-    echo "$asked"
-  fi
+  case "$1" in
+    '') cluster_py -m umstudy.cluster --default-gbit ;;
+    auto) cluster_py -m umstudy.cluster --measure --gbit ;;
+    *) echo "$1" ;;
+  esac
 }
 
 up() {
@@ -479,6 +487,8 @@ up() {
   done
   case "$n" in ''|*[!0-9]*) echo "cluster: N=$n is not a number of nodes (1..64)" >&2; exit 2;; esac
   [ "$n" -ge 1 ] && [ "$n" -le 64 ] || { echo "cluster: N=$n is not a number of nodes (1..64)" >&2; exit 2; }
+  [ -n "$asked" ] || asked=${UMSTUDY_CLUSTER_LINK_GBIT:-}
+  case "$asked" in ''|auto) ;; *) valid_gbit "$asked" ;; esac
   need_root "namespaces, a bridge and daemons that run jobs as their owners"
   need_cmds "iproute2, util-linux" ip tc unshare nsenter python3
   need_cmds "Debian: apt-get install slurmctld slurmd slurm-client munge; .ci/setup-system.sh does" \
@@ -488,13 +498,18 @@ up() {
   [ -x /usr/lib/gridengine/sge_qmaster ] || cannot "/usr/lib/gridengine/sge_qmaster not found (gridengine-master)"
   [ -x /usr/lib/gridengine/sge_execd ] || cannot "/usr/lib/gridengine/sge_execd not found (gridengine-exec)"
   need_cmds "Debian: apt-get install openmpi-bin" mpirun
+  local other; other=$(running_state)
+  [ -z "$other" ] || [ "$other" = "$STATE" ] ||
+    cannot "a cluster is up already, state $other (UMSTUDY_CLUSTER_STATE=$other .ci/cluster.sh down)"
   if is_up; then
     log "already up ($(nodes) nodes, state $STATE)"
     exports; return 0
   fi
-  [ -e "$STATE" ] && { log "stale state in $STATE: cleaning it first"; down_all; }
+  if [ -e "$STATE" ] || [ -n "$other" ]; then log "stale state in $STATE: cleaning it first"; down_all; fi
+  # what is not ours must not be taken, nor undone by the cleanup below
+  ip link show "$BR" >/dev/null 2>&1 && cannot "a link named $BR exists already (not made by this script)"
+  ip netns list | grep -q '^ums-node' && cannot "namespaces ums-node* exist already (not made by this script)"
   ip -4 route show | grep -q "^$NET\.0/24" && cannot "$NET.0/24 is already routed here (ip route): the cluster's subnet is taken"
-  ip link show "$BR" >/dev/null 2>&1 && cannot "a link named $BR exists already"
   local gbit; gbit=$(link_gbit "$asked")
   local t0=$SECONDS
   mkdir -p "$STATE"
@@ -503,7 +518,6 @@ up() {
           if [ -n "${UMSTUDY_CLUSTER_KEEP_FAILED:-}" ]; then log "partial start kept (UMSTUDY_CLUSTER_KEEP_FAILED): run down"
           else log "undoing a partial start"; down_all; fi; fi' EXIT
   log "network: bridge $BR $NET.1, $n nodes, links shaped to $gbit Gbit/s each way (tbf; no delay: no netem)"
-  ip netns list | grep -q '^ums-node' && cannot "namespaces ums-node* exist already (another cluster?)"
   net_up "$n" "$gbit"
   uts_make "$HEAD"
   for i in $(seq "$n"); do uts_make "umsnode$i"; done
@@ -545,6 +559,11 @@ down_all() {
 
 down() {
   [ "$(id -u)" = 0 ] || { echo "cluster: down needs root" >&2; exit 3; }
+  local other; other=$(running_state)
+  if [ -n "$other" ] && [ "$other" != "$STATE" ]; then
+    echo "cluster: the cluster that is up has its state in $other, not $STATE: UMSTUDY_CLUSTER_STATE=$other $0 down" >&2
+    exit 3
+  fi
   local t0=$SECONDS
   down_all
   log "down in $((SECONDS - t0)) s"

@@ -81,6 +81,25 @@ def test_hosts_by_rank_reads_every_rank():
     assert hosts_by_rank('') == []
 
 
+def test_bad_input_and_no_root_are_refused_by_name(tmp_path):
+    env = dict(os.environ, UMSTUDY_CLUSTER_STATE=str(tmp_path / 'state'))
+    for args, code, words in ((['up', 'x'], 2, 'usage'), (['up', '0'], 2, 'not a number of nodes'),
+                              (['up', '2', '--link-gbit', '-1'], 2, 'not a positive number'),
+                              (['up', '--link-gbit=fast'], 2, 'not a positive number'),
+                              (['sideways'], 2, 'usage')):
+        r = subprocess.run([SCRIPT, *args], env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == code and words in r.stderr and not r.stdout, (args, r.returncode, r.stderr)
+    assert not os.path.exists(tmp_path / 'state')
+    # without root: exit 3, one line naming what is missing, nothing made
+    cmd = [SCRIPT, 'up', '2']
+    if os.getuid() == 0:
+        cmd = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] + cmd
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and r.stderr.strip() == 'cluster: cannot start: needs root (namespaces, ' \
+        'a bridge and daemons that run jobs as their owners)' and not r.stdout, (r.returncode, r.stderr)
+    assert not os.path.exists(tmp_path / 'state')
+
+
 # ---- the cluster ------------------------------------------------------------------------
 
 def _run(cmd, env, timeout=120, **kw):
