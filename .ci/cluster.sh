@@ -215,9 +215,9 @@ slurm_cancel() {
 # nothing under /var/lib/gridengine is touched and a site's own cell is left alone.
 ge_env() {
   export SGE_ROOT=$STATE/sge SGE_CELL=$CELL
-  export SGE_QMASTER_PORT SGE_EXECD_PORT
-  SGE_QMASTER_PORT=$(cat "$STATE/sge/ports" 2>/dev/null | cut -d' ' -f1)
-  SGE_EXECD_PORT=$(cat "$STATE/sge/ports" 2>/dev/null | cut -d' ' -f2)
+  export SGE_QMASTER_PORT="" SGE_EXECD_PORT=""
+  [ -f "$STATE/sge/ports" ] && read -r SGE_QMASTER_PORT SGE_EXECD_PORT < "$STATE/sge/ports"
+  return 0
 }
 
 ge_up() {
@@ -426,14 +426,15 @@ measure_link() {
     log "link not measured: $prog not built"
     return 0
   fi
-  local rc=0 rep size loop
+  local rc=0 size loops env_words
+  mapfile -t env_words < <(mpi_env)
   : > "$raw"
-  for rep in 1 2 3; do
-    for size in "8 200" "4M 20"; do
-      set -- $size
-      env SLURM_CONF="$STATE/slurm/slurm.conf" $(mpi_env) timeout 120 \
-        srun -N 2 --ntasks-per-node=1 --mpi=pmix "$prog" --ops get --raw --min "$1" --max "$1" \
-        --loop "$2" --trials 1 --check-rounds 0 >> "$raw" 2>>"$STATE/link.err" || rc=$?
+  for _ in 1 2 3; do
+    for size in 8 4M; do
+      [ "$size" = 8 ] && loops=200 || loops=20
+      env SLURM_CONF="$STATE/slurm/slurm.conf" "${env_words[@]}" timeout 120 \
+        srun -N 2 --ntasks-per-node=1 --mpi=pmix "$prog" --ops get --raw --min "$size" --max "$size" \
+        --loop "$loops" --trials 1 --check-rounds 0 >> "$raw" 2>>"$STATE/link.err" || rc=$?
       [ "$rc" = 0 ] || break 2
     done
   done
@@ -576,9 +577,9 @@ status() {
   echo "link: $(cat "$STATE/link_gbit" 2>/dev/null) Gbit/s per node each way (tbf), no added delay"
   local f
   for f in "$STATE/slurm/munge/munged.pid" "$STATE/slurm/slurmctld.pid" "$STATE"/slurm/slurmd-*.pid \
-           "$STATE/sge/$CELL/spool/qmaster/qmaster.pid" "$STATE"/sge/$CELL/spool/umsnode*/execd.pid; do
+           "$STATE/sge/$CELL/spool/qmaster/qmaster.pid" "$STATE/sge/$CELL/spool/"umsnode*/execd.pid; do
     [ -e "$f" ] || continue
-    if alive "$f"; then echo "  running  pid $(cat "$f")  ${f#$STATE/}"; else echo "  DEAD     ${f#$STATE/}"; fi
+    if alive "$f"; then echo "  running  pid $(cat "$f")  ${f#"$STATE"/}"; else echo "  DEAD     ${f#"$STATE"/}"; fi
   done
   if alive "$STATE/slurm/slurmctld.pid"; then
     SLURM_CONF=$STATE/slurm/slurm.conf sinfo -h -N -o '  slurm %N %t, %c cpus' 2>/dev/null || true

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell pieces shared by the scripts that start real daemons for tests
 # (.ci/slurm-local.sh, .ci/cluster.sh).  Sourced, not run; the caller sets PROG (its name
 # in messages) first.  Exit status 3 means "cannot run here" (not root, packages
