@@ -263,17 +263,18 @@ EOF
       -e 's|^mailer .*|mailer                 /bin/true|' \
       -e "s|^jsv_url .*|jsv_url                script:$HERE/cluster-jsv.sh|" \
       /usr/share/gridengine/default-configuration > "$c/common/configuration.template"
-  local sd=/usr/lib/gridengine/spooldefaults
-  /usr/lib/gridengine/spoolinit classic libspoolc "$c/common;$c/spool/qmaster" init >/dev/null
-  $sd configuration "$c/common/configuration.template" >/dev/null
-  $sd complexes /usr/share/gridengine/util/resources/centry >/dev/null
-  $sd usersets /usr/share/gridengine/util/resources/usersets >/dev/null
-  $sd managers root >/dev/null
-  local h
+  # the cell's first contents, spooled before the qmaster starts (as Debian's init_cluster)
+  local h log=$STATE/sge/spool-init.log
   mkdir -p "$c/common/hosts"
   for h in "$HEAD" localhost; do printf 'hostname %s\n' "$h" > "$c/common/hosts/$h"; done
-  $sd adminhosts "$c/common/hosts" >/dev/null
-  $sd submithosts "$c/common/hosts" >/dev/null
+  { /usr/lib/gridengine/spoolinit classic libspoolc "$c/common;$c/spool/qmaster" init &&
+    spool_defaults configuration "$c/common/configuration.template" &&
+    spool_defaults complexes /usr/share/gridengine/util/resources/centry &&
+    spool_defaults usersets /usr/share/gridengine/util/resources/usersets &&
+    spool_defaults managers root &&
+    spool_defaults adminhosts "$c/common/hosts" &&
+    spool_defaults submithosts "$c/common/hosts"; } > "$log" 2>&1 ||
+    cannot_see "$log" -- "Grid Engine's spool could not be initialised"
   in_head /usr/lib/gridengine/sge_qmaster || cannot_see "$c/spool/qmaster/messages" /tmp/qmaster_messages -- "sge_qmaster did not start"
   for _ in $(seq 30); do qstat >/dev/null 2>&1 && break; sleep 0.5; done
   qstat >/dev/null 2>&1 || cannot_see "$c/spool/qmaster/messages" /tmp/qmaster_messages -- "sge_qmaster does not answer"
@@ -297,6 +298,8 @@ qc() {
   qconf "$@" >> "$STATE/sge/conf/qconf.log" 2>&1 ||
     cannot_see "$STATE/sge/conf/qconf.log" -- "qconf $* failed"
 }
+
+spool_defaults() { /usr/lib/gridengine/spooldefaults "$@"; }
 
 # Hosts, complexes, PEs and the queue, through qconf (Grid Engine's admin interface).
 ge_configure() {
