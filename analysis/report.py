@@ -41,16 +41,25 @@ CJK_RUN = re.compile('([\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff
 
 # ---- formatting ---------------------------------------------------------------------
 
+def num(v):
+    """A number as a reader reads it: 4 significant digits, thousands separated."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if v != v:
+        return 'nan'
+    if 1e4 <= abs(v) < 1e12:
+        return f'{v:,.0f}'
+    return f'{v:.4g}' if isinstance(v, float) else str(v)
+
+
 def fmt(v):
     if v is None:
         return '-'
     if isinstance(v, dict):
         return '; '.join(f'{k}: {fmt(x)}' for k, x in v.items())
     if isinstance(v, (list, tuple)):
-        return '[' + ', '.join(fmt(x) for x in v) + ']'
-    if isinstance(v, float):
-        return f'{v:.4g}'
-    return str(v)
+        return ', '.join(fmt(x) for x in v)
+    return num(v)
 
 
 def with_unit(text, unit):
@@ -62,10 +71,6 @@ def with_unit(text, unit):
     if unit == '%':
         return text + '%'
     return f'{text} {unit}'
-
-
-def num(v):
-    return f'{v:.4g}' if isinstance(v, float) else str(v)
 
 
 def fmt_interval(lo_hi, unit):
@@ -158,13 +163,16 @@ def romanised(text):
 
 
 def citation(r):
-    """'P001 fig. 5.1, Satoshi Yoshida, academic year 2024': the quote's source in Latin
-    letters (readable without CJK fonts)."""
+    """'P001 fig. 5.1 (Satoshi Yoshida, 2024)': the quote's source in Latin letters
+    (readable without CJK fonts): the paper, where in it, its first author and year as
+    analysis/claims.yaml records them."""
     paper = data.claims_data().get('papers', {}).get(r.get('paper_id')) or {}
-    first = re.split(r'[;,]| and ', romanised(paper.get('authors', '')))[0].split(' (')[0].strip()
-    claim = data.claim(r['id'])
-    return ', '.join(x for x in (f"{r.get('paper_id')} {claim.get('where', '')}".strip(), first,
-                                 romanised(paper.get('date', ''))) if x)
+    authors = romanised(paper.get('authors', ''))
+    first = '' if 'not in the text' in authors else re.split(r'[;,]| and ', authors)[0].split(' (')[0].strip()
+    year = re.search(r'\b(19|20)\d\d\b', paper.get('date', ''))
+    who = ', '.join(x for x in (first + (' et al.' if first and ',' in authors else ''),
+                                year.group(0) if year else '') if x)
+    return f"{r.get('paper_id')} {data.claim(r['id']).get('where', '')}".strip() + (f' ({who})' if who else '')
 
 
 def claim_text(r):
@@ -176,6 +184,11 @@ def claim_text(r):
 
 
 # ---- the machines, the counts and what was not judged (the first screen) ----------
+
+def gpu_absent(reason):
+    """Detection's reason for no GPU without the loader's raw message."""
+    return re.sub(r'\s*\((libcuda[^()]*|[^()]*cannot open shared object[^()]*)\)', '', reason or '').strip()
+
 
 def describe_machine(facts):
     """'CPU: AMD EPYC 9654, 16 cores; memory: 128 GiB; GPU: 1x NVIDIA H200 (139.8 GiB)'
@@ -191,7 +204,7 @@ def describe_machine(facts):
                                                              if gpu.get('memory_gib') else ''))
     else:
         why = facts.get('gpu_reason') or (facts.get('probe') or {}).get('gpu_reason')
-        text.append('GPU: none' + (f' ({why})' if why else ''))
+        text.append('GPU: none' + (f' ({gpu_absent(why)})' if why else ''))
     return '; '.join(text)
 
 
@@ -256,9 +269,10 @@ def screen_lines(screen):
     counted = sum(c[v] for v in V.COUNTED)
     lines.append(('counts', f"{c[V.REPRODUCED]} of {counted} judged claim x system rows reproduced; "
                             + ', '.join(f'{v}: {c[v]}' for v in V.ALL)))
+    several = len({r.get('machine') for _, rs in screen['judged'] for r in rs}) > 1
     for v, rs in screen['judged']:
-        lines.append((KLASS[v], f'{v}: ' + ', '.join(label(r) + (f" [{r['machine']}]" if r.get('machine') else '')
-                                                      for r in rs)))
+        lines.append((KLASS[v], f'{v}: ' + ', '.join(
+            label(r) + (f" [{r['machine']}]" if several and r.get('machine') else '') for r in rs)))
     if screen['failed']:
         lines.append(('fail', "failed (the artifact's own failure, counted apart): "
                               + '; '.join(f"{label(r)}: {r['reason']}" for r in screen['failed'])))
@@ -358,10 +372,30 @@ def case_outcome(c):
     return c['status']
 
 
+_MISS = re.compile(r'(\w+)=(\S+) (\S+), expected \S+ \(l=(\S+), u=([^)]+)\)')
+
+
+def fmt_missed(messages):
+    """ReFrame's reference misses of every repeat, one entry per variable:
+    'put_lat8_over_raw = 4.044, 3.93, 3.642× (3 repeats), expected ≤ 1.2×'."""
+    by_var = {}
+    for msg in messages:
+        for var, value, unit, lo, hi in _MISS.findall(msg):
+            def bound(x):
+                return None if x.strip() in ('-inf', 'inf', 'None') else float(x)
+            entry = by_var.setdefault(var, {'values': [], 'unit': unit, 'bound': (bound(lo), bound(hi))})
+            entry['values'].append(float(value))
+    if not by_var:
+        return '; '.join(messages)
+    return '; '.join(f"{var} = {with_unit(', '.join(num(v) for v in e['values']), e['unit'])} "
+                     f"({len(e['values'])} repeat{'s' if len(e['values']) > 1 else ''}), "
+                     f"expected {fmt_interval(e['bound'], e['unit'])}" for var, e in by_var.items())
+
+
 def case_reason(c):
     parts = []
     if c['missed']:
-        parts.append('missed: ' + '; '.join(c['missed']))
+        parts.append('missed ReFrame\'s reference: ' + fmt_missed(c['missed']))
     if c['reason']:
         parts.append(c['reason'])
     for var, vals in c.get('outliers', {}).items():
@@ -378,7 +412,7 @@ def case_perf(c):
 
 
 def case_rows(cases):
-    return [[f"{c['check']} {' '.join(f'{k}={v}' for k, v in c['params'].items())}",
+    return [[' '.join([c['check']] + [f'{k}={v}' for k, v in c['params'].items()]),
              f"{c['system']}:{c['partition']}", case_outcome(c),
              f"{c['measured_repeats']} of {c['repeats']}", case_reason(c), case_perf(c)] for c in cases]
 

@@ -68,7 +68,9 @@ def records(case, metric, **match):
 def paper(claim_id):
     """(value, label) of a paper claim: the number(s) the figures mark."""
     c = data.claim(claim_id)
-    return c['value'], f"paper ({(c.get('system') or 'paper').capitalize()})"
+    system = c.get('system')
+    return c['value'], f'paper ({system.capitalize()})' if system and system != 'any' else 'paper'
+
 
 
 # ---- indicative points --------------------------------------------------------------
@@ -83,9 +85,13 @@ def marker_style(color, is_hollow, marker='o', size=4):
             'markerfacecolor': 'white' if is_hollow else color}
 
 
-def note_hollow(ax, drawn_hollow):
-    """One legend entry explaining hollow markers, where some were drawn."""
-    if drawn_hollow:
+def note_hollow(ax, drawn_hollow, bars=False):
+    """One legend entry explaining hollow markers (hatched bars), where some were drawn."""
+    if drawn_hollow and bars:
+        from matplotlib.patches import Rectangle   # zero-sized: a legend entry, no data limits
+        ax.add_patch(Rectangle((0, 0), 0, 0, facecolor='white', edgecolor='#555555', hatch='//',
+                               label=HOLLOW_LABEL.replace('hollow', 'hatched, white')))
+    elif drawn_hollow:
         ax.plot([], [], linestyle='none', label=HOLLOW_LABEL, **marker_style('#555555', True))
 
 
@@ -270,7 +276,8 @@ def figure(cases, out_dir, name, title, sources, draw, panel=(7.0, 3.8), panel_s
     said = notes(picked)
     if all(why_empty(c) for c in picked):
         what = ' / '.join(check + ''.join(f' {k}={v}' for k, v in params.items()) for check, params in sources)
-        return None, '; '.join([f'no {what} data to plot'] + said)
+        return None, '; '.join([f'no {what} data to plot' + ('' if picked else ' (not in these run reports)')]
+                               + said)
     plt = pyplot()
     if plt is None:
         return None, NO_MATPLOTLIB

@@ -33,7 +33,7 @@ def _draw_modes(ax, case):
             paper_tick(ax, x, y, 0.8, label=None if i else f'{label}:\nboth = ratio × ref')
             ax.text(x + 0.42, y, what, fontsize=6.5, va='bottom' if i else 'top')
         marks = [y for y, _ in marks]
-    note_hollow(ax, h)
+    note_hollow(ax, h, bars=True)
     if marks or h:
         legend(ax)
     if marks:
@@ -105,7 +105,7 @@ def _draw_halo(ax, case):
             paper_tick(ax, xm, expl['median'] * ratio[pack], width * 1.1,
                        label=f'{label}:\nratio × explicit' if i == 0 else None)
         ticks.append(f'{pack.upper()} pack' + (f'\npaper {ratio[pack]}×' if ratio[pack] else ''))
-    note_hollow(ax, h)
+    note_hollow(ax, h, bars=True)
     ax.set_xticks(range(len(packs)))
     ax.set_xticklabels(ticks)
     ax.set_yscale('log')

@@ -58,7 +58,7 @@ def _draw_dlm_micro(ax, panel):
                        label=f'{label}: R3 here × the paper\'s ratio' if first else None)
             first = False
     _not_run_engines(ax, panel['members'])
-    note_hollow(ax, any_hollow)
+    note_hollow(ax, any_hollow, bars=True)
     ax.set_xticks(range(len(threads)))
     ax.set_xticklabels([str(t) for t in threads])
     ax.set_xlabel('OpenMP threads of the compute rank')
