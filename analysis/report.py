@@ -167,10 +167,10 @@ def citation(r):
     (readable without CJK fonts): the paper, where in it, its first author and year as
     analysis/claims.yaml records them."""
     paper = data.claims_data().get('papers', {}).get(r.get('paper_id')) or {}
-    authors = romanised(paper.get('authors', ''))
-    first = '' if 'not in the text' in authors else re.split(r'[;,]| and ', authors)[0].split(' (')[0].strip()
+    authors = romanised(paper.get('authors', '').split(';')[0])   # after ';': advisors
+    first = '' if 'not in the text' in authors else re.split(r',| and ', authors)[0].split(' (')[0].strip()
     year = re.search(r'\b(19|20)\d\d\b', paper.get('date', ''))
-    who = ', '.join(x for x in (first + (' et al.' if first and ',' in authors else ''),
+    who = ', '.join(x for x in (first + (' et al.' if first and re.search(r',| and ', authors) else ''),
                                 year.group(0) if year else '') if x)
     return f"{r.get('paper_id')} {data.claim(r['id']).get('where', '')}".strip() + (f' ({who})' if who else '')
 

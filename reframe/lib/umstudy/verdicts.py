@@ -148,6 +148,8 @@ def applies(c, system_name, partition_features):
     missing = [f for f in rule.get('features', []) if f not in partition_features]
     if not missing:
         return True, ''
+    if 'gpu' in missing:   # without a GPU what else it lacks (CUDA, managed memory) is moot
+        missing = ['gpu']
     return False, c.get('needs') or ' and '.join(FEATURE_NEEDS.get(f, f) for f in missing)
 
 
@@ -856,7 +858,11 @@ def judge(claim, system, cases):
     first = next(iter(parts.values()), None)
     if first:
         row.update(size=first['size'], machine=first['machine'])
-    unjudged = '; '.join(f'{label(k)}{p.reason}' for k, p in problems)
+    same = {}   # parts that failed for one reason (one case) say it once
+    for k, p in problems:
+        same.setdefault(p.reason, []).append(k)
+    unjudged = '; '.join((', '.join(str(k) for k in keys) + ': ' if keys != [None] else '') + reason
+                         for reason, keys in same.items())
     far = ('; a repeat far from its median: ' + '; '.join(row['outliers'])) if row['outliers'] else ''
 
     failed = [k for k, p in parts.items() if p['verdict'] == NOT_REPRODUCED]
