@@ -42,14 +42,12 @@ CJK_RUN = re.compile('([\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff
 # ---- formatting ---------------------------------------------------------------------
 
 def num(v):
-    """A number as a reader reads it: 4 significant digits, thousands separated."""
+    """A number as a reader reads it (umstudy.verdicts.num); anything else as it is."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return str(v)
     if v != v:
         return 'nan'
-    if 1e4 <= abs(v) < 1e12:
-        return f'{v:,.0f}'
-    return f'{v:.4g}' if isinstance(v, float) else str(v)
+    return V.num(v) if isinstance(v, float) or abs(v) >= 1e4 else str(v)
 
 
 def fmt(v):

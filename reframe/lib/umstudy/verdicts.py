@@ -373,6 +373,11 @@ def _missed(tc):
     return text.split('reference(s):', 1)[-1].strip()
 
 
+def num(v):
+    """A number in a reason: 4 significant digits, thousands separated, no exponent below 1e12."""
+    return f'{v:,.0f}' if 1e4 <= abs(v) < 1e12 else f'{v:.4g}'
+
+
 def outliers(samples, factor=OUTLIER_FACTOR):
     """Repeats more than `factor` times above or below the median of their repeats.
     Only for positive quantities (a factor between signed values says nothing)."""
@@ -618,7 +623,8 @@ def _case(cases, system, selector):
     if case['status'] == NOT_RUN:
         raise Problem(NOT_RUN, f'{desc} did not run: {case["reason"]}', case['group'])
     if selector['var'] not in case['samples']:
-        raise Problem(NOT_RUN, f'{desc} reported no {selector["var"]}', 'a value was not reported')
+        raise Problem(NOT_RUN, f'{desc} reported no {selector["var"]}',
+                      'the check ran but did not report the value the claim reads')
     for var, want in (selector.get('only_if') or {}).items():
         if case['perf'].get(var) != want:
             why = selector.get('only_if_reason', f'{var} != {want}')
@@ -634,8 +640,8 @@ def _flags(case, var, values):
         return []
     med = statistics.median(values)
     desc = ' '.join([case['check']] + [f'{k}={v}' for k, v in case['params'].items()])
-    return [f"{desc} {var}: a repeat at {', '.join(f'{v:.4g}' for v in far)} against a median of "
-            f'{med:.4g} (more than {OUTLIER_FACTOR:g}x apart)']
+    return [f"{desc} {var}: a repeat at {', '.join(num(v) for v in far)} against a median of "
+            f'{num(med)} (more than {OUTLIER_FACTOR:g}x apart)']
 
 
 def measure(cases, system, selector):
@@ -834,8 +840,8 @@ def judge(claim, system, cases):
         if m.others:   # a ratio or difference of several cases: its own repeats too
             far = outliers(m.samples)
             if far:
-                flags.append(f"the combined value: a repeat at {', '.join(f'{v:.4g}' for v in far)} against a "
-                             f'median of {m.median:.4g} (more than {OUTLIER_FACTOR:g}x apart)')
+                flags.append(f"the combined value: a repeat at {', '.join(num(v) for v in far)} against a "
+                             f'median of {num(m.median)} (more than {OUTLIER_FACTOR:g}x apart)')
         why_not = _qualify(m, claim, size_needed)
         verdict = INDICATIVE if why_not else judge_samples(m.samples, lo, hi)
         if flags and verdict in (REPRODUCED, NOT_REPRODUCED):
