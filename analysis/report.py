@@ -4,8 +4,8 @@
     python3 analysis/report.py --out DIR run-report.json [more.json ...]
 
 The page opens with one screen that says what was measured on which machine (CPU,
-cores, memory, GPU, as the run recorded them), how many claim x system rows got each
-verdict, which rows were judged (named), and one line per reason for what was not
+cores, memory, GPU, as the run recorded them), how many rows (one per claim and system)
+got each verdict, which rows were judged (named), and one line per reason for what was not
 judged.  Then the paper claims (the claim, the paper's system and number, the measured
 median with its spread, size and machine, the verdict and why), the artifact's
 targets, what could not be judged here grouped by the hardware it needs, the figures,
@@ -265,8 +265,8 @@ def screen_lines(screen):
         lines.append(('machine', 'Machine: not recorded by these run reports'))
     c = screen['counts']
     counted = sum(c[v] for v in V.COUNTED)
-    lines.append(('counts', f"{c[V.REPRODUCED]} of {counted} judged claim x system rows reproduced; "
-                            + ', '.join(f'{v}: {c[v]}' for v in V.ALL)))
+    lines.append(('counts', f"{c[V.REPRODUCED]} of {counted} judged rows reproduced (one row per claim and "
+                            f"system); rows per verdict: " + ', '.join(f'{v}: {c[v]}' for v in V.ALL)))
     several = len({r.get('machine') for _, rs in screen['judged'] for r in rs}) > 1
     for v, rs in screen['judged']:
         lines.append((KLASS[v], f'{v}: ' + ', '.join(

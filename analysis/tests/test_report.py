@@ -128,7 +128,7 @@ def test_first_screen_names_machine_counts_rows_and_reasons(tmp_path):
             '5 test cases from local.json') in screen
     assert 'libcuda' not in screen
     # every verdict counted; the judged rows named
-    assert '2 of 3 judged claim x system rows reproduced' in screen
+    assert '2 of 3 judged rows reproduced (one row per claim and system)' in screen
     for v in V.ALL:
         assert f'{v}: ' in screen
     assert '- reproduced: P004-C1 (local), DLM-T3 (local)' in screen
@@ -155,7 +155,7 @@ def test_failed_rows_are_red_and_counted_apart(tmp_path):
     assert ("<li class=\"fail\">failed (the artifact&#x27;s own failure, counted apart): HIM-T3-explicit (miyabi): "
             'gosa_rel_err, p_max_abs_diff: HimenoVerify variant=cuda-explicit failed: the program crashed: '
             'exit 139 (SIGSEGV)</li>') in page
-    assert '0 of 0 judged claim x system rows reproduced' in md and 'failed: 1' in md
+    assert '0 of 0 judged rows reproduced' in md and 'failed: 1' in md
     assert '| HimenoVerify variant=cuda-explicit | miyabi:gpu | failed | 0 of 1 | the program crashed' in md
 
 

@@ -1,4 +1,4 @@
-"""The full report page: every section and every claim x system row is there (pure
+"""The full report page: every section and every row (one per claim and system) is there (pure
 Python, always), and the page renders in a real browser (headless Chromium, skipped
 with the reason where it is not installed)."""
 import html.parser
