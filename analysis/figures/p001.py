@@ -172,7 +172,8 @@ def himeno_figure(cases, out_dir):
             h = hollow(case)
             any_hollow |= h
             errbars(ax, [x], [stat], width, HIMENO_COLORS[v], labels=[v if s_i == 0 else None], hollows=[h])
-            ax.text(x, stat['max'], f"{stat['median']:.0f}", ha='center', va='bottom', fontsize=8)
+            m = stat['median']
+            ax.text(x, stat['max'], f'{m:.0f}' if m >= 100 else f'{m:.3g}', ha='center', va='bottom', fontsize=8)
     note_hollow(ax, any_hollow, bars=True)
     ax.set_xlim(-0.5, len(bars) - 0.5)
     ax.set_xticks(range(len(bars)))
