@@ -357,3 +357,18 @@ def test_the_case_table_flags_a_far_repeat(tmp_path):
     tcs = repeated('DlmStencil %engine=r3', {'mflops_in_memory': [1890.0, 2057.0, 1.78]})
     (case,) = V.load_cases([write_report(tmp_path / 'r.json', tcs)])
     assert case['outliers'] == {'mflops_in_memory': [1.78]}
+
+
+def test_a_skipped_build_skips_its_checks_with_the_builds_reason(tmp_path):
+    build = {'name': 'UmstudyBuild ~miyabi:gpu+gnu', 'unique_name': 'UmstudyBuild_1', 'fixture': True,
+             'system': 'miyabi', 'partition': 'gpu', 'result': 'skip',
+             'skip_reason': 'TSUBAME2.5 was retired in 2017 and its CUDA 5.0 cannot build these sources'}
+    tc = dict(run_case('HimenoVerify %variant=cuda-explicit', result='skip'),
+              dependencies_actual=[['UmstudyBuild_1', 'miyabi:gpu', 'gnu']])
+    (case,) = V.load_cases([write_report(tmp_path / 'r.json', [build, tc])])
+    assert case['status'] == V.SKIPPED and case['verdict'] == NR and case['group'] == 'the system is retired'
+    assert case['reason'].startswith('UmstudyBuild (the build) was skipped: TSUBAME2.5 was retired')
+    # a skip with no reason and no fixture to explain it says so
+    (case,) = V.load_cases([write_report(tmp_path / 's.json', [run_case('HimenoVerify %variant=cpu',
+                                                                        result='skip')])])
+    assert case['status'] == V.SKIPPED and case['reason'] == 'skipped, no reason recorded'

@@ -320,14 +320,9 @@ def classify_failure(tc, fixtures=None):
         said = _first_line(text)
         return Why(NOT_RUN, 'aborted (the run was stopped)',
                    said if 'abort' in said.lower() else 'aborted' + (f': {said}' if said else ''))
-    if tc.get('result') == 'fail_deps' or (tc.get('result') == 'skip' and not tc.get('skip_reason')):
-        for dep in tc.get('dependencies_actual') or []:
-            fixture = (fixtures or {}).get(dep[0])
-            if fixture is not None and fixture.get('result') not in ('pass', 'skip'):
-                why = classify_failure(fixture)
-                return Why(why.verdict, why.group, f'{parse_name(fixture["name"])[0]} (the build) failed: '
-                                                   f'{why.reason}')
-        return Why(NOT_RUN, 'a dependency did not run', 'a dependency (the build) did not complete')
+    if tc.get('result') in ('fail_deps', 'skip'):
+        dep = _dependency(tc, fixtures)
+        return dep[1] if dep else Why(NOT_RUN, 'a dependency did not run', 'a dependency (the build) did not complete')
     sched = _scheduler_error(tc)
     if sched:
         return Why(NOT_RUN, f'scheduler error: {sched}',
@@ -352,6 +347,22 @@ def classify_failure(tc, fixtures=None):
     if phase in ('compile', 'compile_wait'):
         return Why(FAILED, 'build failed', _first_line(text) or 'build failed')
     return Why(FAILED, f'the check failed ({phase or "unknown stage"})', _first_line(text) or 'failed')
+
+
+def _dependency(tc, fixtures):
+    """(status, Why) of a case ReFrame did not run because its fixture (the build) failed
+    or was skipped: the fixture's own why, or None where no fixture of the report explains it."""
+    for dep in tc.get('dependencies_actual') or []:
+        fixture = (fixtures or {}).get(dep[0])
+        if fixture is None or fixture.get('result') == 'pass':
+            continue
+        name = parse_name(fixture['name'])[0]
+        if fixture.get('result') == 'skip':
+            why = classify_skip(fixture.get('skip_reason') or fixture.get('fail_reason'))
+            return SKIPPED, Why(why.verdict, why.group, f'{name} (the build) was skipped: {why.reason}')
+        why = classify_failure(fixture)
+        return why.verdict, Why(why.verdict, why.group, f'{name} (the build) failed: {why.reason}')
+    return None
 
 
 def _perf(tc):
@@ -422,8 +433,9 @@ def _aborted(tc):
 
 def _why(tc, fixtures):
     """(MEASURED, None) or (SKIPPED | FAILED | NOT_RUN, Why) of one repeat."""
-    if tc.get('result') == 'skip' and tc.get('skip_reason'):
-        return SKIPPED, classify_skip(tc['skip_reason'])
+    if tc.get('result') == 'skip':
+        said = tc.get('skip_reason') or tc.get('fail_reason')
+        return (None if said else _dependency(tc, fixtures)) or (SKIPPED, classify_skip(said))
     if tc.get('placement_failure'):
         return NOT_RUN, classify_failure(tc, fixtures)
     if tc.get('result') == 'pass' or (_perf(tc) and tc.get('fail_phase') in ('performance', 'cleanup')):
