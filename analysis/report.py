@@ -279,8 +279,8 @@ def screen_lines(screen):
     for v, group, rs, ncases in screen['not_judged']:
         head = f'needs {group}' if v == V.NOT_APPLICABLE else group
         what = f"{len(rs)} row{'s' if len(rs) != 1 else ''} {v}"
-        tail = f"; {ncases} test case{'s' if ncases != 1 else ''} {'skipped' if v == V.NOT_APPLICABLE else 'affected'}" \
-            if ncases else ''
+        did = 'skipped' if v == V.NOT_APPLICABLE else 'affected'
+        tail = f"; {ncases} test case{'s' if ncases != 1 else ''} {did}" if ncases else ''
         lines.append(('na' if v == V.NOT_APPLICABLE else 'nr',
                       f"{head}: {what}{tail} ({', '.join(label(r) for r in rs)})"))
     return lines

@@ -13,7 +13,7 @@ sys.path.insert(0, HERE)
 import figures  # noqa: E402
 from figures import common, p004  # noqa: E402
 import report  # noqa: E402
-from synth import V, repeated, run_case, write_report  # noqa: E402
+from synth import V, run_case, write_report  # noqa: E402
 from test_dlm import micro  # noqa: E402
 
 plt = pytest.importorskip('matplotlib.pyplot')
