@@ -23,6 +23,7 @@ SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/syst
 # ReFrame through $(PYTHON), wherever its `reframe` script was installed.
 RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_OUTPUT=$(OUTPUT) UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
 
+.PHONY: cluster-up cluster-down cluster-status
 .PHONY: all help setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu reframe-slurm run run-args report spack-test system dist spack-pin spack-offline mirror mirror-bootstrap clean
 
 all: build
@@ -34,6 +35,7 @@ help:
 	@echo "make system    write systems/NAME/system.yaml for your cluster (NAME=... SCHEDULER=slurm|pbs|nqsv ...;"
 	@echo "               see README, 'Running on your cluster'; python3 -m umstudy.newsystem --help lists every answer)"
 	@echo "make build | setup | ctest | pytest | reframe-list | reframe-cpu | reframe-slurm | spack-test | dist | spack-pin | spack-offline | mirror | clean"
+	@echo "make cluster-up | cluster-down | cluster-status   a cluster in a box (root; NODES=4): eval \"\$$(make -s cluster-up)\", then --system cluster"
 	@echo "variables:"
 	@echo "  SIZE=quick|paper           quick (default): minutes on one node; paper: the papers' sizes"
 	@echo "  SYSTEM=<name>              one of: $(SYSTEMS) (default local)"
@@ -46,6 +48,19 @@ help:
 	@echo "  UMSTUDY_GROUP=<group>      your group/account on a site (Miyabi, Pegasus, Cygnus, TSUBAME4.0)"
 
 setup: setup-system setup-python
+
+# The cluster in a box (.ci/cluster.sh; root): NODES nodes as namespaces of this machine,
+# Slurm and Grid Engine on them.  `eval "$(make -s cluster-up)"` sets the shell up for it
+# (stdout carries only the exports); the link is measured with build/default's programs.
+NODES ?= 4
+cluster-up:
+	@UMSTUDY_BUILD=$(BUILD) $(ROOT)/.ci/cluster.sh up $(NODES)
+
+cluster-down:
+	@$(ROOT)/.ci/cluster.sh down
+
+cluster-status:
+	@$(ROOT)/.ci/cluster.sh status
 
 setup-system:
 	@$(ROOT)/.ci/setup-system.sh

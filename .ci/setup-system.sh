@@ -24,6 +24,9 @@ if have apt-get && [ "$(id -u)" = 0 ]; then
   dpkg -s libucx-dev >/dev/null 2>&1 || optional+=(libucx-dev)
   # Slurm + munge: the single-host Slurm `make test` starts (.ci/slurm-local.sh)
   for p in slurmctld slurmd slurm-client munge; do dpkg -s $p >/dev/null 2>&1 || optional+=($p); done
+  # Grid Engine: the second scheduler of the cluster in a box (.ci/cluster.sh runs a cell
+  # of its own; the packages' default cell is set up for this host, as Debian asks)
+  for p in gridengine-master gridengine-exec gridengine-client; do dpkg -s $p >/dev/null 2>&1 || optional+=($p); done
 fi
 if [ ${#need[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" = 0 ] && have apt-get; then
@@ -31,8 +34,16 @@ if [ "$(id -u)" = 0 ] && have apt-get; then
   # Without network (air-gapped sites) only a missing required package is fatal.
   DEBIAN_FRONTEND=noninteractive apt-get update -qq || [ ${#need[@]} -eq 0 ]
   [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  # Grid Engine's packages ask for the master host and whether to set up a cell: answered
+  # here, so that an install without a terminal neither stops nor fails.
+  if [[ " ${optional[*]} " == *" gridengine-"* ]] && have debconf-set-selections; then
+    for p in gridengine-common gridengine-master gridengine-exec gridengine-client; do
+      printf '%s shared/gridenginemaster string %s\n%s shared/gridenginecell string default\n%s shared/gridengineconfig boolean true\n' \
+        "$p" "$(hostname)" "$p" "$p"
+    done | debconf-set-selections
+  fi
   [ ${#optional[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${optional[@]}" >/dev/null 2>&1 ||
-    echo "setup: optional ${optional[*]} not installed: the OpenACC variant / armci backend / vcuda UCX transport will not be built, the Slurm test will skip" >&2
+    echo "setup: optional ${optional[*]} not installed: the OpenACC variant / armci backend / vcuda UCX transport will not be built, the Slurm and cluster tests will skip" >&2
 else
   echo "setup: missing: ${need[*]}" >&2
   echo "  Debian/Ubuntu: sudo apt-get install ${need[*]}" >&2

@@ -25,7 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'reframe', 'lib'))
 from umstudy import data, verdicts as V  # noqa: E402
 
-from figures import HIMENO_CLAIMS, cab_comm_table, figures, himeno_figure, remd_table  # noqa: E402
+from figures import (HIMENO_CLAIMS, cab_comm_table, dlm_fault_table, figures, himeno_figure,  # noqa: E402
+                     remd_table)
 from provenance import sidecar  # noqa: E402
 
 # The project's own reference runs: ReFrame run reports of the reference machine.
@@ -440,7 +441,7 @@ def write(rows, cases, out_dir, sources, reference=None):
     figs = figures(cases, out_dir)
     for f in figs:
         f['claims'] = sorted({r['id'] for r in beside(f, rows)})
-    tables = [cab_comm_table(cases), remd_table(cases)]
+    tables = [cab_comm_table(cases), remd_table(cases), dlm_fault_table(cases)]
     screen = first_screen(rows, cases)
     counts = screen['counts']
     prov = provenance(sources)

@@ -16,6 +16,14 @@ Sizes (UMSTUDY_SIZE):
          paper: 120 GiB); STREAM 8 MiB pages over 8 GiB (4 memory ranks; paper: 56 GiB).
   Ratios problem/capacity 0.5, 1, 2, 4 in both: the paper's curve on any machine.
 A uffd run where userfaultfd is not permitted exits 77 with the reason: a skip.
+
+Per-fault timing (P004 figs. 2.4 and 3.2): with `-S fault_timing=1` (make run
+RFMFLAGS='-S fault_timing=1') the programs time every fault, and DlmMicro (at one thread
+and at the most threads) and DlmStencil (at the largest ratio) add the mean of each
+timing point an engine observes as `fault_<point>_us_<where>` (a, b, q, c, d, wake, stall:
+src/dlm/include/dlm/dlm.h) and `fault_q_share_<where>`, q's share of a+b+q+c+d in %
+(P004 fig. 2.4, R58: 7% at 1 thread, about 80% at 12).  Off by default: the claims'
+times are measured without it.
 """
 import os
 import sys
@@ -28,6 +36,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib
 from umstudy.checks import UmstudyMetricTest, mpirun_on_local, one_node, size  # noqa: E402
 
 MODE = size()
+# src/dlm/include/dlm/dlm.h: the points of an exchange, and those reported as variables
+EXCHANGE_POINTS = ('a', 'b', 'q', 'c', 'd')
+TIMING_POINTS = EXCHANGE_POINTS + ('wake', 'stall')
 ENGINES = ['r3', 'r58', 'r77', 'uffd']
 RATIOS = [0.5, 1, 2, 4]
 SIZES = {
@@ -71,6 +82,8 @@ class DlmBase(UmstudyMetricTest):
     engine = parameter(ENGINES)
     # OpenMP threads of the compute rank (0: the partition's cores, at most 16)
     threads = variable(int, value=0)
+    # --fault-timing: P004's per-fault timing points as performance variables
+    fault_timing = variable(bool, value=False)
     kind = ''
 
     def compute_threads(self):
@@ -92,11 +105,34 @@ class DlmBase(UmstudyMetricTest):
         self.executable = self.program(self.bench)
         self.env_vars = {'OMP_WAIT_POLICY': 'PASSIVE', 'DLM_TIMEOUT': '120'}
         self.executable_opts = ['--engine', self.engine, '--uffd-workers', '12'] + SIZES[self.kind][self.size]
+        if self.fault_timing:
+            self.executable_opts += ['--fault-timing']
 
     @run_before('run')
     def fit_partition(self):
         self.skip_unless('mpi' in self.current_partition.features, 'no MPI on this partition')
         mpirun_on_local(self)
+
+    def fault_time_variables(self, where, **match):
+        """The mean of every timing point the engine observes in the phase `match`
+        selects, and q's share of the exchange (a+b+q+c+d), as fault_<point>_us_<where>
+        and fault_q_share_<where>."""
+        if not self.fault_timing or self.is_dry_run():
+            return
+        lines = {r['point']: r for r in self.records().evaluate()
+                 if r.get('metric') == 'fault_time' and all(r.get(k) == v for k, v in match.items())}
+        if not lines:
+            raise sn.SanityError(f'--fault-timing gave no fault_time lines for {match}')
+        recs = self.records()
+        for point in TIMING_POINTS:
+            r = lines.get(point)
+            if r and r.get('observable') and r.get('n'):
+                self.perf_variables[f'fault_{point}_us_{where}'] = sn.make_performance_function(
+                    field(recs, 'fault_time', 'value', point=point, **match), 'us')
+        parts = sum(lines[p]['sum_s'] for p in EXCHANGE_POINTS if p in lines)
+        if parts > 0 and 'q' in lines:
+            self.perf_variables[f'fault_q_share_{where}'] = sn.make_performance_function(
+                ratio(field(recs, 'fault_time', 'sum_s', 100.0, point='q', **match), parts), '%')
 
     def busy_cpus(self, ranks, threads):
         # The memory ranks, the compute rank's most OpenMP threads and DLM's own
@@ -132,6 +168,8 @@ class DlmMicro(DlmBase):
         if 1 in rates and 12 in rates:
             self.perf_variables['rate_t12_over_t1'] = sn.make_performance_function(
                 ratio(rates[12], rates[1]), 'ratio')
+        for t in sorted({self.thread_counts[0], self.thread_counts[-1]}):
+            self.fault_time_variables(f't{t}', threads=t)
 
 
 class DlmSweep(DlmBase):
@@ -159,6 +197,7 @@ class DlmStencil(DlmSweep):
     def retention(self):
         self.perf_variables['retention_4x'] = sn.make_performance_function(
             field(self.records(), 'mflops', 'retention', 100.0, ratio=self.ratios[-1]), '%')
+        self.fault_time_variables(f'{self.ratios[-1]:g}x', ratio=self.ratios[-1])
 
 
 @rfm.simple_test

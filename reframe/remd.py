@@ -1,8 +1,12 @@
 """remd checks (P003: replica-exchange MD of argon over many GPUs through DS-CUDA).
 
-- RemdLocal: src/remd on n local GPUs (one host thread, P003's list 1), 256 or 2,048
-  atoms, 14,336 replicas, the faithful (P003's) or the fast kernel.  The 256-atom runs
-  also check the GPU against the CPU reference over the first interval.
+- RemdLocal: src/remd on n local GPUs, 256 or 2,048 atoms, 14,336 replicas, the faithful
+  (P003's) or the fast kernel; replicas interleaved along the ladder over the GPUs and one
+  host thread per GPU (remd's defaults; P003's list 1 is --host-loop serial).  The fast
+  kernel's threads per block are picked by a sweep on the machine (--tune, records
+  tune_time); the one-GPU fast runs also time the ladder in 8 segments and one wave per
+  residency (--profile-segments), the inputs of analysis/remd_balance_model.py (REMD-T8/T9).
+  The 256-atom runs also check the GPU against the CPU reference over the first interval.
 - RemdVcuda: the same binary, unmodified, through vcuda (`vcuda-run`: one `vcuda-server`
   per GPU on 127.0.0.1, started before the run and stopped after it, the libcudart
   stand-in preloaded), with and without P003's 2 ms keep-alive.
@@ -33,6 +37,7 @@ from umstudy.checks import (UmstudyMetricTest, UmstudyRunBase, metric,  # noqa: 
                             one_node, size, skip_without_gpu)
 
 NREP = 14336  # P003: 14 SMX x 1,024; a multiple of every GPU count checked
+PROFILE_SEGMENTS = 8  # ladder segments of the one-GPU profile (each 1,792 replicas)
 # Exchange intervals (Miter) per atom count: P003 ran 1,800 (256) and 100 (2,048).
 ITERATIONS = {'quick': {256: 5, 2048: 1}, 'paper': {256: 1800, 2048: 100}}
 CELLS = {256: 4, 2048: 8}
@@ -60,7 +65,8 @@ class RemdBase(UmstudyMetricTest):
     atoms = parameter([256, 2048])
     perf_metrics = [('interval_time', 's'), ('t_gpu', 's'), ('t_com', 's'), ('t_clt', 's'),
                     ('t_gpu0', 's'), ('gpu_seconds', 's'), ('pair_evals_per_s', 'pairs/s'),
-                    ('kernel_pair_evals_per_s', 'pairs/s'), ('gflops', 'GFLOPS'), ('acceptance_mean', '1')]
+                    ('kernel_pair_evals_per_s', 'pairs/s'), ('gflops', 'GFLOPS'), ('acceptance_mean', '1'),
+                    ('t_gpu_imbalance', '1'), ('blocks_per_sm', '1'), ('threads_per_block', '1')]
 
     def gpu_count(self):
         return self.current_partition.extras.get('facts', {}).get('gpu', {}).get('count', 0)
@@ -73,6 +79,8 @@ class RemdBase(UmstudyMetricTest):
                 '--iterations', str(ITERATIONS[self.size][self.atoms]), '--kernel', kernel, '--gpus', str(ngpus)]
         if self.fp32_peak():
             args += ['--fp32-peak-tflops', str(self.fp32_peak())]
+        if kernel == 'fast':  # threads per block by measurement (P003's kernel keeps its own)
+            args += ['--tune']
         return args
 
     def skip_unless_gpus(self, n):
@@ -112,7 +120,7 @@ class RemdBase(UmstudyMetricTest):
 
 @rfm.simple_test
 class RemdLocal(RemdBase):
-    descr = 'P003 REMD on n local GPUs (one host thread looping over cudaSetDevice)'
+    descr = 'P003 REMD on n local GPUs (replicas interleaved along the ladder, a host thread per GPU)'
     valid_systems = ['+cuda']
     gpus = parameter(GPU_COUNTS)
     kernel = parameter(['faithful', 'fast'])
@@ -123,6 +131,8 @@ class RemdLocal(RemdBase):
         self.executable_opts = self.remd_args(self.gpus, self.kernel)
         if self.atoms == 256:  # the CPU reference of 2 replicas costs < 1 s at 256 atoms
             self.executable_opts += ['--verify-replicas', '2']
+        if self.gpus == 1 and self.kernel == 'fast':  # the balance model's inputs (about one interval more)
+            self.executable_opts += ['--profile-segments', str(PROFILE_SEGMENTS)]
         self.num_tasks = 1
         self.num_gpus_per_node = self.gpus
         self.num_cpus_per_task = self.current_partition.processor.num_cpus or 1

@@ -7,7 +7,8 @@ import os
 
 from .common import (NO_MATPLOTLIB, PAPER_STYLE, V, describe, hollow, legend, marker_style, matching,
                      note_hollow, pyplot, save)
-import remd_model  # noqa: E402 (analysis/, on the path common sets)
+import remd_balance_model  # noqa: E402 (analysis/, on the path common sets)
+import remd_model  # noqa: E402
 
 REMD_SOURCES = [('RemdLocal', {'kernel': 'fast'}), ('RemdVcuda', {})]
 REMD_ATOMS = (256, 2048)
@@ -66,6 +67,21 @@ def _remd_fit(runs, system, natom, cases=()):
                              tlocal1=p['interval_time'])
 
 
+def _remd_balance(runs, system):
+    """The balance model's one-GPU inputs (remd_balance_model.OneGpu) of a system's one-GPU
+    fast run where it was profiled (remd --profile-segments; the records of its last
+    measured repeat), else None."""
+    one = runs.get((system, 'local'), {}).get(1)
+    if one is None:
+        return None
+    summary = {k: one['perf'][k] for k in ('interval_time', 't_gpu', 't_clt') if k in one['perf']}
+    records = (one.get('repeat_records') or [[]])[-1]
+    try:
+        return remd_balance_model.from_records(records, summary, one.get('record_params') or {})
+    except (ValueError, KeyError):
+        return None
+
+
 def _remd_efficiency(runs, system, how):
     """[(n, R(n))] measured: T(1) local over n T(n) (gpu_seconds), from the medians."""
     return [(n, r) for n, r, _, _ in _remd_efficiency_spread(runs, system, how)]
@@ -106,6 +122,14 @@ def remd_efficiency_figure(cases, out_dir):
             if p is not None:
                 ax.plot(ns, [remd_model.R(p, n) for n in ns], color=color, linewidth=1.2,
                         label=f'{system} model (its tGPU0, tCLT; {_remd_comm(cases, system)[1]})')
+            one = _remd_balance(runs, system)
+            if one is not None:  # the artifact's model: its ladder, waves, occupancy (one GPU)
+                bn = [n for n in ns if one.nrep % n == 0]
+                comm, source = _remd_comm(cases, system)
+                for net, style, what in ((comm, '--', source), (remd_balance_model.network('ndr400'), ':',
+                                                                'NDR 400 Gbit/s')):
+                    ax.plot(bn, [remd_balance_model.predict(one, net, n)['R'] for n in bn], style, color=color,
+                            linewidth=1.2, label=f'{system} balance model (interleaved, thread per GPU; {what})')
             for how, marker in REMD_HOWS:
                 pts = _remd_efficiency_spread(runs, system, how)
                 if not pts:

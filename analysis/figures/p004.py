@@ -1,9 +1,10 @@
 """P004 (DLM remote paging, R3 / R58 / R77 and userfaultfd): the microbenchmark, the
 stencil and STREAM, one panel per benchmark holding every engine's case; medians over
 the repeats with min..max bars (the same medians the verdict tables print), the
-paper's numbers marked."""
-from .common import (MEASURED_STYLE, PAPER_STYLE, V, data, errbars, errline, figure, hollow, legend, note_hollow,
-                     paper, paper_tick, plain_formatter, series, why_empty)
+paper's numbers marked; the per-fault timing table (figs. 2.4/3.2)."""
+import re
+from .common import (MEASURED_STYLE, PAPER_STYLE, V, data, errbars, errline, figure, hollow, legend, matching,
+                     note_hollow, paper, paper_tick, plain_formatter, series, why_empty)
 
 ENGINES = ('r3', 'r58', 'r77', 'uffd')
 ENGINE_NAMES = {'r3': 'R3', 'r58': 'R58', 'r77': 'R77', 'uffd': 'uffd'}
@@ -180,3 +181,47 @@ FIGURES = [
      'dotted: the MPI point-to-point bandwidth of the same runs and half of it; dashed: the paper\'s '
      'levels beyond 3x memory (IB FDR)'),
 ]
+
+
+# P004 figs. 2.4 (R58) and 3.2 (R77) are graphs; the text states one number of them:
+# R58's external-queue wait (its point C, q here) is 7% of a page exchange at 1 thread
+# and about 80% at 12 (P004 §2.3).
+DLM_TIMING_POINTS = ('a', 'b', 'q', 'c', 'd', 'wake', 'stall')
+DLM_PAPER_Q_SHARE = {'t1': 7, 't12': 80}
+_DLM_TIMING_VAR = re.compile(r'fault_(\w+?)_(us|share)_(t\d+|[\d.]+x)$')
+
+
+def dlm_fault_table(cases):
+    """P004 figs. 2.4/3.2 beside what ran here: per system and size, a row per engine
+    and phase (microbenchmark at a thread count, stencil at a ratio) with the mean of
+    each per-fault timing point (checks run with -S fault_timing=1; the median over the
+    repeats, as every table here), then P004's R58 rows ->
+    {title, caption, tables: [{heading, headers, rows}], note}."""
+    picked = matching(cases, DLM_MICRO_SOURCES + DLM_STENCIL_SOURCES)
+    by = {}  # (system, size) -> {(bench, engine, where): {point: value}}
+    for c in picked:
+        for var, v in c['perf'].items():
+            m = _DLM_TIMING_VAR.fullmatch(var)
+            if m and v is not None:
+                bench = 'micro' if c['check'] == 'DlmMicro' else 'stencil'
+                point = m.group(1) + ('_share' if m.group(2) == 'share' else '')
+                by.setdefault((c['system'], c['size']), {}).setdefault(
+                    (bench, c['params'].get('engine', '?'), m.group(3)), {})[point] = v
+    headers = ['run', 'engine', 'at'] + [f'{p} us' for p in DLM_TIMING_POINTS] + ['q share %']
+    tables = []
+    for (system, size), rows in sorted(by.items()):
+        body = [[bench, engine, where] + [f'{vals[p]:.1f}' if p in vals else '-' for p in DLM_TIMING_POINTS]
+                + [f"{vals['q_share']:.1f}" if 'q_share' in vals else '-']
+                for (bench, engine, where), vals in sorted(rows.items(), key=lambda kv: (
+                    kv[0][0], kv[0][1], int(kv[0][2][1:]) if kv[0][2].startswith('t') else 0))]
+        body += [['P004 micro', 'r58', where] + ['-'] * len(DLM_TIMING_POINTS) + [f'~{share}']
+                 for where, share in DLM_PAPER_Q_SHARE.items()]
+        tables.append({'heading': f'{system} ({size} size)', 'headers': headers, 'rows': body})
+    said = [] if tables else ['no DlmMicro / DlmStencil run with -S fault_timing=1']
+    return {'title': 'P004 figs. 2.4/3.2: per-fault timing points (mean us)',
+            'caption': 'a fault -> request dequeued, b -> page received, q -> install begins (R58: the external '
+                       'queue), c install + swap-out with the threads stopped, d resume -> exchange over (victim '
+                       'written back), wake resume -> faulting thread runs, stall fault -> thread runs; uffd '
+                       'cannot see a, wake, stall. P004 draws these as graphs; its text gives R58\'s q share '
+                       '(7% at 1 thread, ~80% at 12)',
+            'tables': tables, 'note': '; '.join(said)}

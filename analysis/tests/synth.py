@@ -18,7 +18,8 @@ def system_partition(system):
 
 
 def run_case(name, system='miyabi', result='pass', perf=None, reason='', features=None, facts=None,
-             size='quick', placement=None, records=None, fail_phase=None, placement_failure=''):
+             size='quick', placement=None, records=None, fail_phase=None, placement_failure='',
+             record_params=None):
     if features is None or facts is None:
         f, fa = system_partition(system) if system != 'local' else (['cpu'], {})
         features = f if features is None else features
@@ -33,6 +34,7 @@ def run_case(name, system='miyabi', result='pass', perf=None, reason='', feature
         'placement': placement or {},
         'placement_failure': placement_failure,
         'records_kept': records or [],
+        'record_params': record_params or {},
     }
 
 

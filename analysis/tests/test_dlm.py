@@ -15,7 +15,7 @@ from test_figures import load, tc  # noqa: E402
 
 NO_UFFD = 'userfaultfd is not permitted here (Operation not permitted; vm.unprivileged_userfaultfd=0)'
 # 1-thread micro times (s): R58 2.75x R3, R3 1.25x R77, as the paper
-TIME_T1 = {'r3': 10.0, 'r58': 27.5, 'r77': 8.0}
+TIME_T1 = {'r3': 10.0, 'r58': 27.5, 'r77': 8.0, 'uffd': 5.0}
 
 
 def micro(engine):
@@ -91,3 +91,29 @@ def test_dlm_verdicts_across_engines(tmp_path):
     # uffd was skipped (a sysctl forbids it here, which the evaluator can change): its
     # targets did not run, with the reason, rather than fail or claim missing hardware.
     assert rows['DLM-T6']['verdict'] == V.NOT_RUN and NO_UFFD in rows['DLM-T6']['reason']
+
+
+def test_dlm_fault_table_beside_the_paper(tmp_path):
+    # DlmMicro run with -S fault_timing=1: the per-fault points as performance variables
+    # (reframe/dlm.py); uffd has no a, wake, stall (the kernel raises and wakes).
+    def timed(engine, points):
+        case = tc(f'DlmMicro %engine={engine}', micro(engine), system='local')
+        case['perfvalues'] = perf(dict({f'fault_{p}_us_t{t}': v * t for p, v in points.items() for t in (1, 4)},
+                                       fault_q_share_t1=12.5, fault_rate_t1=100))
+        return case
+    sigsegv = {'a': 10, 'b': 60, 'q': 20, 'c': 50, 'd': 30, 'wake': 15, 'stall': 155}
+    cases = load(tmp_path, [timed('r58', sigsegv), timed('uffd', {'b': 14, 'q': 0.03, 'c': 47, 'd': 0.3}),
+                            tc('DlmMicro %engine=r3', micro('r3'), system='local')])
+    table = figures.dlm_fault_table(cases)
+    (tab,) = table['tables']
+    assert tab['heading'] == 'local (quick size)' and tab['headers'][3] == 'a us'
+    rows = {(r[0], r[1], r[2]): r for r in tab['rows']}
+    # one row per engine and thread count that was timed; R3 ran without timing: none
+    assert sorted(rows) == [('P004 micro', 'r58', 't1'), ('P004 micro', 'r58', 't12'), ('micro', 'r58', 't1'),
+                            ('micro', 'r58', 't4'), ('micro', 'uffd', 't1'), ('micro', 'uffd', 't4')]
+    assert rows['micro', 'r58', 't4'][3:10] == ['40.0', '240.0', '80.0', '200.0', '120.0', '60.0', '620.0']
+    assert rows['micro', 'r58', 't1'][-1] == '12.5' and rows['micro', 'r58', 't4'][-1] == '-'
+    assert rows['micro', 'uffd', 't1'][3] == '-' and rows['micro', 'uffd', 't1'][4] == '14.0'
+    assert rows['P004 micro', 'r58', 't12'][-1] == '~80' and rows['P004 micro', 'r58', 't1'][-1] == '~7'
+    assert table['note'] == ''
+    assert figures.dlm_fault_table(load(tmp_path, [tc('DlmMicro %engine=r3', micro('r3'))]))['note']

@@ -311,6 +311,25 @@ def test_remd_figures_and_table(tmp_path):
     assert rows['4096'][7:] == ['-', '-', '-', '-']
 
 
+def test_remd_balance_model_drawn_from_the_profiled_run(tmp_path):
+    """A one-GPU run with remd's profile records (--profile-segments) adds the balance
+    model's curve; one without them does not."""
+    records = [{'metric': 'blocks_per_sm', 'value': 1, 'unit': '1', 'sms': 132},
+               {'metric': 'wave_time', 'value': 0.03, 'unit': 's', 'resident': 1}]
+    records += [{'metric': 'ladder_segment_time', 'value': t, 'unit': 's', 'k_lo': s * 3584, 'k_hi': s * 3584 + 3583}
+                for s, t in enumerate((0.861, 0.873, 0.897, 0.927))]
+    cases_in = remd_cases()
+    cases_in[0]['records_kept'] = records
+    cases_in[0]['record_params'] = {'natom': 2048, 'nrep': 14336, 'mexch': 100, 'gpus': 1}
+    cases = load(tmp_path, cases_in)
+    runs = figures._remd_runs(cases, 2048)
+    one = figures._remd_balance(runs, 'h100box')
+    assert one is not None and one.t_gpu1 == 4.988 and one.sms == 132 and len(one.segments) == 4
+    assert figures._remd_balance(figures._remd_runs(load(tmp_path, remd_cases()), 2048), 'h100box') is None
+    figs = {f['name']: f for f in figures.figures(cases, str(tmp_path))}
+    assert figs['remd_efficiency.png']['file'] == 'remd_efficiency.png'
+
+
 def test_remd_without_runs_draws_the_paper_and_says_so(tmp_path):
     cases = load(tmp_path, [tc('RemdLocal %atoms=2048 %gpus=1 %kernel=fast', result='skip', reason='no GPU here')])
     figs = {f['name']: f for f in figures.figures(cases, str(tmp_path))}

@@ -12,6 +12,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, '..'))
 from synth import V, data, judge, repeated, run_case, write_report  # noqa: E402
+import remd_balance_model  # noqa: E402
 import remd_model  # noqa: E402
 
 P = 'paper'
@@ -39,6 +40,41 @@ def _p003_c4(offset):
         c, fit = _remd_runs(atoms, offset)
         cases.update(c)
     cases['VcudaBench %transport=vcuda'] = fit
+    return cases
+
+
+def _balance(via, shift_n4=0.0, natoms=(256, 2048)):
+    """REMD-T8/T9: the one-GPU fast runs with their profile records (remd --profile-segments)
+    and runs on 2 and 4 GPUs.  2,048 atoms: what 4x H200 measured (P003's serial loop,
+    contiguous ladder blocks; each GPU's kernel time at n = 4 as the 4-segment profile);
+    256 atoms: measured R(n) = the model's plus 1 point.  shift_n4 moves measured R(4)."""
+    fits = {'local': {'BH': 55083.0, 'BD': 54138.0, 'LH': 9.2, 'LD': 7.9, 'LK': 4.8},
+            'vcuda': {'BH': 5202.0, 'BD': 5325.0, 'LH': 22.2, 'LD': 22.7, 'LK': 3.4}}
+    measured = {('local', 2048): {2: 0.967, 4: 0.934}, ('vcuda', 2048): {2: 0.965, 4: 0.930}}
+    cases = {f'VcudaBench %transport={via}': fits[via]}
+    for atoms in natoms:
+        occ, segs, t_gpu = {2048: (1, (0.861, 0.873, 0.897, 0.927), 3.464),
+                            256: (10, (0.0475, 0.0478, 0.0482, 0.0490), 0.1824)}[atoms]
+        waves = {m: 0.001 * (0.55 + 0.045 * m) for m in range(1, occ + 1)}
+        params = {'natom': atoms, 'nrep': 14336, 'mexch': 100, 'gpus': 1, 'placement': 'interleaved',
+                  'host_loop': 'threads'}
+        records = [{'metric': 'blocks_per_sm', 'value': occ, 'unit': '1', 'sms': 132}]
+        records += [{'metric': 'wave_time', 'value': t, 'unit': 's', 'resident': m} for m, t in waves.items()]
+        records += [{'metric': 'ladder_segment_time', 'value': t, 'unit': 's', 'k_lo': s * 3584,
+                     'k_hi': s * 3584 + 3583} for s, t in enumerate(segs)]
+        t1 = t_gpu + 1.2e-3
+        cases[f'RemdLocal %atoms={atoms} %gpus=1 %kernel=fast'] = {
+            'interval_time': t1, 't_gpu': t_gpu, 't_clt': 5e-4, '_records': records, '_record_params': params}
+        one = remd_balance_model.from_records(records, {'interval_time': t1, 't_gpu': t_gpu, 't_clt': 5e-4}, params)
+        fit = {k: v * (1e6 if k[0] == 'B' else 1e-6) for k, v in fits[via].items()}
+        for n in (2, 4):
+            r = measured.get((via, atoms), {}).get(n) or \
+                remd_balance_model.predict(one, fit, n, 'contiguous', 'serial')['R'] + 0.01
+            r += shift_n4 if n == 4 else 0.0
+            name = (f'RemdLocal %atoms={atoms} %gpus={n} %kernel=fast' if via == 'local' else
+                    f'RemdVcuda %atoms={atoms} %servers={n} %keepalive_ms=2')
+            cases[name] = {'gpu_seconds': t1 / r, '_record_params': dict(params, gpus=n, placement='contiguous',
+                                                                        host_loop='serial')}
     return cases
 
 
@@ -192,6 +228,9 @@ FIXTURES = {
                 {'RemdVcuda %atoms=2048 %servers=8 %keepalive_ms=2': {'gpu_seconds': 12.0}}),
     'REMD-T7': ('miyabi', Q, {'RemdLocal %atoms=256 %gpus=1 %kernel=fast': {'max_dx_nm': 1e-6}},
                 {'RemdLocal %atoms=256 %gpus=1 %kernel=fast': {'max_dx_nm': 1e-2}}),
+    # R(4) measured 5 points below the model's: not reproduced
+    'REMD-T8': ('tsubame', Q, _balance('local'), _balance('local', shift_n4=-0.05)),
+    'REMD-T9': ('tsubame', Q, _balance('vcuda'), _balance('vcuda', shift_n4=-0.05)),
     'DLM-T1': ('miyabi', Q, {'DlmStream %engine=r77': {'triad_4x_over_mpi': 0.3}}, {'DlmStream %engine=r77': {'triad_4x_over_mpi': 0.1}}),
     'DLM-T2': ('miyabi', Q, {'DlmMicro %engine=r3': {'time_t1': 10}, 'DlmMicro %engine=r77': {'time_t1': 8}},
                {'DlmMicro %engine=r77': {'time_t1': 12}}),
@@ -208,7 +247,9 @@ FIXTURES = {
 def build(system, size, cases, n=3):
     out = []
     for name, perf in cases.items():
-        out += repeated(name, perf, n=n, system=system, size=size)
+        perf = dict(perf)
+        kept = {'records': perf.pop('_records', None), 'record_params': perf.pop('_record_params', None)}
+        out += repeated(name, perf, n=n, system=system, size=size, **kept)
     return out
 
 
@@ -235,7 +276,7 @@ def test_claim_can_be_reproduced(tmp_path, cid):
 @pytest.mark.parametrize('cid', IDS)
 def test_claim_can_fail(tmp_path, cid):
     system, size, cases, override = FIXTURES[cid]
-    bad = override if cid == 'P003-C4' else merged(cases, override)
+    bad = override if cid in ('P003-C4', 'REMD-T8', 'REMD-T9') else merged(cases, override)
     row = judge(tmp_path, build(system, size, bad), system)[cid]
     assert row['verdict'] == V.NOT_REPRODUCED, row
 
@@ -278,6 +319,21 @@ def test_oversubscribed_run_is_indicative(tmp_path):
                    placement={'ranks': 4, 'threads': 1, 'cores': 2})
     row = judge(tmp_path, tcs)['CAB-T1']
     assert row['verdict'] == V.INDICATIVE and 'oversubscribed (4 busy ranks x threads on 2 cores)' in row['reason']
+
+
+def test_run_over_an_emulated_link_is_indicative(tmp_path):
+    # the cluster in a box: nodes are namespaces of one machine, the link is shaped
+    system, size, cases, _ = FIXTURES['UMB-T1']
+    tcs = build(system, size, cases)
+    for tc in tcs:
+        tc['partition_info']['facts'] = dict(
+            tc['partition_info']['facts'],
+            network={'type': 'emulated: veth pairs on a bridge, shaped with tbf', 'gbit_s': 23.5},
+            link_measured={'measured': True, 'bandwidth_mb_s': {'median': 750.0}})
+    row = judge(tmp_path, tcs, system)['UMB-T1']
+    assert row['verdict'] == V.INDICATIVE, row
+    assert row['reason'] == ('emulated interconnect (23.5 Gbit/s shaped, MPI 750 MB/s measured, '
+                             'nodes sharing one machine)'), row
 
 
 def test_aborted_case_is_not_run_and_never_replaces_a_measurement(tmp_path):

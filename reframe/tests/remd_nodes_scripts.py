@@ -43,14 +43,17 @@ def nodes_asked(text):
 def check(system, size, found, normalise):
     """Checks the RemdVcudaNodes scripts among `found` ({case: (path, text)}) and compares
     the one with the most GPUs with its golden file; `normalise(text)` as for the others."""
-    from test_job_scripts import WALLTIME, golden   # (here: that module imports this one)
+    from test_job_scripts import WALLTIME, golden, partition_of   # (that module imports this one)
     found = {c: v for c, v in found.items() if c.startswith(NAMES + '_')}
     desc = data.system(system)
-    part = desc['partitions'][0]
-    launcher = desc['launcher']
     gpn = gpus_per_node(system)
     cases = []
-    for case, (_, text) in found.items():
+    for case, (path, text) in found.items():
+        # a system's partitions may differ in scheduler and launcher (`cluster`: Slurm
+        # and Grid Engine): each script is held to its own partition's
+        part, _ = partition_of(path, system)
+        scheduler = part.get('scheduler', desc['scheduler'])
+        launcher = part.get('launcher', desc['launcher'])
         m = re.search(r' --gpus (\d+)\b', text)
         assert m, (case, text)
         gpus = int(m.group(1))
@@ -58,11 +61,11 @@ def check(system, size, found, normalise):
         line = text.strip().splitlines()[-1]
         # the client's node plus the server nodes, one task each
         assert nodes_asked(text) == 1 + server_nodes, (gpus, gpn, text)
-        if desc['scheduler'] in jobs.SLURM_LIKE:
+        if scheduler in jobs.SLURM_LIKE:
             assert '#SBATCH --ntasks-per-node=1' in text and f'#SBATCH --nodes={1 + server_nodes}' in text, text
-        if desc['scheduler'] == 'pbs':   # no two of the job's nodes on one host
+        if scheduler == 'pbs':   # no two of the job's nodes on one host
             assert re.search(r'^#PBS -l place=scatter\b', text, re.M), text
-        if desc['scheduler'] in ('pbs', 'nqsv', 'ge'):   # the job's environment on every node
+        if scheduler in ('pbs', 'nqsv', 'ge'):   # the job's environment on every node
             env = re.findall(r'^export (\w+=\S*)$', text, re.M)
             given = ','.join(re.findall(r'^#(?:PBS|\$) -v (\S+)$', text, re.M)).split(',')
             assert set(env) <= set(given), (env, given, text)

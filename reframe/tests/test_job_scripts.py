@@ -180,7 +180,8 @@ def check_multi_node_scripts(system, found):
     spanned = 0
     for case, (path, text) in sorted(multi.items()):
         part, facts = partition_of(path, system)
-        scheduler = part.get('scheduler', desc['scheduler'])
+        scheduler = part.get('scheduler', desc['scheduler'])   # partitions may differ (`cluster`)
+        launcher = part.get('launcher', desc['launcher'])
         line = launcher_line(text)
         m = re.search(r'(?:^mpirun -np |^mpiexec -n )(\d+)', line) or \
             re.search(r'^#SBATCH --ntasks=(\d+)$', text, re.M)
@@ -204,7 +205,7 @@ def check_multi_node_scripts(system, found):
             given = dict(kv.split('=', 1) for ln in re.findall(rf'^{re.escape(prefix)} -v (\S+)$', text, re.M)
                          for kv in ln.split(','))
             assert {k: given.get(k) for k in env} == env, (case, env, given)
-        if desc['launcher'] == 'srun':
+        if launcher == 'srun':
             assert f' --nodes={nodes} ' in line and f' --ntasks-per-node={per_node} ' in line, (case, line)
             assert ' --export=ALL ' in line, (case, line)
         else:

@@ -2,9 +2,12 @@
 //
 // Only runtime calls that an API-remoting layer forwards are used (cudaGetDeviceCount,
 // cudaSetDevice, cudaMalloc/Free, cudaMemcpy, events, cudaGetLastError,
-// cudaDeviceSynchronize, <<<>>> launches; no __constant__/__device__ variables, no
+// cudaDeviceSynchronize, cudaDeviceGetAttribute, cudaOccupancyMaxActiveBlocksPerMultiprocessor,
+// cudaFuncGetAttributes, cudaHostRegister, <<<>>> launches; no __constant__/__device__ variables, no
 // symbols, textures or cooperative launches), and the binary links libcudart.so, so
-// vcuda can stand in for it unmodified.
+// vcuda can stand in for it unmodified.  Each call names its device (cudaSetDevice), so
+// the host loop may drive every device from a thread of its own (remd_loop.h).
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -268,32 +271,52 @@ __global__ void __launch_bounds__(smem_max_threads(K)) remd_smem(RemdSystem s, R
 constexpr size_t kSmemBytes = 48 * 1024 - 2 * 32 * sizeof(double);
 constexpr int kMaxPerThread = 8; // atoms per thread (registers); 8 x 256 threads = 2,048 atoms
 
+// Copies of replicas `idx` of one device into scratch arrays (time_copies): block i
+// copies replica idx[i]'s positions, velocities and forces, and starts it at its current
+// temperature with no flag.
+__global__ void remd_gather(const float *pos, const float *vel, const float *frc, const float *tcur,
+                            const int *idx, int n3, float *spos, float *svel, float *sfrc, float *stcur,
+                            float *stemp, int *sflag)
+{
+    const size_t from = (size_t)idx[blockIdx.x] * n3, to = (size_t)blockIdx.x * n3;
+    for (int k = threadIdx.x; k < n3; k += blockDim.x) {
+        spos[to + k] = pos[from + k];
+        svel[to + k] = vel[from + k];
+        sfrc[to + k] = frc[from + k];
+    }
+    if (threadIdx.x == 0) {
+        stcur[blockIdx.x] = stemp[blockIdx.x] = tcur[idx[blockIdx.x]];
+        sflag[blockIdx.x] = 0;
+    }
+}
+
 struct GpuBackend : RemdBackend {
+    // One device's replicas (nloc slots) and its scratch copies for time_copies.
     struct Dev {
-        float *pos = nullptr, *vel = nullptr, *frc = nullptr, *tcur = nullptr, *temp = nullptr, *U = nullptr;
-        int *flag = nullptr;
-        cudaEvent_t e0, e1;
+        int nloc = 0;
+        float *pos = nullptr, *vel = nullptr, *frc = nullptr, *tcur = nullptr, *U = nullptr;
+        float *tf = nullptr; // nloc temperatures, then nloc flags (int): one H2D copy or two
+        cudaEvent_t e0 = nullptr, e1 = nullptr;
+        size_t scratch_cap = 0, scratch_ucap = 0;
+        float *spos = nullptr, *svel = nullptr, *sfrc = nullptr, *stcur = nullptr, *stf = nullptr, *sU = nullptr;
+        int *sidx = nullptr;
     };
     enum Variant { kFaithful, kShared, kFast };
     RemdSystem s;
-    int ndev, nrep, nloc, mexch, threads = 0, per_thread = 0;
+    int ndev, mexch, threads = 0, per_thread = 0;
     Variant variant;
+    const char *kernel_name;
     size_t shm = 0;
     std::vector<Dev> dev;
+    std::vector<void *> pinned;
 
     GpuBackend(const RemdSystem &s_, const RemdOptions &o, int ndev_)
-        : s(s_), ndev(ndev_), nrep((int)o.nrep), nloc((int)o.nrep / ndev_), mexch((int)o.mexch),
+        : s(s_), ndev(ndev_), mexch((int)o.mexch),
           variant(strcmp(o.kernel, "faithful") == 0 ? kFaithful : strcmp(o.kernel, "shared") == 0 ? kShared : kFast),
-          dev(ndev_)
+          kernel_name(o.kernel), dev(ndev_)
     {
-        const int n = s.natom, warp_round = 32;
-        if (variant == kFaithful) {
-            // P003: one thread per atom up to the 1,024-thread block limit (2 atoms per
-            // thread at 2,048 atoms).
-            threads = o.threads ? (int)o.threads : std::min(1024, (n + warp_round - 1) / warp_round * warp_round);
-            per_thread = (n + threads - 1) / threads;
-            shm = 0;
-        } else {
+        const int n = s.natom;
+        if (variant != kFaithful) {
             shm = (size_t)n * sizeof(float4) + (variant == kFast ? (size_t)(n / 4) * sizeof(RemdBox) : 0);
             if (shm > kSmemBytes)
                 ums_usage_fail("--kernel %s keeps a replica's %d atoms in %zu bytes of shared memory, more than the "
@@ -303,129 +326,291 @@ struct GpuBackend : RemdBackend {
                 ums_usage_fail("--kernel %s holds at most %d atoms per replica (%d per thread at %d threads); "
                                "use --kernel faithful", o.kernel, kMaxPerThread * smem_max_threads(kMaxPerThread),
                                kMaxPerThread, smem_max_threads(kMaxPerThread));
-            // Default 4 atoms per thread (512 threads at 2,048 atoms): each shared-memory
-            // load feeds 4 pair evaluations ("shared"), a warp holds 4 tiles ("fast").
-            threads = o.threads ? (int)o.threads : std::max(32, ((n + 3) / 4 + 31) / 32 * 32);
-            const int k = (n + threads - 1) / threads;
-            per_thread = k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 4 : k <= 8 ? 8 : 0;
-            if (!per_thread || threads > smem_max_threads(per_thread))
-                ums_usage_fail("--threads %d gives %d atoms per thread; kernel %s takes 1, 2, 4 or 8 with at most "
-                               "1024, 1024, 512 or 256 threads", threads, k, o.kernel);
         }
-        ums_param_int("threads", threads);
-        ums_param_int("atoms_per_thread", per_thread);
+        const char *why = configure(o.threads ? (int)o.threads : default_threads());
+        if (why) ums_usage_fail("%s", why);
     }
     ~GpuBackend() override
     {
+        for (void *p : pinned) cudaHostUnregister(p);
         for (int d = 0; d < ndev; ++d) {
             cudaSetDevice(d);
-            for (void *p : {(void *)dev[d].pos, (void *)dev[d].vel, (void *)dev[d].frc, (void *)dev[d].tcur,
-                            (void *)dev[d].temp, (void *)dev[d].U, (void *)dev[d].flag})
+            const Dev &g = dev[d];
+            for (void *p : {(void *)g.pos, (void *)g.vel, (void *)g.frc, (void *)g.tcur, (void *)g.tf, (void *)g.U,
+                            (void *)g.spos, (void *)g.svel, (void *)g.sfrc, (void *)g.stcur, (void *)g.stf,
+                            (void *)g.sU, (void *)g.sidx})
                 cudaFree(p);
         }
     }
     const char *name() const override { return "gpu"; }
     int devices() const override { return ndev; }
 
-    template <bool kPrune>
-    void launch_smem(const RemdDev &a)
+    int default_threads() const
     {
+        const int n = s.natom;
+        // P003: one thread per atom up to the 1,024-thread block limit (2 atoms per thread
+        // at 2,048 atoms).  Shared-memory kernels: 4 atoms per thread (512 threads at 2,048
+        // atoms): each shared-memory load feeds 4 pair evaluations ("shared"), a warp holds
+        // 4 tiles ("fast").
+        return variant == kFaithful ? std::min(1024, round_warp(n)) : std::max(32, round_warp((n + 3) / 4));
+    }
+    static int round_warp(int x) { return (x + 31) / 32 * 32; }
+
+    // Threads per block and the atoms per thread that follow; the reason where the
+    // kernel cannot run so (nothing changed then).
+    const char *configure(int t)
+    {
+        static char why[256];
+        const int n = s.natom, k = (n + t - 1) / t;
+        if (variant == kFaithful) {
+            threads = t, per_thread = k;
+            return nullptr;
+        }
+        const int pt = k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 4 : k <= 8 ? 8 : 0;
+        if (!pt || t > smem_max_threads(pt)) {
+            snprintf(why, sizeof why, "--threads %d gives %d atoms per thread; kernel %s takes 1, 2, 4 or 8 with at "
+                                      "most 1024, 1024, 512 or 256 threads", t, k, kernel_name);
+            return why;
+        }
+        threads = t, per_thread = pt;
+        return nullptr;
+    }
+
+    // The kernel as configured, for the occupancy query.
+    const void *kernel_fn() const
+    {
+        if (variant == kFaithful) return (const void *)remd_faithful;
+        const bool prune = variant == kFast;
         switch (per_thread) {
-        case 1: remd_smem<1, kPrune><<<nloc, threads, shm>>>(s, a); break;
-        case 2: remd_smem<2, kPrune><<<nloc, threads, shm>>>(s, a); break;
-        case 4: remd_smem<4, kPrune><<<nloc, threads, shm>>>(s, a); break;
-        default: remd_smem<8, kPrune><<<nloc, threads, shm>>>(s, a); break;
+        case 1: return prune ? (const void *)remd_smem<1, true> : (const void *)remd_smem<1, false>;
+        case 2: return prune ? (const void *)remd_smem<2, true> : (const void *)remd_smem<2, false>;
+        case 4: return prune ? (const void *)remd_smem<4, true> : (const void *)remd_smem<4, false>;
+        default: return prune ? (const void *)remd_smem<8, true> : (const void *)remd_smem<8, false>;
         }
     }
 
-    void run_kernel(int d, int nsteps, int ustride, int init_forces)
+    void pin(void *p, size_t bytes) override
     {
-        const Dev &g = dev[d];
-        const RemdDev a = {g.pos, g.vel, g.frc, g.tcur, g.U, g.temp, g.flag, nsteps, ustride, init_forces};
+        // Through vcuda (its libcudart stand-in says so by a symbol of its own) a copy
+        // crosses a socket and gains nothing from page-locked memory, and the stand-in
+        // would watch every launch's arguments for addresses inside the range.
+        if (dlsym(RTLD_DEFAULT, "vcuda_stand_in")) return;
+        UMS_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable));
+        pinned.push_back(p);
+    }
+
+    void params() const override
+    {
+        ums_param_int("threads", threads);
+        ums_param_int("atoms_per_thread", per_thread);
+    }
+
+    template <bool kPrune>
+    void launch_smem(int blocks, const RemdDev &a)
+    {
+        switch (per_thread) {
+        case 1: remd_smem<1, kPrune><<<blocks, threads, shm>>>(s, a); break;
+        case 2: remd_smem<2, kPrune><<<blocks, threads, shm>>>(s, a); break;
+        case 4: remd_smem<4, kPrune><<<blocks, threads, shm>>>(s, a); break;
+        default: remd_smem<8, kPrune><<<blocks, threads, shm>>>(s, a); break;
+        }
+    }
+
+    void run_kernel(int blocks, const RemdDev &a)
+    {
         if (variant == kFaithful)
-            remd_faithful<<<nloc, threads>>>(s, a);
+            remd_faithful<<<blocks, threads>>>(s, a);
         else if (variant == kShared)
-            launch_smem<false>(a);
+            launch_smem<false>(blocks, a);
         else
-            launch_smem<true>(a);
+            launch_smem<true>(blocks, a);
         UMS_CUDA_CHECK_LAUNCH(0);
     }
 
-    void setup(RemdState &st, const float *temp, int steps) override
+    RemdDev args(const Dev &g, int nsteps, int ustride, int init_forces) const
     {
-        const size_t n3 = (size_t)nloc * s.natom * 3, bytes = n3 * sizeof(float);
-        const size_t ubytes = (size_t)nloc * std::max(mexch, steps) * sizeof(float);
-        const std::vector<int> zero(nloc, 0);
-        for (int d = 0; d < ndev; ++d) {
-            Dev &g = dev[d];
-            const size_t off = (size_t)d * nloc;
-            UMS_CUDA_CHECK(cudaSetDevice(d));
-            UMS_CUDA_CHECK(cudaMalloc(&g.pos, bytes));
-            UMS_CUDA_CHECK(cudaMalloc(&g.vel, bytes));
-            UMS_CUDA_CHECK(cudaMalloc(&g.frc, bytes));
-            UMS_CUDA_CHECK(cudaMalloc(&g.tcur, nloc * sizeof(float)));
-            UMS_CUDA_CHECK(cudaMalloc(&g.temp, nloc * sizeof(float)));
-            UMS_CUDA_CHECK(cudaMalloc(&g.flag, nloc * sizeof(int)));
-            UMS_CUDA_CHECK(cudaMalloc(&g.U, ubytes));
-            UMS_CUDA_CHECK(cudaEventCreate(&g.e0));
-            UMS_CUDA_CHECK(cudaEventCreate(&g.e1));
-            UMS_CUDA_CHECK(cudaMemcpy(g.pos, st.pos.data() + off * s.natom * 3, bytes, cudaMemcpyHostToDevice));
-            UMS_CUDA_CHECK(cudaMemcpy(g.vel, st.vel.data() + off * s.natom * 3, bytes, cudaMemcpyHostToDevice));
-            UMS_CUDA_CHECK(cudaMemcpy(g.tcur, st.tcur.data() + off, nloc * sizeof(float), cudaMemcpyHostToDevice));
-            UMS_CUDA_CHECK(cudaMemcpy(g.temp, temp + off, nloc * sizeof(float), cudaMemcpyHostToDevice));
-            UMS_CUDA_CHECK(cudaMemcpy(g.flag, zero.data(), nloc * sizeof(int), cudaMemcpyHostToDevice));
-            run_kernel(d, steps, std::max(steps, 1), 1); // initial forces (+ relaxation steps)
-        }
-        for (int d = 0; d < ndev; ++d) {
-            UMS_CUDA_CHECK(cudaSetDevice(d));
-            UMS_CUDA_CHECK(cudaDeviceSynchronize());
-        }
+        return RemdDev{g.pos, g.vel, g.frc, g.tcur, g.U, g.tf, reinterpret_cast<const int *>(g.tf + g.nloc),
+                       nsteps, ustride, init_forces};
     }
 
-    void upload(const float *temp, const int *flag) override
+    void setup(int d, int nloc, const float *x, const float *v, const float *tcur, const float *temp,
+               int steps) override
     {
-        for (int d = 0; d < ndev; ++d) { // list 1, lines 22-27
-            UMS_CUDA_CHECK(cudaSetDevice(d));
-            UMS_CUDA_CHECK(cudaMemcpy(dev[d].temp, temp + (size_t)d * nloc, nloc * sizeof(float), cudaMemcpyHostToDevice));
-            UMS_CUDA_CHECK(cudaMemcpy(dev[d].flag, flag + (size_t)d * nloc, nloc * sizeof(int), cudaMemcpyHostToDevice));
+        Dev &g = dev[d];
+        g.nloc = nloc;
+        const size_t bytes = (size_t)nloc * s.natom * 3 * sizeof(float);
+        const size_t ubytes = (size_t)nloc * std::max(mexch, steps) * sizeof(float);
+        std::vector<float> tf(2 * (size_t)nloc, 0.0f); // temperatures, flags 0
+        std::copy(temp, temp + nloc, tf.begin());
+        UMS_CUDA_CHECK(cudaSetDevice(d));
+        UMS_CUDA_CHECK(cudaMalloc(&g.pos, bytes));
+        UMS_CUDA_CHECK(cudaMalloc(&g.vel, bytes));
+        UMS_CUDA_CHECK(cudaMalloc(&g.frc, bytes));
+        UMS_CUDA_CHECK(cudaMalloc(&g.tcur, nloc * sizeof(float)));
+        UMS_CUDA_CHECK(cudaMalloc(&g.tf, 2 * nloc * sizeof(float)));
+        UMS_CUDA_CHECK(cudaMalloc(&g.U, ubytes));
+        UMS_CUDA_CHECK(cudaEventCreate(&g.e0));
+        UMS_CUDA_CHECK(cudaEventCreate(&g.e1));
+        UMS_CUDA_CHECK(cudaMemcpy(g.pos, x, bytes, cudaMemcpyHostToDevice));
+        UMS_CUDA_CHECK(cudaMemcpy(g.vel, v, bytes, cudaMemcpyHostToDevice));
+        UMS_CUDA_CHECK(cudaMemcpy(g.tcur, tcur, nloc * sizeof(float), cudaMemcpyHostToDevice));
+        UMS_CUDA_CHECK(cudaMemcpy(g.tf, tf.data(), tf.size() * sizeof(float), cudaMemcpyHostToDevice));
+        run_kernel(nloc, args(g, steps, std::max(steps, 1), 1)); // initial forces (+ relaxation steps)
+    }
+    void setup_wait(int d) override
+    {
+        UMS_CUDA_CHECK(cudaSetDevice(d));
+        UMS_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+
+    void upload(int d, const void *temp_flag, int copies) override
+    {
+        const Dev &g = dev[d];
+        const size_t half = g.nloc * sizeof(float);
+        UMS_CUDA_CHECK(cudaSetDevice(d));
+        if (copies == 1) {
+            UMS_CUDA_CHECK(cudaMemcpy(g.tf, temp_flag, 2 * half, cudaMemcpyHostToDevice));
+        } else { // list 1: the temperatures, then the flags
+            UMS_CUDA_CHECK(cudaMemcpy(g.tf, temp_flag, half, cudaMemcpyHostToDevice));
+            UMS_CUDA_CHECK(cudaMemcpy(g.tf + g.nloc, static_cast<const char *>(temp_flag) + half, half,
+                                      cudaMemcpyHostToDevice));
         }
     }
-    void launch() override
+    void launch(int d) override
     {
-        for (int d = 0; d < ndev; ++d) { // lines 28-30
-            UMS_CUDA_CHECK(cudaSetDevice(d));
-            UMS_CUDA_CHECK(cudaEventRecord(dev[d].e0));
-            run_kernel(d, mexch, mexch, 0);
-            UMS_CUDA_CHECK(cudaEventRecord(dev[d].e1));
-        }
+        const Dev &g = dev[d];
+        UMS_CUDA_CHECK(cudaSetDevice(d));
+        UMS_CUDA_CHECK(cudaEventRecord(g.e0));
+        run_kernel(g.nloc, args(g, mexch, mexch, 0));
+        UMS_CUDA_CHECK(cudaEventRecord(g.e1));
     }
-    double download(float *U) override
+    double download(int d, float *U) override
     {
-        for (int d = 0; d < ndev; ++d) { // lines 31-33 (each copy waits for its kernel)
-            UMS_CUDA_CHECK(cudaSetDevice(d));
-            UMS_CUDA_CHECK(cudaMemcpy(U + (size_t)d * nloc * mexch, dev[d].U, (size_t)nloc * mexch * sizeof(float),
-                                      cudaMemcpyDeviceToHost));
-        }
-        double t = 0.0;
-        device_seconds.assign(ndev, 0.0);
-        for (int d = 0; d < ndev; ++d) {
-            UMS_CUDA_CHECK(cudaSetDevice(d));
-            UMS_CUDA_CHECK(cudaEventSynchronize(dev[d].e1));
-            float ms = 0.0f;
-            UMS_CUDA_CHECK(cudaEventElapsedTime(&ms, dev[d].e0, dev[d].e1));
-            device_seconds[d] = ms * 1e-3;
-            t = std::max(t, ms * 1e-3);
-        }
-        return t;
+        const Dev &g = dev[d];
+        UMS_CUDA_CHECK(cudaSetDevice(d));
+        // The copy waits for the kernel and e1 before it (one stream), so both events are
+        // complete when it returns: no cudaEventSynchronize (a round trip through vcuda).
+        UMS_CUDA_CHECK(cudaMemcpy(U, g.U, (size_t)g.nloc * mexch * sizeof(float), cudaMemcpyDeviceToHost));
+        float ms = 0.0f;
+        UMS_CUDA_CHECK(cudaEventElapsedTime(&ms, g.e0, g.e1));
+        return ms * 1e-3;
     }
-    void fetch(int r, float *x, float *v, float *f) override
+    void fetch(int d, int slot, float *x, float *v, float *f) override
     {
-        const int d = r / nloc;
-        const size_t off = (size_t)(r % nloc) * s.natom * 3, bytes = (size_t)s.natom * 3 * sizeof(float);
+        const size_t off = (size_t)slot * s.natom * 3, bytes = (size_t)s.natom * 3 * sizeof(float);
         UMS_CUDA_CHECK(cudaSetDevice(d));
         UMS_CUDA_CHECK(cudaMemcpy(x, dev[d].pos + off, bytes, cudaMemcpyDeviceToHost));
         UMS_CUDA_CHECK(cudaMemcpy(v, dev[d].vel + off, bytes, cudaMemcpyDeviceToHost));
         UMS_CUDA_CHECK(cudaMemcpy(f, dev[d].frc + off, bytes, cudaMemcpyDeviceToHost));
+    }
+
+    // Scratch for m replicas and nsteps energies each on device d (kept for later calls).
+    void scratch(Dev &g, size_t m, int nsteps)
+    {
+        const size_t n3 = 3 * (size_t)s.natom;
+        if (m > g.scratch_cap) {
+            for (void *p : {(void *)g.spos, (void *)g.svel, (void *)g.sfrc, (void *)g.stcur, (void *)g.stf,
+                            (void *)g.sidx})
+                UMS_CUDA_CHECK(cudaFree(p));
+            UMS_CUDA_CHECK(cudaMalloc(&g.spos, m * n3 * sizeof(float)));
+            UMS_CUDA_CHECK(cudaMalloc(&g.svel, m * n3 * sizeof(float)));
+            UMS_CUDA_CHECK(cudaMalloc(&g.sfrc, m * n3 * sizeof(float)));
+            UMS_CUDA_CHECK(cudaMalloc(&g.stcur, m * sizeof(float)));
+            UMS_CUDA_CHECK(cudaMalloc(&g.stf, 2 * m * sizeof(float)));
+            UMS_CUDA_CHECK(cudaMalloc(&g.sidx, m * sizeof(int)));
+            g.scratch_cap = m;
+        }
+        const size_t u = m * (size_t)std::max(nsteps, 1);
+        if (u > g.scratch_ucap) {
+            UMS_CUDA_CHECK(cudaFree(g.sU));
+            UMS_CUDA_CHECK(cudaMalloc(&g.sU, u * sizeof(float)));
+            g.scratch_ucap = u;
+        }
+    }
+    void gather(Dev &g, int m)
+    {
+        const int n3 = 3 * s.natom;
+        remd_gather<<<m, 256>>>(g.pos, g.vel, g.frc, g.tcur, g.sidx, n3, g.spos, g.svel, g.sfrc, g.stcur, g.stf,
+                                reinterpret_cast<int *>(g.stf + m));
+        UMS_CUDA_CHECK_LAUNCH(0);
+    }
+    double time_copies(int d, const std::vector<int> &slots, int nsteps) override
+    {
+        Dev &g = dev[d];
+        const int m = (int)slots.size();
+        UMS_CUDA_CHECK(cudaSetDevice(d));
+        scratch(g, m, nsteps);
+        UMS_CUDA_CHECK(cudaMemcpy(g.sidx, slots.data(), m * sizeof(int), cudaMemcpyHostToDevice));
+        const RemdDev a{g.spos, g.svel, g.sfrc, g.stcur, g.sU, g.stf, reinterpret_cast<const int *>(g.stf + m),
+                        nsteps, std::max(nsteps, 1), 0};
+        // One untimed step first: the first launch of a kernel loads its module (lazy
+        // loading), which is no part of its time; then the copies afresh.
+        gather(g, m);
+        run_kernel(m, RemdDev{a.pos, a.vel, a.frc, a.tcur, a.U, a.temp, a.flag, 1, 1, 0});
+        gather(g, m);
+        UMS_CUDA_CHECK(cudaEventRecord(g.e0));
+        run_kernel(m, a);
+        UMS_CUDA_CHECK(cudaEventRecord(g.e1));
+        UMS_CUDA_CHECK(cudaEventSynchronize(g.e1));
+        float ms = 0.0f;
+        UMS_CUDA_CHECK(cudaEventElapsedTime(&ms, g.e0, g.e1));
+        return ms * 1e-3;
+    }
+
+    RemdKernelInfo kernel_info(int d) override
+    {
+        RemdKernelInfo k;
+        UMS_CUDA_CHECK(cudaSetDevice(d));
+        UMS_CUDA_CHECK(cudaDeviceGetAttribute(&k.sms, cudaDevAttrMultiProcessorCount, d));
+        UMS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&k.blocks_per_sm, kernel_fn(), threads, shm));
+        cudaFuncAttributes fa;
+        UMS_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel_fn()));
+        k.regs = fa.numRegs;
+        k.threads = threads, k.atoms_per_thread = per_thread, k.shm_bytes = (long long)shm;
+        return k;
+    }
+
+    // Candidates: one per atoms-per-thread count the kernel has (its fewest threads for
+    // it), or for the faithful kernel one thread per atom and halvings of it down to 128.
+    std::vector<int> candidates() const
+    {
+        std::vector<int> out;
+        const int n = s.natom;
+        if (variant == kFaithful) {
+            for (int t = std::min(1024, round_warp(n)); t >= 128; t = round_warp(t / 2)) out.push_back(t);
+        } else {
+            for (int k : {1, 2, 4, 8}) {
+                const int t = std::max(32, round_warp((n + k - 1) / k));
+                if (t <= smem_max_threads(k) && (n + t - 1) / t <= k) out.push_back(t);
+            }
+        }
+        std::sort(out.begin(), out.end());
+        out.erase(std::unique(out.begin(), out.end()), out.end());
+        return out;
+    }
+    std::vector<RemdTuneTrial> tune(int d, int nsteps) override
+    {
+        std::vector<int> slots(dev[d].nloc);
+        for (int j = 0; j < dev[d].nloc; ++j) slots[j] = j;
+        std::vector<RemdTuneTrial> trials;
+        for (int t : candidates()) {
+            if (configure(t)) continue;
+            const RemdKernelInfo k = kernel_info(d);
+            trials.push_back({threads, per_thread, k.blocks_per_sm, time_copies(d, slots, nsteps)});
+        }
+        if (trials.empty()) ums_fail("--tune: no threads-per-block configuration of kernel %s to try", kernel_name);
+        const RemdTuneTrial best = *std::min_element(
+            trials.begin(), trials.end(), [](const RemdTuneTrial &a, const RemdTuneTrial &b) { return a.seconds < b.seconds; });
+        configure(best.threads);
+        // The chosen kernel once on every device (no step: the state stays as it is), so
+        // its module is loaded before the first timed interval (lazy loading, and through
+        // vcuda the function's lookup, would otherwise fall inside it).
+        for (int e = 0; e < ndev; ++e) {
+            UMS_CUDA_CHECK(cudaSetDevice(e));
+            run_kernel(1, args(dev[e], 0, 1, 0));
+            UMS_CUDA_CHECK(cudaDeviceSynchronize());
+        }
+        return trials;
     }
 };
 

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <algorithm>
+
 #include "umstudy/support.h"
 
 namespace {
@@ -161,58 +163,107 @@ int remd_exchange(RemdLadder &L, const double *U, uint64_t seed, long long iter,
 namespace {
 
 struct CpuBackend : RemdBackend {
+    struct Dev {
+        int nloc = 0;
+        std::vector<float> pos, vel, frc, tcur, temp, U;
+        std::vector<int> flag;
+        double seconds = 0;
+    };
     RemdSystem s;
     int mexch;
-    RemdState *st = nullptr;
-    std::vector<float> temp, ubuf; // ubuf: the "device" U[nrep][steps] of the last run
-    std::vector<int> flag;
-    double t_launch = 0;
+    std::vector<Dev> dev;
 
-    CpuBackend(const RemdSystem &s_, const RemdOptions &o) : s(s_), mexch(o.mexch) {}
+    CpuBackend(const RemdSystem &s_, const RemdOptions &o, int ndev) : s(s_), mexch((int)o.mexch), dev(ndev) {}
     const char *name() const override { return "cpu"; }
-    int devices() const override { return 1; }
+    int devices() const override { return (int)dev.size(); }
 
-    void run(int steps, int init_forces)
+    // The kernels' work on the CPU: replicas `slots` of g (all when null), into U with
+    // `steps` energies per replica.
+    void run(Dev &g, const int *slots, int count, int steps, int init_forces, float *U, float *x, float *v,
+             float *f, float *tcur, const float *temp, const int *flag)
     {
-        const int nrep = st->nrep;
-        ubuf.resize((size_t)nrep * (steps > 0 ? steps : 1));
+        const size_t n3 = 3 * (size_t)s.natom;
 #pragma omp parallel for schedule(dynamic)
-        for (int r = 0; r < nrep; ++r)
-            remd_cpu_replica(s, st->x(r), st->v(r), st->f(r), temp[r], flag[r], &st->tcur[r], steps,
-                             init_forces, ubuf.data() + (size_t)r * steps);
+        for (int i = 0; i < count; ++i) {
+            const int j = slots ? slots[i] : i;
+            remd_cpu_replica(s, x + i * n3, v + i * n3, f + i * n3, temp[j], flag ? flag[j] : 0, &tcur[i], steps,
+                             init_forces, U + (size_t)i * steps);
+        }
+        (void)g;
     }
-    void setup(RemdState &state, const float *t, int steps) override
+    void setup(int d, int nloc, const float *x, const float *v, const float *tcur, const float *temp,
+               int steps) override
     {
-        st = &state;
-        temp.assign(t, t + st->nrep);
-        flag.assign(st->nrep, 0);
-        run(steps, 1);
+        Dev &g = dev[d];
+        const size_t n3 = 3 * (size_t)s.natom;
+        g.nloc = nloc;
+        g.pos.assign(x, x + nloc * n3);
+        g.vel.assign(v, v + nloc * n3);
+        g.frc.assign(nloc * n3, 0.0f);
+        g.tcur.assign(tcur, tcur + nloc);
+        g.temp.assign(temp, temp + nloc);
+        g.flag.assign(nloc, 0);
+        g.U.assign((size_t)nloc * std::max(mexch, std::max(steps, 1)), 0.0f);
+        run(g, nullptr, nloc, steps, 1, g.U.data(), g.pos.data(), g.vel.data(), g.frc.data(), g.tcur.data(),
+            g.temp.data(), g.flag.data());
     }
-    void upload(const float *t, const int *f) override
+    void setup_wait(int) override {}
+    void upload(int d, const void *temp_flag, int) override
     {
-        temp.assign(t, t + st->nrep);
-        flag.assign(f, f + st->nrep);
+        Dev &g = dev[d];
+        const float *t = static_cast<const float *>(temp_flag);
+        g.temp.assign(t, t + g.nloc);
+        const int *f = reinterpret_cast<const int *>(t + g.nloc);
+        g.flag.assign(f, f + g.nloc);
     }
-    void launch() override
+    void launch(int d) override
     {
+        Dev &g = dev[d];
         const double t0 = ums_now();
-        run(mexch, 0);
-        t_launch = ums_now() - t0;
+        run(g, nullptr, g.nloc, mexch, 0, g.U.data(), g.pos.data(), g.vel.data(), g.frc.data(), g.tcur.data(),
+            g.temp.data(), g.flag.data());
+        g.seconds = ums_now() - t0;
     }
-    double download(float *U) override
+    double download(int d, float *U) override
     {
-        memcpy(U, ubuf.data(), (size_t)st->nrep * mexch * sizeof(float));
-        return t_launch;
+        memcpy(U, dev[d].U.data(), (size_t)dev[d].nloc * mexch * sizeof(float));
+        return dev[d].seconds;
     }
-    void fetch(int r, float *x, float *v, float *f) override
+    void fetch(int d, int slot, float *x, float *v, float *f) override
     {
-        const size_t n = (size_t)3 * st->natom * sizeof(float);
-        memcpy(x, st->x(r), n);
-        memcpy(v, st->v(r), n);
-        memcpy(f, st->f(r), n);
+        const size_t n3 = 3 * (size_t)s.natom, off = slot * n3;
+        memcpy(x, dev[d].pos.data() + off, n3 * sizeof(float));
+        memcpy(v, dev[d].vel.data() + off, n3 * sizeof(float));
+        memcpy(f, dev[d].frc.data() + off, n3 * sizeof(float));
     }
+    double time_copies(int d, const std::vector<int> &slots, int nsteps) override
+    {
+        Dev &g = dev[d];
+        const size_t n3 = 3 * (size_t)s.natom, m = slots.size();
+        std::vector<float> x(m * n3), v(m * n3), f(m * n3), tc(m), U(m * std::max(nsteps, 1));
+        for (size_t i = 0; i < m; ++i) {
+            memcpy(&x[i * n3], &g.pos[slots[i] * n3], n3 * sizeof(float));
+            memcpy(&v[i * n3], &g.vel[slots[i] * n3], n3 * sizeof(float));
+            memcpy(&f[i * n3], &g.frc[slots[i] * n3], n3 * sizeof(float));
+            tc[i] = g.tcur[slots[i]];
+        }
+        const double t0 = ums_now();
+        run(g, slots.data(), (int)m, nsteps, 0, U.data(), x.data(), v.data(), f.data(), tc.data(), g.tcur.data(),
+            nullptr);
+        return ums_now() - t0;
+    }
+    RemdKernelInfo kernel_info(int) override { return RemdKernelInfo(); }
+    std::vector<RemdTuneTrial> tune(int, int) override
+    {
+        ums_usage_fail("--tune sweeps the GPU kernel's threads per block; the CPU reference has none");
+    }
+    void params() const override {}
+    void pin(void *, size_t) override {}
 };
 
 } // namespace
 
-RemdBackend *remd_cpu_backend(const RemdSystem &s, const RemdOptions &o) { return new CpuBackend(s, o); }
+RemdBackend *remd_cpu_backend(const RemdSystem &s, const RemdOptions &o, int ndev)
+{
+    return new CpuBackend(s, o, ndev);
+}

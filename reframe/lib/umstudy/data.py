@@ -58,6 +58,10 @@ def system(name):
     if desc.get('detect'):
         from . import detect
         desc = detect.complete(desc)
+    if desc.get('emulation'):
+        # the cluster in a box: what its link gave when it came up (.ci/cluster.sh)
+        from . import cluster
+        desc = cluster.complete(desc)
     gpu = desc.get('facts', {}).get('gpu')
     if gpu and gpu.get('model'):
         # Catalog figures fill whatever the system file leaves out.

@@ -197,7 +197,8 @@ def complete(desc):
         feats.append('mpi')
     if p['openacc']:
         feats.append('openacc')
-    desc['facts'] = facts
+    # What the system file states (an emulated network, say) stays; the probe adds.
+    desc['facts'] = {**desc.get('facts', {}), **facts}
     for part in desc['partitions']:
         part['features'] = sorted(set(part.get('features', [])) | set(feats))
         if desc.get('scheduler') == 'local':

@@ -69,7 +69,8 @@ def selectors(c):
 
 
 # Checks a named derivation reads (DERIVATIONS below).
-DERIVED_FROM = {'remd_model_error': ['RemdLocal', 'RemdVcuda', 'VcudaBench']}
+DERIVED_FROM = {'remd_model_error': ['RemdLocal', 'RemdVcuda', 'VcudaBench'],
+                'remd_balance_error': ['RemdLocal', 'RemdVcuda', 'VcudaBench']}
 
 
 def checks_of(c):
@@ -557,6 +558,19 @@ def find(cases, system, selector, size=None):
     return hits[0] if hits else None
 
 
+def emulated_link(case):
+    """The emulated network a case ran over (the cluster in a box: its facts.network.type
+    says `emulated: ...`), described, or None for a real one."""
+    facts = (case.get('info') or {}).get('facts') or {}
+    net = facts.get('network') or {}
+    if not str(net.get('type', '')).startswith('emulated'):
+        return None
+    got = facts.get('link_measured') or {}
+    mpi = (f", MPI {got['bandwidth_mb_s']['median']:.0f} MB/s measured"
+           if got.get('measured') else '')
+    return f"emulated interconnect ({net.get('gbit_s')} Gbit/s shaped{mpi}, nodes sharing one machine)"
+
+
 def oversubscribed(case):
     """Ranks x threads beyond the machine's cores (recorded by the check when it ran)."""
     p = case.get('placement') or {}
@@ -566,10 +580,12 @@ def oversubscribed(case):
 
 def indicative_case(case):
     """Why a measured case can only be indicative whatever claim reads it (oversubscribed,
-    too few repeats), or ''.  Figures draw such points hollow."""
+    over an emulated link, too few repeats), or ''.  Figures draw such points hollow."""
     over, need, cores = oversubscribed(case)
     if over:
         return f'oversubscribed ({need} busy ranks x threads on {cores} cores)'
+    if emulated_link(case):
+        return emulated_link(case)
     if case.get('measured_repeats', 0) < MIN_REPEATS:
         return f"{case.get('measured_repeats', 0)} repeat(s)"
     return ''
@@ -690,6 +706,9 @@ def _qualify(m, claim, size_needed):
         over, need, cores = oversubscribed(c)
         if over:
             return f'oversubscribed ({need} busy ranks x threads on {cores} cores)'
+        link = emulated_link(c)
+        if link:
+            return link
     if is_performance(claim) and len(m.samples) < MIN_REPEATS:
         return (f'{len(m.samples)} repeat(s); a performance verdict needs >= {MIN_REPEATS} '
                 '(make run REPEAT=3)')
@@ -765,7 +784,55 @@ def remd_model_error(cases, system, selector):
     return Measured(errs, local.case, notes, used)
 
 
-DERIVATIONS = {'remd_model_error': remd_model_error}
+def remd_balance_error(cases, system, selector):
+    """REMD-T8/T9: |R_model(n) - R(n)| in efficiency points at n = 2 and 4 (those that ran),
+    locally (RemdLocal) or through vcuda (RemdVcuda, 2 ms keep-alive), with the balance
+    model (analysis/remd_balance_model.py) fitted on one GPU alone: the one-GPU fast run's
+    ladder profile, waves and occupancy (its records), its tGPU(1), Tlocal(1) and tCLT,
+    and vcuda-bench's copy fit of the same path.  Each n-GPU run is predicted with the
+    placement and host loop it ran with (its parameters).  The samples are the largest
+    error over n, repeat by repeat."""
+    bm = _analysis_module('remd_balance_model')
+    atoms, via = selector.get('atoms', 2048), selector.get('via', 'local')
+    one_sel = {'check': 'RemdLocal', 'params': {'atoms': atoms, 'gpus': 1, 'kernel': 'fast'}}
+    one_case = _case(cases, system, dict(one_sel, var='interval_time'))
+    local = measure(cases, system, dict(one_sel, var='interval_time'))
+    summary = {'interval_time': local.median, 't_gpu': measure(cases, system, dict(one_sel, var='t_gpu')).median,
+               't_clt': measure(cases, system, dict(one_sel, var='t_clt')).median}
+    try:
+        one = bm.from_records((one_case['repeat_records'] or [[]])[-1], summary, one_case['record_params'])
+    except (ValueError, KeyError) as e:
+        raise Problem(NOT_RUN, f'{_describe(one_sel)}: no balance-model inputs ({e})',
+                      'the one-GPU run was not profiled (balance-model inputs missing)')
+    bench = {'check': 'VcudaBench', 'params': {'transport': via}}
+    try:
+        fit = {k: measure(cases, system, dict(bench, var=k)).median * f
+               for k, f in (('BH', 1e6), ('BD', 1e6), ('LH', 1e-6), ('LD', 1e-6), ('LK', 1e-6))}
+    except Problem as p:
+        raise Problem(p.verdict, f'the {via} copy fit: {p.reason}', p.group)
+    check, count = ('RemdLocal', 'gpus') if via == 'local' else ('RemdVcuda', 'servers')
+    runs = [c for c in cases if c['system'] == system and c['check'] == check and c['status'] == MEASURED
+            and str(c['params'].get('atoms')) == str(atoms) and 'gpu_seconds' in c['samples']
+            and int(c['params'].get(count, 1)) in (2, 4) and c['params'].get('kernel', 'fast') == 'fast'
+            and str(c['params'].get('keepalive_ms', 2)) == '2']
+    if not runs:
+        raise Problem(NOT_RUN, f'no {check} run of {atoms} atoms on 2 or 4 GPUs to compare the model with',
+                      'no multi-GPU R(n) measured')
+    errs, notes = None, []
+    for run in sorted(runs, key=lambda c: int(c['params'][count])):
+        n, rp = int(run['params'][count]), run.get('record_params') or {}
+        placement, host_loop = rp.get('placement', 'contiguous'), rp.get('host_loop', 'serial')
+        r0 = bm.predict(one, fit, n, placement, host_loop)['R']
+        r1 = [t1 / gs for t1, gs in zip(local.samples, run['samples']['gpu_seconds'])]
+        e = [abs(r0 - x) * 100 for x in r1]
+        errs = e if errs is None else [max(a, b) for a, b in zip(errs, e)]
+        notes.append(f'{via} n={n} ({placement}, {host_loop}): model {r0:.3f}, measured {statistics.median(r1):.3f}')
+    if not any(int(r['params'][count]) == 4 for r in runs):
+        notes.append('n=4 did not run: judged on n=2 alone')
+    return Measured(errs, local.case, notes, runs)
+
+
+DERIVATIONS = {'remd_model_error': remd_model_error, 'remd_balance_error': remd_balance_error}
 
 
 # ---- judging one claim on one system ----------------------------------------------------

@@ -69,6 +69,18 @@ cmake --build "$build" -j "$(nproc)" --target dlm-micro dlm-stencil dlm-stream d
   >>"$OUT/build.log" 2>&1 || { echo "device-run: build failed, see $OUT/build.log" >&2; exit 1; }
 bin=$build/dlm
 
+# The sizes above (DLM_DEVICE_QUICK=1: the same runs at the checks' quick sizes).
+if [ "${DLM_DEVICE_QUICK:-0}" = 1 ]; then
+  paper_micro=(--elements 1048576 --capacity 3M --mem-capacity 32M --page-size 64K)
+  stencil_size=(--nx 64 --ny 64 --capacity 4M --mem-capacity 8M --page-size 64K)
+  stream_size=(--capacity 8M --mem-capacity 12M --page-size 512K)
+else
+  paper_micro=(--elements 268435456 --capacity 800M --mem-capacity 6000M --page-size 1M)
+  # 256x256 planes; at 4x, 2 GiB over 3 memory ranks (STREAM: 4)
+  stencil_size=(--nx 256 --ny 256 --capacity 512M --mem-capacity 1G --page-size 1M)
+  stream_size=(--capacity 512M --mem-capacity 640M --page-size 8M)
+fi
+
 for e in r3 r58 r77 uffd; do
   DLM_ENGINE=$e DLM_PAGE_SIZE=16K DLM_CAPACITY=256K DLM_MEM_CAPACITY=4M \
     run integrity 60 3 "$bin/tests/dlm_test_integrity" --elements 262144 --ops 4000 --threads 4

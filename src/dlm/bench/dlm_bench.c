@@ -85,7 +85,8 @@ void dlm_bench_start(const char *bench, int *argc, char ***argv, const dlm_bench
                      size_t default_page_size)
 {
     ums_json_init(bench);
-    dlm_options o = {a->engine, a->page_size, a->capacity, a->mem_capacity, a->timeout, (int)a->uffd_workers};
+    dlm_options o = {a->engine, a->page_size, a->capacity, a->mem_capacity, a->timeout, (int)a->uffd_workers,
+                     a->fault_timing ? 1 : 0};
     if (!o.page_size && !getenv("DLM_PAGE_SIZE"))
         o.page_size = default_page_size;
     int status = dlm_startup_opts(argc, argv, &o);
@@ -109,6 +110,7 @@ void dlm_bench_start(const char *bench, int *argc, char ***argv, const dlm_bench
     ums_param_int("capacity", (long long)c->capacity);
     ums_param_int("mem_capacity", (long long)c->mem_capacity);
     ums_param_int("memory_ranks", c->memory_ranks);
+    ums_param_int("fault_timing", c->fault_timing);
     if (strcmp(c->engine, "uffd") == 0) {
         ums_param_int("uffd_workers", c->uffd_workers);
         ums_param_int("uffd_user_mode_only", c->uffd_user_mode_only);
@@ -152,26 +154,75 @@ void *dlm_bench_alloc(size_t bytes)
     return p;
 }
 
-/* null in JSON where an engine has no such point (uffd: A, D) */
-static double mean_us(double sum, uint64_t n) { return n ? sum / (double)n * 1e6 : NAN; }
+/* Points an engine cannot see (uffd: the kernel raises the fault and wakes the thread). */
+static const char *unobservable(const char *engine, int point)
+{
+    if (strcmp(engine, "uffd") == 0 && (point == DLM_TP_A || point == DLM_TP_WAKE || point == DLM_TP_STALL))
+        return "userfaultfd raises the fault and wakes the thread inside the kernel";
+    return NULL;
+}
 
-void dlm_bench_emit_stats(const char *phase, int threads, double seconds)
+static void emit_timing(const char *phase, int threads, double ratio, double seconds, uint64_t faults)
+{
+    dlm_fault_timing ft;
+    dlm_fault_timing_get(&ft);
+    const char *engine = dlm_get_config()->engine;
+    for (int i = 0; i < DLM_TP_N; ++i) {
+        const dlm_timing_point *p = &ft.pt[i];
+        const char *why = unobservable(engine, i);
+        ums_rec r;
+        ums_rec_begin(&r, "fault_time", p->n ? p->sum / (double)p->n * 1e6 : NAN, "us");
+        ums_rec_str(&r, "point", dlm_timing_point_name(i));
+        ums_rec_str(&r, "phase", phase);
+        ums_rec_int(&r, "threads", threads);
+        if (!isnan(ratio))
+            ums_rec_num(&r, "ratio", ratio);
+        ums_rec_int(&r, "n", (long long)p->n);
+        ums_rec_int(&r, "faults", (long long)faults);
+        ums_rec_num(&r, "p50_us", p->n ? p->p50 * 1e6 : NAN);
+        ums_rec_num(&r, "p99_us", p->n ? p->p99 * 1e6 : NAN);
+        ums_rec_num(&r, "max_us", p->n ? p->max * 1e6 : NAN);
+        ums_rec_num(&r, "sum_s", p->sum);
+        ums_rec_num(&r, "wall_s", seconds);
+        ums_rec_num(&r, "sum_over_wall", seconds > 0 ? p->sum / seconds : NAN);
+        ums_rec_bool(&r, "observable", why == NULL);
+        if (why)
+            ums_rec_str(&r, "reason", why);
+        ums_rec_int(&r, "backwards", (long long)ft.backwards);
+        ums_rec_int(&r, "in_flight", (long long)ft.in_flight);
+        ums_rec_emit(&r);
+    }
+    const dlm_timing_point *pt = ft.pt;
+    double mean[DLM_TP_N];
+    for (int i = 0; i < DLM_TP_N; ++i)
+        mean[i] = pt[i].n ? pt[i].sum / (double)pt[i].n * 1e6 : NAN;
+    fprintf(stderr, "  fault timing (mean us): a %.1f b %.1f q %.1f c %.1f d %.1f | wake %.1f stall %.1f exchange %.1f\n",
+            mean[DLM_TP_A], mean[DLM_TP_B], mean[DLM_TP_Q], mean[DLM_TP_C], mean[DLM_TP_D], mean[DLM_TP_WAKE],
+            mean[DLM_TP_STALL], mean[DLM_TP_EXCHANGE]);
+}
+
+void dlm_bench_emit_stats(const char *phase, int threads, double ratio, double seconds)
 {
     dlm_stats s;
+    int timing = dlm_get_config()->fault_timing;
+    if (timing) { /* first: it waits for the exchanges still ending, which the counts include */
+        dlm_fault_timing ft;
+        dlm_fault_timing_get(&ft);
+    }
     dlm_stats_get(&s);
     ums_rec r;
     ums_rec_begin(&r, "faults", (double)s.faults, "count");
     ums_rec_str(&r, "phase", phase);
     ums_rec_int(&r, "threads", threads);
+    if (!isnan(ratio))
+        ums_rec_num(&r, "ratio", ratio);
     ums_rec_num(&r, "fault_rate", seconds > 0 ? (double)s.faults / seconds : 0.0);
-    ums_rec_num(&r, "a_us", mean_us(s.a_sum, s.a_n));
-    ums_rec_num(&r, "b_us", mean_us(s.b_sum, s.b_n));
-    ums_rec_num(&r, "c_us", mean_us(s.c_sum, s.c_n));
-    ums_rec_num(&r, "d_us", mean_us(s.d_sum, s.d_n));
     ums_rec_int(&r, "evictions", (long long)s.evictions);
     ums_rec_int(&r, "writebacks", (long long)s.writebacks);
     ums_rec_int(&r, "stops", (long long)s.stops);
     ums_rec_int(&r, "bytes_in", (long long)s.bytes_in);
     ums_rec_int(&r, "bytes_out", (long long)s.bytes_out);
     ums_rec_emit(&r);
+    if (timing)
+        emit_timing(phase, threads, ratio, seconds, s.faults);
 }

@@ -15,6 +15,7 @@ typedef struct dlm_bench_args {
     double timeout;
     long long uffd_workers;
     const char *threads; /* comma-separated thread counts */
+    int fault_timing;
 } dlm_bench_args;
 
 #define DLM_BENCH_ARGS(a)                                                                              \
@@ -31,7 +32,9 @@ typedef struct dlm_bench_args {
     {"uffd-workers", UMS_ARG_INT, &(a).uffd_workers, "uffd engine: fault-handling threads", 1, 64,     \
      NULL},                                                                                            \
     {"threads", UMS_ARG_STRING, &(a).threads, "comma-separated OpenMP thread counts (default: OMP_NUM_THREADS)", \
-     0, -1, NULL}
+     0, -1, NULL},                                                                                     \
+    {"fault-timing", UMS_ARG_FLAG, &(a).fault_timing,                                                  \
+     "time every fault: P004's points A..D per fault (DLM_FAULT_TIMING=1)", 0, -1, NULL}
 
 /* ums_args_parse on every rank (same argv), quiet on all but rank 0 (the launcher's
  * rank variable tells which, as MPI is not up yet). */
@@ -63,7 +66,10 @@ void dlm_bench_fail(const char *fmt, ...)
 void dlm_bench_check_fits(size_t bytes, int count);
 /* A dlm_alloc that fails is bad input (more than the memory ranks hold): exit 2. */
 void *dlm_bench_alloc(size_t bytes);
-/* {"metric":"faults", ...A/B/C/D means in us, evictions, write-backs, bytes} */
-void dlm_bench_emit_stats(const char *phase, int threads, double seconds);
+/* {"metric":"faults", fault rate, evictions, write-backs, bytes} for a phase of
+ * `seconds` (ratio: the sweep point, NAN where none); with fault timing on, also one
+ * {"metric":"fault_time","point":...} line per timing point (dlm.h): mean, median,
+ * p99 and max in us, the count, the sum and the sum over the phase's wall time. */
+void dlm_bench_emit_stats(const char *phase, int threads, double ratio, double seconds);
 
 #endif

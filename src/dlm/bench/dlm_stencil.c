@@ -196,7 +196,7 @@ int main(int argc, char **argv)
         if (verified >= 0)
             ums_rec_bool(&rec, "verified", verified);
         ums_rec_emit(&rec);
-        dlm_bench_emit_stats("stencil", threads[0], secs);
+        dlm_bench_emit_stats("stencil", threads[0], ratio[r], secs);
         fprintf(stderr, "dlm-stencil %-4s ratio %4.2f (nz %zu, %.1f MiB): %9.1f MFLOPS, %5.1f%% of ratio %g%s\n",
                 c->engine, ratio[r], nz, 2.0 * (double)bytes / 1048576.0, mflops, 100 * mflops / base_mflops,
                 ratio[0], verified < 0 ? "" : verified ? ", verified" : ", MISMATCH");

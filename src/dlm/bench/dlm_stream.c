@@ -140,7 +140,7 @@ int main(int argc, char **argv)
             ums_rec_bool(&r, "verified", bad == 0);
             ums_rec_emit(&r);
         }
-        dlm_bench_emit_stats("stream", threads[0], total);
+        dlm_bench_emit_stats("stream", threads[0], ratio[ri], total);
         fprintf(stderr, "dlm-stream %-4s ratio %4.2f (%.1f MiB): copy %8.0f scale %8.0f add %8.0f triad %8.0f MB/s%s\n",
                 c->engine, ratio[ri], 3.0 * (double)n * 8 / 1048576.0, 16.0 * n / best[COPY] / 1e6,
                 16.0 * n / best[SCALE] / 1e6, 24.0 * n / best[ADD] / 1e6, 24.0 * n / best[TRIAD] / 1e6,

@@ -174,12 +174,6 @@ int dlm_pick_victim(size_t *victim)
 
 /* ---- statistics --------------------------------------------------------------------- */
 
-void dlm_stat_time(_Atomic uint64_t *sum, _Atomic uint64_t *n, double seconds)
-{
-    atomic_fetch_add(sum, (uint64_t)(seconds > 0 ? seconds * 1e9 : 0));
-    atomic_fetch_add(n, 1);
-}
-
 void dlm_stats_get(dlm_stats *o)
 {
     memset(o, 0, sizeof *o);
@@ -191,18 +185,14 @@ void dlm_stats_get(dlm_stats *o)
     o->remote_puts = dlm_st.remote_puts;
     o->bytes_in = dlm_st.bytes_in;
     o->bytes_out = dlm_st.bytes_out;
-    o->a_sum = dlm_st.a_ns * 1e-9;
-    o->b_sum = dlm_st.b_ns * 1e-9;
-    o->c_sum = dlm_st.c_ns * 1e-9;
-    o->d_sum = dlm_st.d_ns * 1e-9;
-    o->a_n = dlm_st.a_n;
-    o->b_n = dlm_st.b_n;
-    o->c_n = dlm_st.c_n;
-    o->d_n = dlm_st.d_n;
 }
 
 void dlm_stats_reset(void)
 {
+    if (dlm_timing_on) {
+        dlm_timing_settle(dlm_g.cfg.timeout);
+        dlm_timing_reset();
+    }
     _Atomic uint64_t *f = (_Atomic uint64_t *)&dlm_st;
     for (size_t i = 0; i < sizeof dlm_st / sizeof *f; ++i)
         atomic_store(&f[i], 0);
@@ -462,6 +452,16 @@ static int configure(const dlm_options *o, int world)
         dlm_set_error("DLM_UFFD_WORKERS must be an integer in 1..64");
         return DLM_EUSAGE;
     }
+    if (o->fault_timing) {
+        c->fault_timing = o->fault_timing > 0;
+    } else {
+        const char *v = getenv("DLM_FAULT_TIMING");
+        if (v && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+            dlm_set_error("DLM_FAULT_TIMING=%s is neither 0 nor 1", v);
+            return DLM_EUSAGE;
+        }
+        c->fault_timing = v && strcmp(v, "1") == 0;
+    }
     long os_page = sysconf(_SC_PAGESIZE);
     if (c->page_size % (size_t)os_page) {
         dlm_set_error("DLM page size %zu is not a multiple of the OS page size %ld", c->page_size, os_page);
@@ -640,6 +640,7 @@ static int setup_compute(void)
     int *ub, flag;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     g->tag_ub = flag ? *ub : 32767;
+    dlm_timing_on = c->fault_timing;
     int status = g->engine->start();
     const char *fallback = getenv("DLM_UFFD_FALLBACK");
     if (status == DLM_EUNSUPPORTED && g->engine == &dlm_engine_uffd && fallback && *fallback) {
@@ -663,8 +664,8 @@ int dlm_startup(int *argc, char ***argv) { return dlm_startup_opts(argc, argv, N
 int dlm_startup_opts(int *argc, char ***argv, const dlm_options *opts)
 {
     int provided, rank, world;
-    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
-    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", NULL};
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS", NULL};
     /* The timeout configure() will settle on (an invalid DLM_TIMEOUT is reported there;
      * until then the default bounds the wait). */
     if (env_double("DLM_TIMEOUT", &g_guard_timeout, 30) != 0)
@@ -893,7 +894,9 @@ static void page_part(size_t page, size_t off, char *local, size_t len, int put)
                 memcpy(local, base + off, len);
             dlm_lock();
             pg->pins--;
+            dlm_page_changed(page); /* dlm_free may be waiting for the pin to go */
             dlm_unlock();
+            dlm_wake_page(page);
             return;
         }
         if (pg->state == PG_EVICTING || (put && pg->state == PG_QUEUED)) {

@@ -4,6 +4,7 @@
 #define DLM_INTERNAL_H
 
 #include "dlm/dlm.h"
+#include "dlm_timing.h"
 
 #include <mpi.h>
 #include <stdatomic.h>
@@ -36,7 +37,9 @@ typedef struct dlm_page {
     uint8_t state, dirty;
     uint16_t pins;        /* dlm_get/dlm_put copying it locally: not a victim */
     uint32_t remote_ops;  /* bulk puts to its remote copy in flight: faults wait */
-    double t_fault, t_resume; /* timing points A and D */
+    /* Fault timing: the stamps of the exchange under way, kept by the faulting thread
+     * (which waits in its handler until the page is installed); NULL when off. */
+    dlm_fault_clock *clock;
 } dlm_page;
 
 typedef struct dlm_engine dlm_engine;
@@ -118,14 +121,12 @@ void dlm_set_error(const char *fmt, ...)
 #endif
     ;
 
-/* Statistics (atomic, nanoseconds). */
+/* Statistics (atomic). */
 typedef struct dlm_stats_acc {
     _Atomic uint64_t faults, evictions, writebacks, stops, remote_gets, remote_puts;
     _Atomic uint64_t bytes_in, bytes_out;
-    _Atomic uint64_t a_ns, b_ns, c_ns, d_ns, a_n, b_n, c_n, d_n;
 } dlm_stats_acc;
 extern dlm_stats_acc dlm_st;
-void dlm_stat_time(_Atomic uint64_t *sum, _Atomic uint64_t *n, double seconds);
 
 double dlm_now(void);
 

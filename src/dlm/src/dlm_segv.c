@@ -92,32 +92,52 @@ static void segv_handler(int sig, siginfo_t *si, void *ctx)
     int saved = errno;
     size_t p = (size_t)(addr - g->area) / page_bytes();
     dlm_page *pg = &g->pages[p];
-    double t = dlm_now();
+    /* The stamps of the exchange this thread asked for live here while it waits. */
+    int timing = dlm_timing_on;
+    dlm_fault_clock clk;
+    uint64_t t_fault = timing ? dlm_tick() : 0;
     int mine = 0;
     for (;;) {
+        uint64_t asked = 0, resumed = 0, ran = 0;
+        int queued = 0, done = 0;
         dlm_lock();
         uint32_t seq = atomic_load(&pg->seq);
-        if (pg->state == PG_RESIDENT) {
-            dlm_unlock();
-            break;
+        if (mine && timing && clk.t[M_RESUMED]) {
+            /* The exchange is over and this thread runs again.  Its page may be gone
+             * already (swapped out before the thread ran): a new fault from now. */
+            asked = clk.t[M_FAULT];
+            resumed = clk.t[M_RESUMED];
+            ran = t_fault = dlm_tick();
+            mine = 0;
         }
-        if (pg->state == PG_REMOTE && pg->remote_ops == 0 && g_iq_len < QCAP) {
+        if (pg->state == PG_RESIDENT) {
+            done = 1;
+        } else if (pg->state == PG_REMOTE && pg->remote_ops == 0 && g_iq_len < QCAP) {
             pg->state = PG_QUEUED;
-            pg->t_fault = t;
+            if (timing) {
+                memset(&clk, 0, sizeof clk);
+                clk.t[M_FAULT] = t_fault;
+                pg->clock = &clk;
+                dlm_timing_begin();
+            }
             g_iq[(g_iq_head + g_iq_len++) % QCAP] = p;
             dlm_page_changed(p);
             seq = atomic_load(&pg->seq);
-            mine = 1;
-            dlm_unlock();
+            mine = queued = 1;
+        }
+        dlm_unlock();
+        if (queued) {
             atomic_fetch_add(&dlm_st.faults, 1); /* one per page fetched, as uffd counts */
             ring_bell();
-        } else {
-            dlm_unlock();
         }
+        if (resumed) {
+            dlm_timing_span(DLM_TP_WAKE, resumed, ran);
+            dlm_timing_span(DLM_TP_STALL, asked, ran);
+        }
+        if (done)
+            break;
         dlm_wait_page(p, seq);
     }
-    if (mine) /* the thread that queued the page times its resumption */
-        dlm_stat_time(&dlm_st.d_ns, &dlm_st.d_n, dlm_now() - pg->t_resume);
     errno = saved;
 }
 
@@ -134,7 +154,8 @@ static void xprotect(size_t p, int prot)
 static void install(size_t p, const char *src)
 {
     dlm_state *g = &dlm_g;
-    double t0 = dlm_now();
+    uint64_t t_install = dlm_timing_on ? dlm_tick() : 0;
+    dlm_fault_clock clk;
     size_t victim = 0;
     int have_victim = 0;
     dlm_lock();
@@ -154,9 +175,15 @@ static void install(size_t p, const char *src)
     xprotect(p, PROT_READ | PROT_WRITE);
     g->pages[p].state = PG_RESIDENT;
     dlm_ring_push(p);
-    g->pages[p].t_resume = dlm_now();
+    /* The faulting thread's stamps are copied now: once it runs, they are gone. */
+    dlm_fault_clock *fc = g->pages[p].clock;
+    if (fc) {
+        fc->t[M_INSTALL] = t_install;
+        fc->t[M_RESUMED] = dlm_tick();
+        clk = *fc;
+        g->pages[p].clock = NULL;
+    }
     dlm_page_changed(p);
-    dlm_stat_time(&dlm_st.c_ns, &dlm_st.c_n, g->pages[p].t_resume - t0);
     dlm_resume_world();
     dlm_unlock();
     dlm_wake_page(p);
@@ -169,6 +196,11 @@ static void install(size_t p, const char *src)
         dlm_unlock();
         dlm_wake_page(victim);
         atomic_fetch_add(&dlm_st.evictions, 1);
+    }
+    if (fc) {
+        clk.t[M_DONE] = dlm_tick();
+        dlm_timing_exchange(&clk);
+        dlm_timing_end();
     }
 }
 
@@ -183,10 +215,10 @@ static int iq_pop(size_t *p)
         g_iq_head = (g_iq_head + 1) % QCAP;
         g_iq_len--;
         ok = 1;
+        if (dlm_g.pages[*p].clock)
+            dlm_g.pages[*p].clock->t[M_DEQUEUED] = dlm_tick();
     }
     dlm_unlock();
-    if (ok)
-        dlm_stat_time(&dlm_st.a_ns, &dlm_st.a_n, dlm_now() - dlm_g.pages[*p].t_fault);
     return ok;
 }
 
@@ -267,16 +299,16 @@ static void recv_page(void *dst, MPI_Message *msg, const MPI_Status *st)
     dlm_wait_req(&req, st->MPI_SOURCE, "a page transfer");
 }
 
-/* Takes the reply's slot: the page it carries, timing point B. */
+/* Takes the reply's slot: the page it carries (moment A3). */
 static size_t finish_request(int slot)
 {
     dlm_lock();
     size_t p = g_out[slot].page;
-    double t_req = g_out[slot].t_req;
     g_out[slot].used = 0;
+    if (dlm_g.pages[p].clock)
+        dlm_g.pages[p].clock->t[M_RECEIVED] = dlm_tick();
     dlm_unlock();
     atomic_fetch_sub(&g_nout, 1);
-    dlm_stat_time(&dlm_st.b_ns, &dlm_st.b_n, dlm_now() - t_req);
     atomic_fetch_add(&dlm_st.bytes_in, page_bytes());
     return p;
 }
@@ -301,13 +333,13 @@ static void *r3_comm(void *arg)
     size_t p;
     while (next_fault(&p)) {
         int rank = dlm_owner(p);
-        double t1 = dlm_now();
         MPI_Request req;
         MPI_Irecv(g_bufs, (int)page_bytes(), MPI_BYTE, rank, 0, dlm_g.comm_page, &req);
         dlm_msg m = {OP_GET_PAGE, 0, dlm_slot(p), 0, page_bytes()};
         dlm_send_msg(rank, &m, "a page request");
         dlm_wait_req(&req, rank, "a page transfer");
-        dlm_stat_time(&dlm_st.b_ns, &dlm_st.b_n, dlm_now() - t1);
+        if (dlm_g.pages[p].clock) /* only this thread touches the exchange until install */
+            dlm_g.pages[p].clock->t[M_RECEIVED] = dlm_tick();
         atomic_fetch_add(&dlm_st.bytes_in, page_bytes());
         install(p, g_bufs);
     }

@@ -13,8 +13,10 @@
  *   victim         clean: dropped (MADV_DONTNEED), its memory rank has it already;
  *                  dirty: write-protected (writers now wait), sent from where it
  *                  is, dropped, writers woken (they fault it back in).
- * Timing point A (segv -> dequeued) cannot be seen from a fault message; B is the
- * fetch, C the swap-out + UFFDIO_COPY, D is not separate (the copy wakes the thread). */
+ * Fault timing (dlm.h): the fault is raised and its thread woken inside the kernel, so
+ * the exchange is timed from the moment a worker has read the fault message (A2):
+ * c = reserving a frame and swapping the victim out (before the fetch) + UFFDIO_COPY,
+ * b = the fetch, q = fetched -> copy, d = the bookkeeping after the copy. */
 #define _GNU_SOURCE
 #include "dlm_internal.h"
 
@@ -86,7 +88,8 @@ static void evict(size_t p)
     atomic_fetch_add(&dlm_st.evictions, 1);
 }
 
-static void missing(size_t p, char *buf, int worker)
+/* t_read: when the fault message was read (fault timing; 0 when off). */
+static void missing(size_t p, char *buf, int worker, uint64_t t_read)
 {
     dlm_state *g = &dlm_g;
     dlm_page *pg = &g->pages[p];
@@ -109,6 +112,8 @@ static void missing(size_t p, char *buf, int worker)
         }
         pg->state = PG_QUEUED;
         dlm_page_changed(p);
+        if (t_read)
+            dlm_timing_begin();
         size_t victim = 0;
         int have_victim = 0;
         if (g->frames_used >= g->frames)
@@ -116,21 +121,22 @@ static void missing(size_t p, char *buf, int worker)
         if (!have_victim)
             g->frames_used++; /* room, or every resident page pinned: over capacity for now */
         dlm_unlock();
-        double t0 = dlm_now();
         if (have_victim)
             evict(victim);
-        double t1 = dlm_now();
+        uint64_t t_req = t_read ? dlm_tick() : 0;
         int rank = dlm_owner(p), tag = 1 + worker; /* comm_page tags: one per worker */
         MPI_Request req;
         MPI_Irecv(buf, (int)ps(), MPI_BYTE, rank, tag, g->comm_page, &req);
         dlm_msg m = {OP_GET_PAGE, tag, dlm_slot(p), 0, ps()};
         dlm_send_msg(rank, &m, "a page request");
         dlm_wait_req(&req, rank, "a page transfer");
-        double t2 = dlm_now();
+        uint64_t t_recv = t_read ? dlm_tick() : 0;
         atomic_fetch_add(&dlm_st.bytes_in, ps());
         struct uffdio_copy c = {.dst = (unsigned long)dlm_page_addr(p), .src = (unsigned long)buf,
                                 .len = ps(), .mode = UFFDIO_COPY_MODE_WP};
+        uint64_t t_copy = t_read ? dlm_tick() : 0;
         uffd_ioctl(UFFDIO_COPY, &c, "copy");
+        uint64_t t_woken = t_read ? dlm_tick() : 0; /* the copy wakes the waiting threads */
         dlm_lock();
         pg->state = PG_RESIDENT;
         pg->dirty = 0;
@@ -139,8 +145,15 @@ static void missing(size_t p, char *buf, int worker)
         dlm_unlock();
         dlm_wake_page(p);
         atomic_fetch_add(&dlm_st.faults, 1);
-        dlm_stat_time(&dlm_st.b_ns, &dlm_st.b_n, t2 - t1);
-        dlm_stat_time(&dlm_st.c_ns, &dlm_st.c_n, (t1 - t0) + (dlm_now() - t2));
+        if (t_read) {
+            uint64_t t_done = dlm_tick();
+            dlm_timing_span(DLM_TP_B, t_req, t_recv);
+            dlm_timing_span(DLM_TP_Q, t_recv, t_copy);
+            dlm_timing_ns(DLM_TP_C, (t_req - t_read) + (t_woken - t_copy));
+            dlm_timing_span(DLM_TP_D, t_woken, t_done);
+            dlm_timing_span(DLM_TP_EXCHANGE, t_read, t_done);
+            dlm_timing_end();
+        }
         return;
     }
 }
@@ -167,7 +180,11 @@ static void wp_fault(size_t p)
     write_protect(p, 0); /* also wakes the writer */
     dlm_lock();
     g->pages[p].pins--;
+    /* Waiters on the page (dlm_free's dlm_lock_settled) wait for its sequence to move:
+     * the writer may be done and the program freeing the array before this point. */
+    dlm_page_changed(p);
     dlm_unlock();
+    dlm_wake_page(p);
 }
 
 static void *worker(void *arg)
@@ -185,13 +202,14 @@ static void *worker(void *arg)
         ssize_t n = read(g_uffd, &msg, sizeof msg);
         if (n != sizeof msg)
             continue; /* another worker took it (EAGAIN) */
+        uint64_t t_read = dlm_timing_on ? dlm_tick() : 0;
         if (msg.event != UFFD_EVENT_PAGEFAULT)
             continue;
         size_t p = (size_t)((char *)(uintptr_t)msg.arg.pagefault.address - dlm_g.area) / ps();
         if (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)
             wp_fault(p);
         else
-            missing(p, buf, id);
+            missing(p, buf, id, t_read);
     }
     free(buf);
     return NULL;

@@ -11,7 +11,12 @@
 //   large copies        --large bytes H2D/D2H, and (remote) the transport alone: the same
 //                       bytes in the same chunks to the server's SINK, which drops them
 //   intervals           D2H latency vs idle time between calls (P003 figs. 8/9); run with
-//                       and without VCUDA_KEEPALIVE_MS to see the paper's effect
+//                       and without VCUDA_KEEPALIVE_MS to see the paper's effect.  What the
+//                       jump is made of, one part at a time: --gap-wait spin keeps this
+//                       program's core awake through the gap (the client's wake-up out),
+//                       the server's --spin-us / --nap-us its own, and on the local
+//                       runtime --local-keepalive-ms copies 4 bytes back every N ms from a
+//                       thread of its own (the GPU and driver kept busy, no network)
 //
 // A sweep over n devices issues each call once per device in turn (the REMD host loop),
 // and a call's time is the sweep's time / n: the median over --reps sweeps is reported.
@@ -22,6 +27,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +99,8 @@ int main(int argc, char **argv)
     const char *intervals = "0,1,2,5,10,20,50";
     long long interval_calls = 20;
     int skip_intervals = 0;
+    long long local_keepalive_ms = 0;
+    const char *gap_wait = "sleep";
     const ums_arg args[] = {
         {"max-devices", UMS_ARG_INT, &max_devices, "fit for n = 1..this many devices (0: all)", 0, VCUDA_MAX_DEVICES, NULL},
         {"min-bytes", UMS_ARG_SIZE, &min_bytes, "smallest copy of the fit (power of two)", 4, 1ull << 30, NULL},
@@ -103,6 +111,12 @@ int main(int argc, char **argv)
         {"intervals", UMS_ARG_STRING, &intervals, "idle ms between D2H calls, comma-separated", 0, 0, NULL},
         {"interval-calls", UMS_ARG_INT, &interval_calls, "D2H calls per interval (median)", 3, 10000, NULL},
         {"no-intervals", UMS_ARG_FLAG, &skip_intervals, "skip the interval sweep", 0, 0, NULL},
+        {"gap-wait", UMS_ARG_CHOICE, &gap_wait,
+         "how this program passes an idle gap: sleep (its core may go idle) or spin (busy: the core stays awake)",
+         0, 0, "sleep|spin"},
+        {"local-keepalive-ms", UMS_ARG_INT, &local_keepalive_ms,
+         "local runtime only: a thread of this program copies 4 bytes back from device 0 every N ms on a stream "
+         "of its own during the interval sweep (P003's dummy transfer without the network; 0: none)", 0, 60000, NULL},
     };
     ums_args_parse(argc, argv, "vcuda-bench: copy/launch latency and bandwidth, local or through vcuda (P003 §4.2)",
                    args, sizeof args / sizeof args[0]);
@@ -126,6 +140,10 @@ int main(int argc, char **argv)
     ums_param_str("cudart", cudart);
     const char *ka = getenv("VCUDA_KEEPALIVE_MS");
     ums_param_int("keepalive_ms", remote && ka && *ka ? atoll(ka) : 0);
+    if (remote && local_keepalive_ms)
+        ums_usage_fail("--local-keepalive-ms is for the local runtime; through vcuda VCUDA_KEEPALIVE_MS keeps a server busy");
+    ums_param_str("gap_wait", gap_wait);
+    ums_param_int("local_keepalive_ms", local_keepalive_ms);
 
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -258,13 +276,36 @@ int main(int argc, char **argv)
     if (remote) vcuda_client_close();
 
     // D2H latency after idle gaps (P003 figs. 8/9).
+    std::atomic<int> ka_stop(0);
+    std::thread ka_thread;
+    if (!skip_intervals && local_keepalive_ms)
+        ka_thread = std::thread([&] {
+            int *touch = nullptr, v = 0;
+            cudaStream_t st;
+            CK(cudaSetDevice(0));
+            CK(cudaMalloc((void **)&touch, sizeof(int)));
+            CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+            while (!ka_stop.load()) {
+                CK(cudaMemcpyAsync(&v, touch, sizeof v, cudaMemcpyDeviceToHost, st));
+                CK(cudaStreamSynchronize(st));
+                std::this_thread::sleep_for(std::chrono::milliseconds(local_keepalive_ms));
+            }
+            CK(cudaStreamDestroy(st));
+            CK(cudaFree(touch));
+        });
+    const bool spin_gaps = !strcmp(gap_wait, "spin");
     double idle_first = 0, idle_last = 0;
     if (!skip_intervals)
         for (double gap : gaps) {
             std::vector<double> lat(interval_calls);
             int flag;
+            CK(cudaSetDevice(0));
             for (long long k = 0; k < interval_calls; ++k) {
-                std::this_thread::sleep_for(std::chrono::microseconds((long long)(gap * 1000)));
+                if (spin_gaps)
+                    for (const double until = ums_now() + gap * 1e-3; ums_now() < until;) {
+                    }
+                else
+                    std::this_thread::sleep_for(std::chrono::microseconds((long long)(gap * 1000)));
                 double t0 = ums_now();
                 CK(cudaMemcpy(&flag, dev[0].flag, sizeof flag, cudaMemcpyDeviceToHost));
                 lat[k] = (ums_now() - t0) * 1e6;
@@ -281,6 +322,10 @@ int main(int argc, char **argv)
         ums_rec_num(&r, "from_ms", gaps.front());
         ums_rec_num(&r, "to_ms", gaps.back());
         ums_rec_emit(&r);
+    }
+    if (ka_thread.joinable()) {
+        ka_stop.store(1);
+        ka_thread.join();
     }
 
     for (int d = 0; d < nmax; ++d) {

@@ -36,6 +36,7 @@ typedef struct {
     vcuda_session ses;   /* frame tags (mac.h); under mu like everything on fd */
     uint64_t next_id;
     int64_t last_use;
+    vcuda_client_stats stats; /* under mu */
 } device;
 
 static device devs[VCUDA_MAX_DEVICES];
@@ -50,6 +51,7 @@ static char tenant[VCUDA_TENANT_NAME_MAX + 1]; /* VCUDA_TENANT */
 static pthread_t ka_thread;
 static int ka_running;
 static atomic_int ka_stop;
+static int stats_wanted, stats_printed; /* VCUDA_STATS */
 
 
 const char *vcuda_client_status_name(vcuda_client_status s)
@@ -252,6 +254,7 @@ static void *keepalive_main(void *arg)
                 memset(&m, 0, sizeof m);
                 m.hdr.opcode = touch ? VCUDA_OP_TOUCH : VCUDA_OP_PING;
                 vcuda_client_status s = exchange(d, &m, &r, &d->ka_buf, timeout_ms, why);
+                ++d->stats.keepalives;
                 if (s != VCUDA_CLIENT_OK && s != VCUDA_CLIENT_REMOTE_ERROR) mark_lost(d, i, why);
             }
             pthread_mutex_unlock(&d->mu);
@@ -261,8 +264,36 @@ static void *keepalive_main(void *arg)
     return NULL;
 }
 
+/* VCUDA_STATS: one JSON line per device on stderr, once per session (at close, or at
+ * exit for a program that never closes, as the libcudart stand-in does not). */
+static void print_stats(void)
+{
+    if (!stats_wanted || stats_printed) return;
+    stats_printed = 1;
+    for (int i = 0; i < ndev; ++i) {
+        const vcuda_client_stats *t = &devs[i].stats;
+        fprintf(stderr, "{\"bench\":\"vcuda-client\",\"metric\":\"round_trips\",\"value\":%llu,\"unit\":\"1\","
+                        "\"device\":%d,\"server\":\"%s\",\"posts\":%llu,\"keepalives\":%llu,"
+                        "\"bytes_to_server\":%llu,\"bytes_from_server\":%llu}\n",
+                (unsigned long long)t->round_trips, i, devs[i].ep.name, (unsigned long long)t->posts,
+                (unsigned long long)t->keepalives, (unsigned long long)t->bytes_to_server,
+                (unsigned long long)t->bytes_from_server);
+    }
+    fflush(stderr);
+}
+
+int vcuda_client_get_stats(int dev, vcuda_client_stats *out)
+{
+    if (dev < 0 || dev >= ndev) return -1;
+    pthread_mutex_lock(&devs[dev].mu);
+    *out = devs[dev].stats;
+    pthread_mutex_unlock(&devs[dev].mu);
+    return 0;
+}
+
 void vcuda_client_close(void)
 {
+    print_stats();
     if (ka_running) {
         atomic_store(&ka_stop, 1);
         pthread_join(ka_thread, NULL);
@@ -281,7 +312,8 @@ void vcuda_client_close(void)
 int vcuda_client_open(char *why)
 {
     static endpoint prim[VCUDA_MAX_DEVICES], spare[VCUDA_MAX_DEVICES];
-    int spin;
+    int spin, nap_us, nap_ms, stats;
+    static int exit_hook;
     vcuda_client_close();
     const char *sv = getenv("VCUDA_SERVERS"), *sp = getenv("VCUDA_SPARES");
     if (!sv || !*sv) return fail(why, "VCUDA_SERVERS is not set (host:port,host:port,...)");
@@ -292,9 +324,17 @@ int vcuda_client_open(char *why)
         env_int("VCUDA_KEEPALIVE_MS", 0, 0, 60000, &keepalive_ms, why) ||
         env_int("VCUDA_IDLE_PING_MS", 120000, 0, 86400000, &idle_ping_ms, why) ||
         env_int("VCUDA_SPIN_US", 200, 0, 100000, &spin, why) ||
-        env_int("VCUDA_CHUNK_KIB", 1024, 4, (int)(VCUDA_MAX_CHUNK / 1024), &chunk_kib, why))
+        env_int("VCUDA_CHUNK_KIB", 1024, 4, (int)(VCUDA_MAX_CHUNK / 1024), &chunk_kib, why) ||
+        env_int("VCUDA_STATS", 0, 0, 1, &stats, why))
+        return -1;
+    /* naps while waiting for a reply: by default where the keep-alive asks for low latency */
+    if (env_int("VCUDA_NAP_US", keepalive_ms > 0 ? VCUDA_NAP_US_DEFAULT : 0, 0, 100000, &nap_us, why) ||
+        env_int("VCUDA_NAP_MS", 100, 0, 60000, &nap_ms, why))
         return -1;
     vcuda_net_set_spin_us(spin);
+    vcuda_net_set_nap(nap_us, nap_ms);
+    stats_wanted = stats, stats_printed = 0;
+    if (stats && !exit_hook) exit_hook = atexit(print_stats) == 0;
     if (vcuda_token_load(token, &token_len, why)) return -1;
     const char *tn = getenv("VCUDA_TENANT");
     if (!tn || !*tn) tn = VCUDA_TENANT_DEFAULT;
@@ -378,6 +418,9 @@ vcuda_client_status vcuda_client_call(int dev, const vcuda_msg *req, vcuda_msg *
     device *d = acquire(dev, &s, why);
     if (!d) return s;
     s = exchange(d, req, reply, &d->buf, tmo > 0 ? tmo : timeout_ms, why);
+    ++d->stats.round_trips;
+    d->stats.bytes_to_server += req->blob_len;
+    if (s == VCUDA_CLIENT_OK || s == VCUDA_CLIENT_REMOTE_ERROR) d->stats.bytes_from_server += reply->blob_len;
     return release(d, dev, s, why);
 }
 
@@ -391,6 +434,8 @@ vcuda_client_status vcuda_client_post(int dev, const vcuda_msg *req, char *why)
     device *d = acquire(dev, &s, why);
     if (!d) return s;
     s = send_req(d, req, ++d->next_id, VCUDA_FLAG_NOREPLY, &d->buf, timeout_ms, why);
+    ++d->stats.posts;
+    d->stats.bytes_to_server += req->blob_len;
     return release(d, dev, s, why);
 }
 
@@ -420,6 +465,8 @@ vcuda_client_status vcuda_client_send_chunks(int dev, const vcuda_msg *req, unsi
         s = recv_reply(d, id, req->hdr.opcode, reply, &more, &d->buf, NULL, 0, timeout_ms, why);
         if (s == VCUDA_CLIENT_OK && more) s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "chunked reply to a chunked request");
     }
+    ++d->stats.round_trips;
+    d->stats.bytes_to_server += off;
     return release(d, dev, s, why);
 }
 
@@ -446,5 +493,7 @@ vcuda_client_status vcuda_client_recv_chunks(int dev, const vcuda_msg *req, uint
     if (!s && got != size)
         s = VCUDA_CLIENT_UNAVAILABLE, fail(why, "server sent %llu of %llu bytes", (unsigned long long)got,
                                            (unsigned long long)size);
+    ++d->stats.round_trips;
+    d->stats.bytes_from_server += got;
     return release(d, dev, s, why);
 }

@@ -1,6 +1,5 @@
 /* vcuda TCP transport (see net.h). */
-#define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE /* MSG_NOSIGNAL, getaddrinfo's helpers on older glibc */
+#define _GNU_SOURCE /* MSG_NOSIGNAL, getaddrinfo's helpers on older glibc, ppoll */
 #include "vcuda/net.h"
 #include "vcuda/tenants.h"
 
@@ -46,8 +45,13 @@ int64_t vcuda_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int spin_us;
+static int spin_us, nap_us, nap_ms;
 void vcuda_net_set_spin_us(int us) { spin_us = us < 0 ? 0 : us; }
+void vcuda_net_set_nap(int us, int ms)
+{
+    nap_us = us < 0 ? 0 : us > 999999 ? 999999 : us;
+    nap_ms = ms < 0 ? 0 : ms;
+}
 
 int vcuda_buf_reserve(vcuda_buf *b, size_t n)
 {
@@ -167,6 +171,7 @@ static vcuda_net_status read_until_v(int fd, struct iovec *iov, int cnt, size_t 
                                      size_t got, char *why)
 {
     int64_t spin_end = spin_us ? vcuda_now_ns() + (int64_t)spin_us * 1000 : 0;
+    const int64_t nap_end = nap_us ? vcuda_now_ms() + nap_ms : 0;
     size_t have = 0;
     iov_advance(&iov, &cnt, 0);
     while (cnt && (!more || have < need)) {
@@ -182,6 +187,13 @@ static vcuda_net_status read_until_v(int fd, struct iovec *iov, int cnt, size_t 
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return nfail(why, VCUDA_NET_IO, "recv: %s", strerror(errno));
         if (spin_end && vcuda_now_ns() < spin_end) continue; /* see vcuda_net_set_spin_us */
+        if (nap_end && vcuda_now_ms() < nap_end && !vcuda_ucx_is(fd)) { /* see vcuda_net_set_nap */
+            if (dl >= 0 && vcuda_now_ms() >= dl) return nfail(why, VCUDA_NET_TIMEOUT, "peer stalled: timed out");
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            struct timespec slice = {0, (long)nap_us * 1000};
+            ppoll(&p, 1, &slice, NULL);
+            continue;
+        }
         vcuda_net_status s = wait_fd(fd, POLLIN, dl, why);
         if (s == VCUDA_NET_TIMEOUT && got)
             return nfail(why, s, "peer stalled mid-frame after %zu bytes: timed out", got);

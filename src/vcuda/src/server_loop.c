@@ -71,6 +71,10 @@ typedef struct conn {
     atomic_int busy, done;
     atomic_int gone; /* the client closed its side: what it sent is not started */
     int wfd;         /* its socket as the worker got it (pub.fd is the worker's to close) */
+    int after_keepalive; /* the last request was a TOUCH or PING (vcuda_server_config.nap_us) */
+    /* the nap as it is now, and the window its CPU share is measured over (nap_adapt) */
+    int nap_us;
+    int64_t nap_wall0, nap_cpu0;
     atomic_uint_fast64_t busy_id;
     atomic_int_fast64_t busy_since, last_sent;
     char why[VCUDA_WHY_LEN]; /* the worker's closing reason */
@@ -327,10 +331,42 @@ static void heartbeat(conn *c, int64_t now)
  * to be that long); *got counts the frame's bytes so far (for messages, and what was
  * read).  dl < 0: waiting for the next request, no deadline but the idle timeout (if
  * any); the stop flag is checked 5x a second.  0, or -1 (why set). */
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Keeps a napping worker within its CPU budget whatever a wake-up costs on this machine:
+ * over windows of NAP_WINDOW_MS of naps (and the keep-alives handled between them), a
+ * share above NAP_CPU_HIGH doubles the nap, one below NAP_CPU_LOW halves it again, never
+ * below the configured nap nor above NAP_MAX_US. */
+#define NAP_WINDOW_MS 50
+#define NAP_CPU_HIGH 0.04
+#define NAP_CPU_LOW 0.015
+#define NAP_MAX_US 20000
+static void nap_adapt(conn *c, int configured)
+{
+    const int64_t wall = vcuda_now_ns(), cpu = thread_cpu_ns();
+    if (c->nap_us < configured) c->nap_us = configured;
+    if (!c->nap_wall0 || wall - c->nap_wall0 > 20LL * NAP_WINDOW_MS * 1000000) { /* a new run of naps */
+        c->nap_wall0 = wall, c->nap_cpu0 = cpu;
+        return;
+    }
+    if (wall - c->nap_wall0 < (int64_t)NAP_WINDOW_MS * 1000000) return;
+    const double share = (double)(cpu - c->nap_cpu0) / (double)(wall - c->nap_wall0);
+    if (share > NAP_CPU_HIGH && c->nap_us < NAP_MAX_US) c->nap_us = c->nap_us * 2 > NAP_MAX_US ? NAP_MAX_US : c->nap_us * 2;
+    else if (share < NAP_CPU_LOW && c->nap_us > configured) c->nap_us = c->nap_us / 2 < configured ? configured : c->nap_us / 2;
+    c->nap_wall0 = wall, c->nap_cpu0 = cpu;
+}
+
 static int read_exact(conn *c, uint8_t *p, size_t n, size_t cap, size_t *got, int64_t dl, char *why)
 {
     const vcuda_server_config *cfg = c->cfg;
-    int64_t spin_until = vcuda_now_ns() + (int64_t)cfg->spin_us * 1000, idle_since = vcuda_now_ms();
+    const int nap = dl < 0 && c->after_keepalive && cfg->nap_us > 0; /* see server_loop.h */
+    int64_t spin_until = vcuda_now_ns() + (nap ? 0 : (int64_t)cfg->spin_us * 1000), idle_since = vcuda_now_ms();
+    const int64_t nap_end = idle_since + (nap ? cfg->nap_ms : 0);
     int64_t idle_end = dl < 0 && cfg->idle_timeout_ms > 0 ? idle_since + cfg->idle_timeout_ms : -1;
     for (size_t have = 0; have < n;) {
         ssize_t r = vcuda_recv_some(c->pub.fd, p + have, cap - have);
@@ -376,7 +412,13 @@ static int read_exact(conn *c, uint8_t *p, size_t n, size_t cap, size_t *got, in
         if (idle_end >= 0 && idle_end - now < ms) ms = (int)(idle_end - now);
         if (vcuda_fd_pending(c->pub.fd)) continue;
         struct pollfd pf = {.fd = c->pub.fd, .events = POLLIN};
-        poll(&pf, 1, ms);
+        if (nap && now < nap_end) {
+            nap_adapt(c, cfg->nap_us);
+            struct timespec slice = {c->nap_us / 1000000, (long)(c->nap_us % 1000000) * 1000};
+            ppoll(&pf, 1, &slice, NULL);
+        } else {
+            poll(&pf, 1, ms);
+        }
     }
     return 0;
 }
@@ -402,7 +444,8 @@ static int dispatch(conn *c, const vcuda_msg *m, char *why)
     if ((m->hdr.flags & VCUDA_FLAG_SYNC) && (!VCUDA_SYNC_REQUEST(op) || more))
         return snprintf(why, VCUDA_WHY_LEN, "SYNC flag on %s%s", more ? "a chunk before the last of " : "",
                         vcuda_opcode_name(op)), -1;
-    if ((op == VCUDA_OP_PING || op == VCUDA_OP_TOUCH) && cfg->pings) ++*cfg->pings;
+    c->after_keepalive = op == VCUDA_OP_PING || op == VCUDA_OP_TOUCH;
+    if (c->after_keepalive && cfg->pings) ++*cfg->pings;
     /* PING and SINK need no GPU: answered here, so the transport can be measured and
      * tested on its own */
     if (op != VCUDA_OP_PING && op != VCUDA_OP_SINK) {

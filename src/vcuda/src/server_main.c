@@ -8,6 +8,7 @@
  * process the network loop, which never opens the GPU: each tenant has a serving
  * process of its own under it (server_isolate.h). */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* wait4 */
 #include "umstudy/support.h"
 #include "vcuda/image.h"
 #include "vcuda/server_gpu.h"
@@ -17,6 +18,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -145,7 +147,8 @@ static int serve_isolated(int device, size_t chunk, const char *addr, uint16_t p
 
 int main(int argc, char **argv)
 {
-    long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200, max_clients = 256, max_preauth = 128,
+    long long device = 0, timeout = 5000, chunk_kib = 1024, spin_us = 200, nap_us = VCUDA_NAP_US_DEFAULT, nap_ms = 100,
+              max_clients = 256, max_preauth = 128,
               max_frame_kib = VCUDA_MAX_PAYLOAD / 1024 + 1, client_mem_mib = 0, max_handles = 16384, max_modules = 256,
               cache_mib = 256, max_per_source = 64, idle_timeout_s = 600, max_entry_mib = 64, max_image_mib = 256,
               inflate_budget_mib = 512, max_tenant_procs = 64, tenant_linger_s = 30;
@@ -156,6 +159,12 @@ int main(int argc, char **argv)
         {"timeout-ms", UMS_ARG_INT, &timeout, "bound on a stalled frame or reply", 10, 600000, NULL},
         {"chunk-kib", UMS_ARG_INT, &chunk_kib, "D2H reply chunk (pipelined)", 4, VCUDA_MAX_CHUNK / 1024, NULL},
         {"spin-us", UMS_ARG_INT, &spin_us, "busy-wait this long for a client's next request (0: always poll)", 0, 100000, NULL},
+        {"nap-us", UMS_ARG_INT, &nap_us,
+         "after a keep-alive (TOUCH, PING), wait for the next request in ppoll() naps this long instead of spinning "
+         "and then blocking: a request between keep-alives finds the thread in a shallow idle state; doubled "
+         "while the naps cost more than 4% of a core (0: off)",
+         0, 100000, NULL},
+        {"nap-ms", UMS_ARG_INT, &nap_ms, "how long after a keep-alive the naps go on before blocking", 0, 60000, NULL},
         {"max-clients", UMS_ARG_INT, &max_clients, "authenticated clients at once (default 256)", 1, 4096, NULL},
         {"max-per-source", UMS_ARG_INT, &max_per_source,
          "authenticated clients from one address (default 64; 0: no cap); more are refused: \"too many connections from ADDR\"",
@@ -274,7 +283,8 @@ int main(int argc, char **argv)
                                .max_conns = (int)max_clients, .max_preauth = (int)max_preauth,
                                .max_per_source = (int)max_per_source, .idle_timeout_ms = (int)idle_timeout_s * 1000, .frame_tags_off = !strcmp(frame_tags, "off"),
                                .max_frame = (uint32_t)(max_frame_kib * 1024 > VCUDA_MAX_PAYLOAD ? VCUDA_MAX_PAYLOAD : max_frame_kib * 1024),
-                               .stop = &stop_flag, .log_prefix = "vcuda-server", .spin_us = (int)spin_us};
+                               .stop = &stop_flag, .log_prefix = "vcuda-server", .spin_us = (int)spin_us,
+                               .nap_us = (int)nap_us, .nap_ms = (int)nap_ms};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -328,9 +338,16 @@ int main(int argc, char **argv)
         child = pid;
         int64_t born = vcuda_now_ms();
         int st = 0;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        struct rusage ru;
+        memset(&ru, 0, sizeof ru);
+        while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {}
         child = 0;
         int64_t lived = vcuda_now_ms() - born;
+        /* what serving cost the CPU: a polling or napping server's core time, beside its life */
+        const double user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6;
+        const double sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6, wall = (double)lived / 1000.0;
+        fprintf(stderr, "vcuda-server: device %lld: %s %d used %.3f s of CPU (user %.3f, system %.3f) in %.3f s: %.1f%%\n",
+                device, what, (int)pid, user + sys, user, sys, wall, wall > 0 ? 100.0 * (user + sys) / wall : 0.0);
         if (stop_flag) return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
         int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
         if (code == 0 || code == UMS_EXIT_UNSUPPORTED || code == UMS_EXIT_USAGE) return code;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +68,7 @@ typedef struct {
 
 static int idle_timeout_ms; /* the servers' --idle-timeout-s, in ms (0: none) */
 static int frame_tags_off;  /* the servers' --frame-tags off */
+static int spin_us, nap_us, nap_ms; /* the servers' --spin-us, --nap-us, --nap-ms */
 
 static void start(server *s, int index)
 {
@@ -84,7 +86,8 @@ static void start(server *s, int index)
                                    .frame_timeout_ms = TIMEOUT_MS, .max_conns = 16,
                                    .handler = &h, .stop = &stop_flag, .log_prefix = "srv",
                                    .pings = s->pings, .idle_timeout_ms = idle_timeout_ms,
-                                   .frame_tags_off = frame_tags_off};
+                                   .frame_tags_off = frame_tags_off, .spin_us = spin_us,
+                                   .nap_us = nap_us, .nap_ms = nap_ms};
         _exit(vcuda_server_run(&cfg) ? 1 : 0);
     }
     close(lfd);
@@ -381,6 +384,114 @@ static void idle_ping(void)
     finish(&a);
 }
 
+/* VCUDA_STATS / vcuda_client_get_stats: a call, a chunked copy either way and a read
+ * each one round trip, posts counted apart, the keep-alive's own round trips apart from
+ * the program's; the line on stderr at close says the same. */
+static void stats(void)
+{
+    static uint8_t buf[3u << 20];
+    server a;
+    char list[64], log[1024];
+    vcuda_msg m, r;
+    vcuda_client_stats t;
+    start(&a, 0);
+    snprintf(list, sizeof list, "127.0.0.1:%u", a.port);
+    setenv("VCUDA_STATS", "1", 1);
+    CHECK(open_with(list, NULL, log, sizeof log) == 0);
+    CHECK(vcuda_client_get_stats(0, &t) == 0 && t.round_trips == 0 && t.posts == 0); /* the health check is not the program's */
+    CHECK(vcuda_client_get_stats(1, &t) == -1);
+    for (int i = 0; i < 5; ++i) CHECK(call(0, VCUDA_OP_GET_DEVICE, &r) == VCUDA_CLIENT_OK);
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_MEMCPY_H2D;
+    m.v[0] = 0, m.nv = 2;
+    CHECK(vcuda_client_send_chunks(0, &m, 0, buf, sizeof buf, 256u << 10, &r, why) == VCUDA_CLIENT_OK); /* 12 frames */
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_MEMCPY_D2H;
+    m.v[0] = 0, m.v[1] = 1u << 20, m.nv = 3;
+    CHECK(vcuda_client_recv_chunks(0, &m, buf, 1u << 20, &r, why) == VCUDA_CLIENT_OK); /* 16 frames back */
+    const uint32_t arg = 0;
+    memset(&m, 0, sizeof m);
+    m.hdr.opcode = VCUDA_OP_LAUNCH; /* (the test server answers no GPU request: posted, nothing comes back) */
+    m.nv = 9, m.nsizes = 1, m.sizes[0] = 4, m.blob = (const uint8_t *)&arg, m.blob_len = 4;
+    for (int i = 1; i <= 6; ++i) m.v[i] = 1; /* grid and block */
+    for (int i = 0; i < 2; ++i) CHECK(vcuda_client_post(0, &m, why) == VCUDA_CLIENT_OK);
+    CHECK(call(0, VCUDA_OP_PING, &r) == VCUDA_CLIENT_OK);
+    CHECK(vcuda_client_get_stats(0, &t) == 0);
+    fprintf(stderr, "stats: %llu round trips, %llu posts, %llu keep-alives, %llu bytes out, %llu back\n",
+            (unsigned long long)t.round_trips, (unsigned long long)t.posts, (unsigned long long)t.keepalives,
+            (unsigned long long)t.bytes_to_server, (unsigned long long)t.bytes_from_server);
+    CHECK(t.round_trips == 8 && t.posts == 2 && t.keepalives == 0);
+    CHECK(t.bytes_to_server == sizeof buf + 8 && t.bytes_from_server == 1u << 20);
+    /* the line at close */
+    char path[] = "vcuda-client-test-XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    fflush(stderr);
+    dup2(fd, 2);
+    vcuda_client_close();
+    fflush(stderr);
+    dup2(saved, 2), close(saved);
+    ssize_t n = pread(fd, log, sizeof log - 1, 0);
+    log[n > 0 ? n : 0] = 0;
+    close(fd), unlink(path);
+    fprintf(stderr, "at close: %s", log);
+    CHECK(strstr(log, "\"metric\":\"round_trips\",\"value\":8,") && strstr(log, "\"posts\":2,"));
+    /* the keep-alive's round trips are its own */
+    setenv("VCUDA_KEEPALIVE_MS", "20", 1);
+    unsetenv("VCUDA_STATS");
+    CHECK(open_with(list, NULL, log, sizeof log) == 0);
+    poll(NULL, 0, 200);
+    CHECK(vcuda_client_get_stats(0, &t) == 0 && t.round_trips == 0 && t.keepalives >= 4);
+    vcuda_client_close();
+    unsetenv("VCUDA_KEEPALIVE_MS");
+    finish(&a);
+}
+
+/* The server's CPU while its client idles with P003's 2 ms keep-alive, over `idle_ms`
+ * (its whole life's CPU time, from wait4, over its life). */
+static double idle_cpu_share(int idle_ms)
+{
+    server a;
+    char list[64], log[1024];
+    struct rusage ru;
+    start(&a, 0);
+    int64_t t0 = vcuda_now_ms();
+    snprintf(list, sizeof list, "127.0.0.1:%u", a.port);
+    setenv("VCUDA_KEEPALIVE_MS", "2", 1);
+    CHECK(open_with(list, NULL, log, sizeof log) == 0);
+    poll(NULL, 0, idle_ms);
+    vcuda_client_close();
+    unsetenv("VCUDA_KEEPALIVE_MS");
+    kill(a.pid, SIGTERM);
+    CHECK(wait4(a.pid, NULL, 0, &ru) == a.pid);
+    munmap((void *)a.pings, sizeof *a.pings);
+    double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+                 (double)ru.ru_stime.tv_usec * 1e-6;
+    return cpu / ((double)(vcuda_now_ms() - t0) / 1000.0);
+}
+
+/* The adaptive wait (vcuda-server --nap-us): a server whose client only sends the 2 ms
+ * keep-alive stays within 5% of a core with the default nap, and with a nap far too short
+ * for this machine (25 us, which alone costs the 2-core CI VM a fifth of a core: 50 us 12%,
+ * 100 us 8%, 200 us 5%, 400 us 3%, and the former 200 us spin after every keep-alive 8%):
+ * the worker lengthens its naps until they fit.  Spinning through the gaps (--spin-us
+ * 100000, naps off) is measured the same way and takes a large share of a core (all of
+ * one on an idle machine), so the measurement can tell them apart. */
+static void nap_cpu(void)
+{
+    spin_us = 200, nap_us = VCUDA_NAP_US_DEFAULT, nap_ms = 100;
+    double napping = idle_cpu_share(1500);
+    nap_us = 25;
+    double short_naps = idle_cpu_share(1500);
+    spin_us = 100000, nap_us = 0;
+    double spinning = idle_cpu_share(1500);
+    fprintf(stderr, "server CPU with a 2 ms keep-alive only: %.1f%% napping (%d us), %.1f%% from 25 us naps, "
+            "%.1f%% spinning\n", 100 * napping, VCUDA_NAP_US_DEFAULT, 100 * short_naps, 100 * spinning);
+    CHECK(napping <= 0.05);
+    CHECK(short_naps <= 0.05);
+    CHECK(spinning >= 0.1 && spinning >= 3 * napping);
+    spin_us = nap_us = nap_ms = 0;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -402,6 +513,8 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "idle_ping")) idle_ping();
     else if (!strcmp(c, "tags_off")) tags_off();
     else if (!strcmp(c, "chunked")) chunked();
+    else if (!strcmp(c, "stats")) stats();
+    else if (!strcmp(c, "nap_cpu")) nap_cpu();
     else if (!strcmp(c, "remote_session") && argc > 2) remote_session(argv[2]);
     else if (!strcmp(c, "remote_dead") && argc > 2) remote_dead(argv[2]);
     else return fprintf(stderr, "unknown case %s\n", c), 2;

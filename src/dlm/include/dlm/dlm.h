@@ -27,6 +27,8 @@
  *                     each other's pages before their threads run)
  *   DLM_UFFD_FALLBACK an engine to use, with a message, where userfaultfd is not
  *                     permitted (default: none, dlm_startup fails as unsupported)
+ *   DLM_FAULT_TIMING  1: time every fault (dlm_fault_timing_get); default 0, and then
+ *                     the fault path takes no time stamps for it
  *
  * Limits: a DLM address must not be handed to a system call or to MPI as a buffer
  * (the kernel would fault on it); use dlm_get/dlm_put to move DLM data in bulk. */
@@ -50,6 +52,7 @@ typedef struct dlm_options {
     size_t mem_capacity;    /* 0: DLM_MEM_CAPACITY or 4 GiB */
     double timeout;         /* 0: DLM_TIMEOUT or 30 s */
     int uffd_workers;       /* 0: DLM_UFFD_WORKERS or 4 */
+    int fault_timing;       /* 0: DLM_FAULT_TIMING or off; 1 on; -1 off */
 } dlm_options;
 
 /* Collective over MPI_COMM_WORLD (initialises MPI with MPI_THREAD_MULTIPLE).  Rank 0
@@ -99,21 +102,57 @@ typedef struct dlm_config {
     double timeout;
     int uffd_write_protect; /* uffd: dirty pages tracked by write-protect */
     int uffd_user_mode_only; /* uffd: opened with UFFD_USER_MODE_ONLY (unprivileged) */
+    int fault_timing;        /* per-fault timing on */
 } dlm_config;
 const dlm_config *dlm_get_config(void);
 
-/* Fault statistics since startup or the last reset.  Timing points per fault, as
- * P004 measured them:  A segv -> dequeued by the communication thread,
- * B request sent -> page received, C install + swap-out (threads stopped),
- * D resume -> the faulting thread continues.  Sums in seconds. */
+/* Fault statistics since startup or the last reset. */
 typedef struct dlm_stats {
     uint64_t faults, evictions, writebacks, stops, remote_gets, remote_puts;
     uint64_t bytes_in, bytes_out;
-    double a_sum, b_sum, c_sum, d_sum;
-    uint64_t a_n, b_n, c_n, d_n;
 } dlm_stats;
 void dlm_stats_get(dlm_stats *out);
+/* Zeroes the statistics and the fault timing (which first waits for the exchanges in
+ * flight to end, so that none straddles the reset). */
 void dlm_stats_reset(void);
+
+/* Per-fault timing, P004 figs. 2.4 (R58) and 3.2 (R77), when DLM_FAULT_TIMING is on.
+ * The moments of one page exchange, as P004 names them:
+ *   A1  the fault handler runs (P004: "Segv 発生直後")
+ *   A2  the communication thread takes the request off the internal queue and sends it
+ *   A3  the page has been received
+ *   A4  installing begins: the user threads are being stopped
+ *   A5  the user threads resume
+ *   A6  the whole exchange is over (the victim written back to its memory rank)
+ *   R   the faulting thread runs again
+ * Points (each a distribution over the faults):
+ *   a = A2-A1    b = A3-A2    q = A4-A3 (R58's external queue; P004 fig. 2.4 calls it C)
+ *   c = A5-A4 (install + swap-out with the threads stopped)    d = A6-A5
+ *   wake = R-A5 (not in P004)    exchange = A6-A1 (= a+b+q+c+d)    stall = R-A1
+ * The SIGSEGV engines copy the victim out while the threads are stopped and send it
+ * after they resume, so P004's "send the swap-out page" falls in d, not c.
+ * uffd: the kernel raises the fault and wakes the thread, so a, wake and stall are not
+ * observable (n = 0); its exchange runs from A2 (a worker reads the fault message) to
+ * A6, and c is the swap-out before the fetch plus UFFDIO_COPY after it.
+ * Counts: every point an engine observes has one entry per fault. */
+enum {
+    DLM_TP_A, DLM_TP_B, DLM_TP_Q, DLM_TP_C, DLM_TP_D,
+    DLM_TP_WAKE, DLM_TP_EXCHANGE, DLM_TP_STALL, DLM_TP_N
+};
+typedef struct dlm_timing_point {
+    uint64_t n;
+    double sum, max; /* seconds */
+    double p50, p99; /* seconds, from a log histogram: within 1/128 of the value */
+} dlm_timing_point;
+typedef struct dlm_fault_timing {
+    int enabled;
+    dlm_timing_point pt[DLM_TP_N];
+    uint64_t backwards; /* intervals with a missing or out-of-order stamp: 0 */
+    uint64_t in_flight; /* exchanges still running when read (after waiting the timeout) */
+} dlm_fault_timing;
+/* Waits (up to the timeout) for the exchanges in flight, then reads; enabled = 0 when off. */
+void dlm_fault_timing_get(dlm_fault_timing *out);
+const char *dlm_timing_point_name(int point); /* "a", "b", "q", "c", "d", "wake", ... */
 
 /* MPI point-to-point bandwidth between the memory ranks and rank 0 over the same
  * communicator the pages travel on: each of `ranks` memory ranks (1..) sends `reps`

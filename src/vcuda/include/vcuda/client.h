@@ -18,6 +18,12 @@
  *                                of a copy to a server (vcuda_client_chunk)
  *   VCUDA_SPIN_US                default 200, in [0, 100000]: busy-wait for a reply this long
  *                                before sleeping in poll() (vcuda_net_set_spin_us)
+ *   VCUDA_NAP_US, VCUDA_NAP_MS   after the spin, wait for a reply in naps of NAP_US (default
+ *                                VCUDA_NAP_US_DEFAULT with VCUDA_KEEPALIVE_MS set, else 0: off) for up to
+ *                                NAP_MS (default 100) before poll() (vcuda_net_set_nap)
+ *   VCUDA_STATS                  1: at close, or at exit, one JSON line per device on stderr
+ *                                with its round trips, posted requests, keep-alives and
+ *                                bytes each way (vcuda_client_get_stats)
  * and health-checks every server (connect + HELLO + PING within the timeout).  Each one
  * that fails is reported with one stderr line and replaced by the next healthy spare or
  * dropped; the remaining devices are numbered densely in VCUDA_SERVERS order.
@@ -62,6 +68,15 @@ int vcuda_client_device_count(void);
 size_t vcuda_client_chunk(void);
 /* "host:port" of a device (NULL if out of range). */
 const char *vcuda_client_device_server(int dev);
+
+/* What a device's connection carried since open: calls answered (vcuda_client_call,
+ * send_chunks and recv_chunks each one round trip however many frames), requests posted
+ * without a reply, the keep-alive thread's own round trips, payload bytes each way. */
+typedef struct {
+    uint64_t round_trips, posts, keepalives, bytes_to_server, bytes_from_server;
+} vcuda_client_stats;
+/* 0, or -1 for a device out of range. */
+int vcuda_client_get_stats(int dev, vcuda_client_stats *out);
 
 /* Sends req (opcode and fields are the caller's; request id and flags are set here) and
  * waits for the matching reply, all within timeout_ms (<= 0: VCUDA_TIMEOUT_MS).  The

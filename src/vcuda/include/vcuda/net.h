@@ -121,6 +121,16 @@ int64_t vcuda_now_ns(void);
  * thread woken from poll() pays the scheduler's and the idle CPU's wake-up latency on
  * top: spinning trades a core for the latency P003 identifies as what limits scaling. */
 void vcuda_net_set_spin_us(int us);
+/* After the spin, reads wait in ppoll() naps of `us` microseconds for up to `ms`
+ * milliseconds before sleeping in poll() (default 0: off).  A thread woken every few
+ * hundred microseconds stays in a shallow idle state, so a reply that takes longer than
+ * the spin (a copy waiting for a kernel, a server waking up) is read without the deep
+ * wake-up a long poll() costs, for a few per cent of a core while it waits. */
+void vcuda_net_set_nap(int us, int ms);
+/* The nap of a server after a keep-alive (vcuda-server --nap-us; the server lengthens it
+ * where it would cost more than 4% of a core, server_loop.h) and of a client with a
+ * keep-alive (VCUDA_NAP_US). */
+#define VCUDA_NAP_US_DEFAULT 100
 
 #ifdef __cplusplus
 }

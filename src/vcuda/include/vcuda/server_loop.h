@@ -134,6 +134,16 @@ typedef struct {
     const char *log_prefix;      /* e.g. "vcuda-server" */
     volatile uint64_t *pings;    /* optional (may be NULL): incremented per PING or TOUCH (keep-alive) */
     int spin_us;                 /* after a request, wait this long for the next without poll() */
+    /* After a keep-alive (TOUCH or PING: the client asks the server to stay ready, and no
+     * burst of requests follows one) no spin: the next frame is waited for in ppoll()
+     * slices of nap_us for up to nap_ms, then in poll() as after a spin.  A thread woken
+     * every nap_us stays in a shallow idle state, so a request arriving between two
+     * keep-alives is read without a deep wake-up.  Each worker measures its own CPU time
+     * while it naps and lengthens the naps where wake-ups cost more than 4% of a core
+     * (so an idle, kept-alive server stays under 5% on any machine), shortening them
+     * again to nap_us when they cost less than 1.5% (0: off, spin and poll as after any
+     * request). */
+    int nap_us, nap_ms;
     const struct vcuda_handoff *handoff; /* optional: see above (the loop then starts no worker) */
 } vcuda_server_config;
 

@@ -17,7 +17,7 @@ class Dlm(UmstudyOpenmpComponent):
 
     root_cmakelists_dir = "src/dlm"
     always = ("mpi",)
-    programs = ["dlm-micro", "dlm-stencil", "dlm-stream"]
+    programs = ["dlm-micro", "dlm-stencil", "dlm-stream", "dlm-timing-cost", "dlm-host-probe"]
 
     @run_after("install")
     def check_installed_programs(self):
