@@ -88,8 +88,9 @@ def test_dlm_verdicts_across_engines(tmp_path):
     assert rows['DLM-T3']['verdict'] == V.REPRODUCED  # R58 / R3 = 2.75 >= 1
     assert rows['DLM-T4']['verdict'] == V.REPRODUCED  # R77 keeps 78%
     assert rows['DLM-T1']['verdict'] == V.REPRODUCED  # 1500 / 3000 = 0.5
-    # uffd was skipped (the kernel forbids it here): its targets say so rather than fail.
-    assert rows['DLM-T6']['verdict'] == V.NOT_APPLICABLE and NO_UFFD in rows['DLM-T6']['reason']
+    # uffd was skipped (a sysctl forbids it here, which the evaluator can change): its
+    # targets did not run, with the reason, rather than fail or claim missing hardware.
+    assert rows['DLM-T6']['verdict'] == V.NOT_RUN and NO_UFFD in rows['DLM-T6']['reason']
 
 
 def test_dlm_fault_table_beside_the_paper(tmp_path):

@@ -77,9 +77,10 @@ def load(tmp_path, testcases):
 def test_load_cases_keeps_records(tmp_path):
     cases = load(tmp_path, umbench_cases())
     modes = next(c for c in cases if c['check'] == 'UmbModes')
-    assert len(modes['records']) == 4 and modes['record_params'] == {'size_bytes': 2**30}
-    skipped = next(c for c in cases if c['result'] == 'skip')
-    assert skipped['records'] == [] and skipped['record_params'] == {}
+    assert modes['repeat_records'] == [modes['repeat_records'][0]] and len(modes['repeat_records'][0]) == 4
+    assert modes['record_params'] == {'size_bytes': 2**30}
+    skipped = next(c for c in cases if c['status'] == V.SKIPPED)
+    assert skipped['repeat_records'] == [] and skipped['record_params'] == {}
 
 
 def test_every_figure_drawn_and_skip_reason_noted(tmp_path):

@@ -375,7 +375,8 @@ def test_not_built_is_not_run_and_missing_hardware_not_applicable(tmp_path):
                     reason="component(s) himeno not in this build (UMSTUDY_COMPONENTS=dlm)")]
     row = judge(tmp_path, tcs)['HIM-T3-explicit']
     assert row['verdict'] == V.NOT_RUN and 'not in this build' in row['reason']
-    tcs = [run_case('HimenoVerify %variant=cuda-explicit', result='skip', reason='no GPU on this partition')]
+    tcs = [run_case('HimenoVerify %variant=cuda-explicit', result='skip',
+                    reason='no GPU on this partition: the CUDA driver reports no devices')]
     assert judge(tmp_path, tcs)['HIM-T3-explicit']['verdict'] == V.NOT_APPLICABLE
 
 

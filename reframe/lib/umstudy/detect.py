@@ -97,6 +97,37 @@ def _openacc_compilers():
     return found
 
 
+def cpu_model():
+    """The CPU's model name as the kernel reports it (lscpu's 'Model name'), or None."""
+    try:
+        out = subprocess.run(['lscpu'], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ''
+    for line in out.splitlines():
+        if line.strip().startswith('Model name:'):
+            return line.split(':', 1)[1].strip() or None
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip() or None
+    except OSError:
+        pass
+    return None
+
+
+def memory_gib():
+    """Installed memory (MemTotal) in GiB, or None."""
+    try:
+        with open('/proc/meminfo') as f:
+            for line in f:
+                if line.startswith('MemTotal:'):
+                    return round(int(line.split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def probe():
     devices, why = cuda_devices()
     return {
@@ -107,6 +138,9 @@ def probe():
         'mpi': bool(shutil.which('mpicc') and (shutil.which('mpirun') or shutil.which('mpiexec'))),
         'openacc': _openacc_compilers(),
         'cores': os.cpu_count(),
+        # what the report's first screen says the machine was
+        'cpu_model': cpu_model(),
+        'memory_gib': memory_gib(),
     }
 
 
@@ -123,7 +157,10 @@ def complete(desc):
     else:
         p = probe()
     feats = ['cpu', 'openmp']
-    facts = {'cpu': {'cores': p['cores']}, 'probe': p}
+    facts = {'cpu': {'cores': p['cores'], **({'model': p['cpu_model']} if p.get('cpu_model') else {})},
+             'probe': p}
+    if p.get('memory_gib'):
+        facts['host_memory'] = {'gib': p['memory_gib']}
     if p['nvcc']:
         feats.append('cuda')  # CUDA code can be built here
     if p['gpus']:

@@ -9,16 +9,23 @@ of the run a claim is judged on and the verdict are computed once.
 Verdicts mean what they say:
 - reproduced / not reproduced: every part of the claim measured at the size the claim
   is about, on a placement that fits the machine, from >= MIN_REPEATS repeats whose
-  spread lies entirely inside (or entirely outside) the expected interval;
-- inconclusive: the repeats straddle a bound;
+  spread lies entirely inside (or entirely outside) the expected interval.  Nothing
+  but a measurement outside the interval is ever "not reproduced";
+- inconclusive: the repeats straddle a bound, or one repeat lies more than
+  OUTLIER_FACTOR times from the median of its case (either way);
 - indicative: measured, but at quick size for a paper-size claim, oversubscribed, or
   with fewer repeats than a verdict needs (shown, never counted);
 - paper consistency: the paper checked against itself (a model fed only the paper's
   inputs); shown apart, never counted as reproduced;
-- not applicable: this hardware cannot do it (with what it would need);
-- not run: not built, skipped for another reason, aborted, run on another layout than
-  its experiment needs (a placement failure: ranks packed onto one node, say), or absent
-  from the runs.
+- not applicable: this hardware cannot do it: the claim's own rule, or a skip whose
+  reason says a piece of hardware or a feature is absent (`classify_skip`), with what
+  it would need;
+- failed: the artifact's own program or check failed (a crash, a sanity or
+  verification failure, a failed build): its fault, never the paper's;
+- not run: the infrastructure's failure or choice (not submitted, a scheduler error,
+  aborted, killed at the time limit, ranks not started, run on another layout than its
+  experiment needs), a skip for another reason (not built, paper size only, a raw
+  driver error), or absent from the runs; always with the reason.
 """
 import gzip
 import json
@@ -36,16 +43,18 @@ INCONCLUSIVE = 'inconclusive'
 INDICATIVE = 'indicative'
 CONSISTENCY = 'paper consistency'
 NOT_APPLICABLE = 'not applicable'
+FAILED = 'failed'
 NOT_RUN = 'not run'
-ALL = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, INDICATIVE, CONSISTENCY, NOT_APPLICABLE, NOT_RUN)
+ALL = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, INDICATIVE, CONSISTENCY, NOT_APPLICABLE, FAILED, NOT_RUN)
+# Counted: what a measurement decided.  FAILED is counted apart (the artifact's fault).
+COUNTED = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
 # Repeats a performance verdict is made from (make run: REPEAT, ReFrame --repeat).
 MIN_REPEATS = 3
+# A repeat this many times above or below its case's median measured something else
+# (a page-cache miss, a descheduled rank): the verdict is at most inconclusive.
+OUTLIER_FACTOR = 3.0
 
 DERIVED = ('over', 'minus', 'over_fact')  # selector keys that combine with something else
-# A case whose run did not complete: it never replaces an earlier measurement.
-_ABORT = re.compile(r'KeyboardInterrupt|aborted|cancel|time ?limit|timed? ?out|TIMEOUT|killed|'
-                    r'Terminated|SIGTERM|SIGKILL', re.I)
-
 
 # ---- claims: parts and the interval each must fall in ---------------------------------
 
@@ -59,10 +68,37 @@ def selectors(c):
     return list(m.items())
 
 
+# Checks a named derivation reads (DERIVATIONS below).
+DERIVED_FROM = {'remd_model_error': ['RemdLocal', 'RemdVcuda', 'VcudaBench'],
+                'remd_balance_error': ['RemdLocal', 'RemdVcuda', 'VcudaBench']}
+
+
+def checks_of(c):
+    """The ReFrame checks a claim's measurement reads, in selector order."""
+    out = []
+
+    def walk(sel):
+        if 'derive' in sel:
+            out.extend(DERIVED_FROM.get(sel['derive'], []))
+            return
+        out.append(sel['check'])
+        for k in ('over', 'minus'):
+            if k in sel:
+                walk(sel[k])
+    for _, sel in selectors(c):
+        walk(sel)
+    return list(dict.fromkeys(out))
+
+
 def expected(c, key):
     """The paper's value for one key of a claim (a number or a [low, high] range)."""
     v = c.get('value')
     return v if key is None or not isinstance(v, dict) else v.get(key)
+
+
+def unit_of(c, key=None):
+    """The unit of one part of a claim: its entry in the claim's `units`, else `unit`."""
+    return (c.get('units') or {}).get(key) or c.get('unit')
 
 
 def band(value, tol):
@@ -113,6 +149,8 @@ def applies(c, system_name, partition_features):
     missing = [f for f in rule.get('features', []) if f not in partition_features]
     if not missing:
         return True, ''
+    if 'gpu' in missing:   # without a GPU what else it lacks (CUDA, managed memory) is moot
+        missing = ['gpu']
     return False, c.get('needs') or ' and '.join(FEATURE_NEEDS.get(f, f) for f in missing)
 
 
@@ -157,8 +195,209 @@ def references(check_name, params, system_name, partition, size='quick'):
             if ref is None:
                 continue
             refs[sel['var']] = (ref, None if lo is None else lo / ref - 1.0,
-                                None if hi is None else hi / ref - 1.0, c.get('unit'))
+                                None if hi is None else hi / ref - 1.0, unit_of(c, key))
     return refs
+
+
+# ---- why a case measured nothing ----------------------------------------------------
+#
+# A ReFrame test case either measured (its performance variables, whether or not they
+# met ReFrame's references), or it says why not.  Whose fault that is decides the
+# verdict: a skip whose reason says hardware or a feature is absent -> not applicable;
+# the artifact's own failure (a crash, a sanity or verification failure, a failed build)
+# -> failed; the infrastructure's (not submitted, a scheduler error, aborted, a time
+# limit, ranks not started, wrong placement) and every other skip -> not run.
+
+MEASURED, SKIPPED = 'measured', 'skipped'
+
+
+class Why:
+    """What a case that measured nothing says: the verdict it leads to, a short group
+    (what the report's first screen counts by) and the full reason."""
+
+    def __init__(self, verdict, group, reason):
+        self.verdict, self.group, self.reason = verdict, group, reason
+
+    def __repr__(self):
+        return f'Why({self.verdict!r}, {self.group!r}, {self.reason!r})'
+
+
+# Skip reasons (reframe/*.py skip_unless, reframe/lib/umstudy/checks.py, and the
+# programs' own exit-77 reasons, src/*: ums_unsupported) that say this machine lacks a
+# piece of hardware or a feature: (pattern, what a system would need).  Only these are
+# "not applicable"; a raw driver or runtime error says something is broken, not absent.
+ABSENT = [
+    (r'^no GPU on this partition: (none detected|the CUDA driver reports no devices)$', 'an NVIDIA GPU'),
+    # no driver library at all: nothing NVIDIA is installed, so no GPU can be used here
+    (r'^no GPU on this partition: no CUDA driver \(libcuda\.so\.1: .*cannot open shared object file',
+     'an NVIDIA GPU'),
+    (r'^no CUDA device( available)? \((0 devices|no CUDA-capable device is detected)\)', 'an NVIDIA GPU'),
+    (r'^no CUDA toolchain on this partition$', 'the CUDA toolkit'),
+    (r'no pageable memory access \(no HMM/ATS\)|cudaDevAttrPageableMemoryAccess=0 \(no HMM/ATS\)',
+     'pageable memory access (HMM or ATS)'),
+    (r'^no OpenACC compiler on this partition$', 'an OpenACC compiler'),
+    (r'^no OpenACC accelerator is available', 'a GPU the OpenACC runtime can use'),
+    (r'^no MPI on this partition$', 'MPI'),
+    (r'^this case needs \d+ GPUs; the partition has \d+$', 'several GPUs in one node'),
+    (r'^--gpus \d+ asked for, \d+ present', 'several GPUs in one node'),
+    (r'^\d+ ranks on \d+ cores of one machine would say nothing$', 'more cores or several nodes'),
+    (r"^P003's layout needs a client node plus server nodes", 'several GPU nodes'),
+]
+# Other skips group by what they say (first match); the rest keep their own words.
+OTHER_SKIPS = [
+    (r'not in this build \(UMSTUDY_COMPONENTS=', 'left out of this build (UMSTUDY_COMPONENTS)'),
+    (r'backend not built|was not built|binary was built|built without|no server started .*built without',
+     'not built here'),
+    (r'^at quick size|runs at paper size', 'paper size only'),
+    (r'userfaultfd is not permitted', 'userfaultfd not permitted here (vm.unprivileged_userfaultfd)'),
+    (r'\bretired\b', 'the system is retired'),
+    (r'^no GPU on this partition: cuInit failed', 'the CUDA driver failed to start (cuInit)'),
+    (r'^no GPU on this partition: ', 'no usable GPU (driver error)'),
+    (r'^no CUDA device', 'the CUDA runtime found no usable device (driver or runtime error)'),
+    (r'GiB (on the GPU|of GPU memory|of accelerator memory) but .* GiB are free|\) failed$|cannot allocate',
+     'not enough free memory'),
+]
+
+
+def classify_skip(reason):
+    """Why of a skipped case from its reason: not applicable only where the reason says
+    the hardware or a feature is absent (ABSENT), not run otherwise."""
+    reason = (reason or '').strip() or 'skipped, no reason recorded'
+    for pattern, need in ABSENT:
+        if re.search(pattern, reason):
+            return Why(NOT_APPLICABLE, need, reason)
+    group = next((g for p, g in OTHER_SKIPS if re.search(p, reason)), reason)
+    return Why(NOT_RUN, group, reason)
+
+
+_SCHEDULER_TOOLS = r'sbatch|srun|salloc|squeue|scontrol|sacct|qsub|qstat|qdel|qacct|qrsh|pbsnodes'
+_SCHEDULER_LINE = re.compile(rf'^\s*((?:{_SCHEDULER_TOOLS}): .*\S)\s*$', re.M)
+_ABORTED = re.compile(r'KeyboardInterrupt|ForceExitError|aborted', re.I)
+_TIME_LIMIT = re.compile(r'timed out|time ?limit|TIMEOUT|maximum pending time', re.I)
+# Exit statuses of a job (128 + signal, as a shell and the scontrol backend report them).
+_OUTSIDE = {137: 'SIGKILL', 143: 'SIGTERM'}   # sent by the scheduler or a person
+_CRASH = {132: 'SIGILL', 134: 'SIGABRT', 135: 'SIGBUS', 136: 'SIGFPE', 139: 'SIGSEGV'}
+
+
+def _text(tc):
+    """Everything a failed case says about its failure (ReFrame cuts fail_reason short;
+    fail_info holds the whole exception)."""
+    info = tc.get('fail_info') if isinstance(tc.get('fail_info'), dict) else {}
+    return '\n'.join(x for x in (tc.get('fail_reason'), info.get('exc_value')) if x)
+
+
+def _first_line(text):
+    return next((ln.strip() for ln in (text or '').splitlines() if ln.strip() and not ln.startswith('---')), '')
+
+
+def _scheduler_error(tc):
+    """The scheduler's own error line (sbatch: fatal: ...) where the job was refused or
+    the scheduler did not answer, else None."""
+    text = _text(tc)
+    info = tc.get('fail_info') if isinstance(tc.get('fail_info'), dict) else {}
+    lines = _SCHEDULER_LINE.findall(text)
+    if not lines and info.get('exc_type') != 'JobSchedulerError':
+        return None
+    worst = ([ln for ln in lines if re.search(r'\bfatal\b', ln, re.I)] or
+             [ln for ln in lines if re.search(r'\berror\b', ln, re.I)] or lines)
+    return worst[-1] if worst else _first_line(text)
+
+
+def _exitcode(tc):
+    code = tc.get('job_exitcode')
+    return code if isinstance(code, int) else None
+
+
+def classify_failure(tc, fixtures=None):
+    """Why of a case that failed before measuring anything (its result 'fail' outside
+    the performance stage, 'abort' or 'fail_deps'): failed where the artifact's program or
+    check failed, not run where the infrastructure did.  `fixtures` maps the unique
+    names of the report's fixtures (the build) to their test cases."""
+    text, phase, code = _text(tc), tc.get('fail_phase'), _exitcode(tc)
+    if tc.get('placement_failure'):
+        return Why(NOT_RUN, 'placement failure (ranks on another layout than the experiment needs)',
+                   f"placement failure: {tc['placement_failure']}")
+    if tc.get('result') == 'abort' or (_ABORTED.search(text) and not _perf(tc)):
+        said = _first_line(text)
+        return Why(NOT_RUN, 'aborted (the run was stopped)',
+                   said if 'abort' in said.lower() else 'aborted' + (f': {said}' if said else ''))
+    if tc.get('result') in ('fail_deps', 'skip'):
+        dep = _dependency(tc, fixtures)
+        return dep[1] if dep else Why(NOT_RUN, 'a dependency did not run', 'a dependency (the build) did not complete')
+    sched = _scheduler_error(tc)
+    if sched:
+        return Why(NOT_RUN, f'scheduler error: {sched}',
+                   ('not submitted: ' if phase in ('run', 'compile') else 'scheduler error: ') + sched)
+    if _TIME_LIMIT.search(text):
+        return Why(NOT_RUN, 'time limit', 'killed at its time limit: ' + _first_line(text))
+    if code in _OUTSIDE:
+        return Why(NOT_RUN, f'killed from outside ({_OUTSIDE[code]}: time limit, memory or a person)',
+                   f'exit {code} ({_OUTSIDE[code]}): killed from outside the program')
+    if phase in ('run', 'run_wait'):
+        return Why(NOT_RUN, 'the job did not run', _first_line(text) or f'failed in {phase}')
+    if tc.get('layout') and not tc.get('rank_hosts') and code not in (None, 0) and code not in _CRASH:
+        return Why(NOT_RUN, 'ranks not started (the launcher failed)',
+                   f"no rank started (launcher exit {code}; {tc['layout'].get('nodes')} node(s) x "
+                   f"{tc['layout'].get('per_node')} asked for)")
+    if code in (126, 127):
+        return Why(NOT_RUN, 'program missing or not executable', f'exit {code}: the program could not be started')
+    if code in _CRASH:
+        return Why(FAILED, f'crashed ({_CRASH[code]})', f'the program crashed: exit {code} ({_CRASH[code]})')
+    if phase == 'sanity':
+        return Why(FAILED, 'failed its sanity or verification check', _first_line(text))
+    if phase in ('compile', 'compile_wait'):
+        return Why(FAILED, 'build failed', _first_line(text) or 'build failed')
+    return Why(FAILED, f'the check failed ({phase or "unknown stage"})', _first_line(text) or 'failed')
+
+
+def _dependency(tc, fixtures):
+    """(status, Why) of a case ReFrame did not run because its fixture (the build) failed
+    or was skipped: the fixture's own why, or None where no fixture of the report explains it."""
+    for dep in tc.get('dependencies_actual') or []:
+        fixture = (fixtures or {}).get(dep[0])
+        if fixture is None or fixture.get('result') == 'pass':
+            continue
+        name = parse_name(fixture['name'])[0]
+        if fixture.get('result') == 'skip':
+            why = classify_skip(fixture.get('skip_reason') or fixture.get('fail_reason'))
+            return SKIPPED, Why(why.verdict, why.group, f'{name} (the build) was skipped: {why.reason}')
+        why = classify_failure(fixture)
+        return why.verdict, Why(why.verdict, why.group, f'{name} (the build) failed: {why.reason}')
+    return None
+
+
+def _perf(tc):
+    return {key.rsplit(':', 1)[-1]: val[0] for key, val in (tc.get('perfvalues') or {}).items()
+            if val and val[0] is not None}
+
+
+def _units(tc):
+    """{variable: unit} as ReFrame recorded it ([value, ref, lower, upper, unit, result])."""
+    return {key.rsplit(':', 1)[-1]: val[4] for key, val in (tc.get('perfvalues') or {}).items()
+            if isinstance(val, (list, tuple)) and len(val) > 4 and val[4]}
+
+
+def _missed(tc):
+    """ReFrame's words for the references a measured case missed ('' where it met them)."""
+    if tc.get('result') != 'fail' or tc.get('fail_phase') != 'performance':
+        return ''
+    text = ' '.join((tc.get('fail_reason') or '').split())
+    return text.split('reference(s):', 1)[-1].strip()
+
+
+def num(v):
+    """A number in a reason: 4 significant digits, thousands separated, no exponent below 1e12."""
+    return f'{v:,.0f}' if 1e4 <= abs(v) < 1e12 else f'{v:.4g}'
+
+
+def outliers(samples, factor=OUTLIER_FACTOR):
+    """Repeats more than `factor` times above or below the median of their repeats.
+    Only for positive quantities (a factor between signed values says nothing)."""
+    vals = [float(v) for v in samples if v is not None and not math.isnan(float(v))]
+    if len(vals) < 2 or min(vals) <= 0:
+        return []
+    med = statistics.median(vals)
+    return [v for v in vals if v > med * factor or v < med / factor]
 
 
 # ---- run reports -> cases -------------------------------------------------------------
@@ -188,84 +427,115 @@ def is_dry_run(report):
 
 
 def _aborted(tc):
-    if tc.get('result') == 'abort':
-        return True
-    return (tc.get('result') == 'fail' and not tc.get('perfvalues')
-            and bool(_ABORT.search(tc.get('fail_reason') or '')))
+    """A case the session never finished (make run: the report is not a clean run)."""
+    return tc.get('result') == 'abort' or (tc.get('result') == 'fail' and not _perf(tc)
+                                            and bool(_ABORTED.search(_text(tc))))
 
 
-def _perf(tc):
-    return {key.rsplit(':', 1)[-1]: val[0] for key, val in (tc.get('perfvalues') or {}).items()
-            if val and val[0] is not None}
+def _why(tc, fixtures):
+    """(MEASURED, None) or (SKIPPED | FAILED | NOT_RUN, Why) of one repeat."""
+    if tc.get('result') == 'skip':
+        said = tc.get('skip_reason') or tc.get('fail_reason')
+        return (None if said else _dependency(tc, fixtures)) or (SKIPPED, classify_skip(said))
+    if tc.get('placement_failure'):
+        return NOT_RUN, classify_failure(tc, fixtures)
+    if tc.get('result') == 'pass' or (_perf(tc) and tc.get('fail_phase') in ('performance', 'cleanup')):
+        return MEASURED, None
+    why = classify_failure(tc, fixtures)
+    return why.verdict, why
 
 
-def _merge(key, tcs):
-    """One case from every complete repeat/rerun of a test case in one run report."""
+def machine_facts(info):
+    """The facts a case recorded about its machine (partition_info.facts), as run."""
+    return (info or {}).get('facts') or {}
+
+
+def _merge(key, tcs, fixtures, session):
+    """One case from every repeat/rerun of a test case in one run report.  A repeat on
+    the wrong layout makes the whole case a placement failure (it measured something
+    else); a repeat the artifact failed makes it failed (shown, never hidden); repeats
+    that did not run are left out of the samples and named in the reason."""
     tcs = sorted(tcs, key=lambda t: (t.get('run_index', 0), _repeat_no(t['name'])))
     last = tcs[-1]
     check, params = parse_name(last['name'])
+    graded = [(tc, *_why(tc, fixtures)) for tc in tcs]
+    measured = [tc for tc, status, _ in graded if status == MEASURED]
     samples = {}
-    for tc in tcs:
+    for tc in measured:
         for var, v in _perf(tc).items():
             samples.setdefault(var, []).append(v)
-    # A repeat whose ranks ran on another layout than the experiment needs measured
-    # something else: the case is a placement failure, whatever the other repeats did.
-    misplaced = [t for t in tcs if t.get('placement_failure')]
-    broken = [t for t in tcs if t.get('result') == 'fail' and t.get('fail_phase') != 'performance']
-    measured = [t for t in tcs if _perf(t)]
-    result = ('placement' if misplaced else 'fail' if broken else
-              'skip' if all(t.get('result') == 'skip' for t in tcs) else 'pass')
-    src = misplaced[-1] if misplaced else broken[-1] if broken else (measured[-1] if measured else last)
+    worst = (next(((tc, w) for tc, s, w in graded if tc.get('placement_failure')), None) or
+             next(((tc, w) for tc, s, w in graded if s == FAILED), None))
+    skipped = [(tc, w) for tc, s, w in graded if s == SKIPPED]
+    not_run = [(tc, w) for tc, s, w in graded if s == NOT_RUN]
+    if worst:
+        src, why = worst
+        status = why.verdict
+    elif measured:
+        src, why, status = measured[-1], None, MEASURED
+    elif skipped:
+        (src, why), status = skipped[-1], SKIPPED
+    else:
+        (src, why), status = not_run[-1], NOT_RUN
+    reason = why.reason if why else ''
+    bad = [(tc, w) for tc, s, w in graded if s != MEASURED]
+    if measured and bad:
+        others = '; '.join(dict.fromkeys(w.reason for _, w in bad))
+        reason = (reason + '; ' if reason else '') + f'{len(bad)} of {len(tcs)} repeats measured nothing: {others}'
+    missed = list(dict.fromkeys(m for m in (_missed(tc) for tc in measured) if m))
     return {
         'check': check, 'params': params, 'name': key[2], 'system': last['system'],
-        'partition': last['partition'], 'size': key[3], 'result': result, 'aborted': False,
+        'partition': last['partition'], 'size': key[3], 'status': status,
+        'verdict': why.verdict if why else None, 'group': why.group if why else '', 'reason': reason,
+        'missed': missed,
         'perf': {var: statistics.median(vs) for var, vs in samples.items()},
-        'samples': samples, 'repeats': len(tcs),
-        'reason': (src.get('placement_failure') or src.get('skip_reason') or src.get('fail_reason')
-                   or ''),
+        'samples': samples, 'units': {k: v for tc in measured for k, v in _units(tc).items()},
+        'repeats': len(tcs), 'measured_repeats': len(measured),
+        'outliers': {var: o for var, vs in samples.items() if (o := outliers(vs))},
         # where each rank ran ({rank, host[, gpus]}), as the check recorded it
         'rank_hosts': src.get('rank_hosts') or [],
         'info': src.get('partition_info') or {},
         'placement': src.get('placement') or {},
-        # Every measurement line the program printed (umbench keeps them for the
-        # figures: sweep points, per-rep traces) and its parameters, of the last repeat.
-        'records': (measured[-1] if measured else src).get('records_kept') or [],
-        'record_params': (measured[-1] if measured else src).get('record_params') or {},
+        # Every measurement line the program printed (sweep points, per-rep traces), one
+        # list per measured repeat, and their parameters: figures take medians over them.
+        'repeat_records': [tc.get('records_kept') or [] for tc in measured],
+        'record_params': next((tc.get('record_params') for tc in reversed(measured) if tc.get('record_params')),
+                              None) or {},
+        'host': session.get('hostname'), 'later': [],
     }
 
 
 def load_cases(paths):
     """Test cases of all run reports, oldest first.  Within a report every repeat and
-    rerun of a case is pooled; a later report's complete case replaces an earlier one
-    (quick and paper runs of a check are different experiments).  An aborted case never
-    replaces a measured one: it is kept only where nothing else ran.  Dry-run reports
-    hold job scripts, not measurements, and are ignored (see `measurement_reports`)."""
+    rerun of a case is pooled; a later report's measured case replaces an earlier one
+    (quick and paper runs of a check are different experiments).  A case that measured
+    nothing (failed, not run, skipped) never hides an earlier measurement of the same
+    check and parameters: it is kept only where nothing measured, and otherwise noted
+    under the measurement ('later').  Dry-run reports hold job scripts, not
+    measurements, and are ignored (see `measurement_reports`)."""
     cases = {}
     for path in paths:
         report = read_report(path)
         if is_dry_run(report):
             continue
-        groups = {}
+        groups, fixtures = {}, {}
         for run in report.get('runs', []):
             for tc in run.get('testcases', []):
                 if tc.get('fixture'):
+                    fixtures[tc.get('unique_name')] = tc
                     continue
                 check, params = parse_name(tc['name'])
                 base = ' '.join([check] + [f'%{k}={v}' for k, v in sorted(params.items())])
                 key = (tc['system'], tc['partition'], base, tc.get('size', 'quick'))
                 groups.setdefault(key, []).append(tc)
         for key, tcs in groups.items():
-            done = [t for t in tcs if not _aborted(t)]
-            if done:
-                cases[key] = _merge(key, done)
-            elif key not in cases:
-                tc = tcs[-1]
-                check, params = parse_name(tc['name'])
-                cases[key] = {'check': check, 'params': params, 'name': key[2], 'system': tc['system'],
-                              'partition': tc['partition'], 'size': key[3], 'result': 'abort',
-                              'aborted': True, 'perf': {}, 'samples': {}, 'repeats': 0,
-                              'reason': tc.get('fail_reason') or 'aborted', 'placement': {}, 'rank_hosts': [],
-                              'info': tc.get('partition_info') or {}, 'records': [], 'record_params': {}}
+            new = dict(_merge(key, tcs, fixtures, report.get('session_info') or {}), source=str(path))
+            old = cases.get(key)
+            if old is not None and old['status'] == MEASURED and new['status'] != MEASURED:
+                old['later'].append({'status': new['status'], 'reason': new['reason'],
+                                     'source': os.path.basename(str(path))})
+                continue
+            cases[key] = new
     return list(cases.values())
 
 
@@ -279,11 +549,12 @@ def case_is(case, check, params):
 
 
 def find(cases, system, selector, size=None):
-    """The case a selector names on a system: at `size` if given, else the paper-size
-    run where there is one (the claims are about the papers' sizes)."""
+    """The case a selector names on a system: a measured one before one that measured
+    nothing, at `size` if given, else the paper-size run where there is one (the claims
+    are about the papers' sizes)."""
     hits = [c for c in cases
             if c['system'] == system and case_is(c, selector['check'], selector.get('params') or {})]
-    hits.sort(key=lambda c: (c['aborted'], c['size'] != (size or 'paper')))
+    hits.sort(key=lambda c: (c['status'] != MEASURED, c['size'] != (size or 'paper')))
     return hits[0] if hits else None
 
 
@@ -307,14 +578,28 @@ def oversubscribed(case):
     return bool(p.get('cores')) and need > p['cores'], need, p.get('cores')
 
 
+def indicative_case(case):
+    """Why a measured case can only be indicative whatever claim reads it (oversubscribed,
+    over an emulated link, too few repeats), or ''.  Figures draw such points hollow."""
+    over, need, cores = oversubscribed(case)
+    if over:
+        return f'oversubscribed ({need} busy ranks x threads on {cores} cores)'
+    if emulated_link(case):
+        return emulated_link(case)
+    if case.get('measured_repeats', 0) < MIN_REPEATS:
+        return f"{case.get('measured_repeats', 0)} repeat(s)"
+    return ''
+
+
 # ---- measuring one part -----------------------------------------------------------------
 
 class Problem(Exception):
-    """A part that cannot be judged: (verdict, reason)."""
+    """A part that cannot be judged: (verdict, reason); group is what the report counts
+    it under (for a not-applicable part: the hardware it needs)."""
 
-    def __init__(self, verdict, reason, cause=None):
+    def __init__(self, verdict, reason, group=None):
         super().__init__(reason)
-        self.verdict, self.reason, self.cause = verdict, reason, cause or reason
+        self.verdict, self.reason, self.group = verdict, reason, group or reason
 
 
 def _describe(selector):
@@ -328,14 +613,16 @@ def _facts(case, system):
 
 
 class Measured:
-    """Samples of one part (one per repeat), the case they come from and the other
-    cases they were combined with (each can make the part only indicative)."""
+    """Samples of one part (one per repeat), the case they come from, the other cases
+    they were combined with (each can make the part only indicative) and the repeats of
+    any of them that lie far from their median (`outliers`)."""
 
-    def __init__(self, samples, case, notes=(), others=()):
+    def __init__(self, samples, case, notes=(), others=(), flags=()):
         self.samples = [float(v) for v in samples]
         self.case = case
         self.notes = list(notes)
         self.others = list(others)
+        self.flags = list(flags)
 
     @property
     def median(self):
@@ -346,30 +633,43 @@ class Measured:
         n = min(len(self.samples), len(other.samples))
         vals = [op(a, b) for a, b in zip(self.samples[:n], other.samples[:n])]
         return Measured(vals, self.case, self.notes + other.notes,
-                        self.others + [other.case] + other.others)
+                        self.others + [other.case] + other.others, self.flags + other.flags)
+
+
+NOT_IN_RUNS = 'not in these run reports'
 
 
 def _case(cases, system, selector):
     case = find(cases, system, selector)
     desc = _describe(selector)
     if case is None:
-        raise Problem(NOT_RUN, f'{desc} did not run on this system')
-    if case['aborted']:
-        raise Problem(NOT_RUN, f'{desc} aborted: {case["reason"]}')
-    if case['result'] == 'placement':
-        raise Problem(NOT_RUN, f'{desc}: placement failure: {case["reason"]}')
-    if case['result'] == 'skip':
-        reason = case['reason'] or 'no reason recorded'
-        built = re.search(r'not in this build|was not built|not built', reason)
-        raise Problem(NOT_RUN if built else NOT_APPLICABLE, f'{desc} skipped: {reason}', reason)
+        raise Problem(NOT_RUN, f'{desc} did not run on this system', NOT_IN_RUNS)
+    if case['status'] == SKIPPED:
+        raise Problem(case['verdict'], f'{desc} skipped: {case["reason"]}', case['group'])
+    if case['status'] == FAILED:
+        raise Problem(FAILED, f'{desc} failed: {case["reason"]}', case['group'])
+    if case['status'] == NOT_RUN:
+        raise Problem(NOT_RUN, f'{desc} did not run: {case["reason"]}', case['group'])
     if selector['var'] not in case['samples']:
-        if case['result'] == 'fail':
-            raise Problem(NOT_REPRODUCED, f'{desc} failed: {case["reason"]}')
-        raise Problem(NOT_RUN, f'{desc} reported no {selector["var"]}')
+        raise Problem(NOT_RUN, f'{desc} reported no {selector["var"]}',
+                      'the check ran but did not report the value the claim reads')
     for var, want in (selector.get('only_if') or {}).items():
         if case['perf'].get(var) != want:
-            raise Problem(NOT_RUN, f'{desc}: {selector.get("only_if_reason", f"{var} != {want}")}')
+            why = selector.get('only_if_reason', f'{var} != {want}')
+            raise Problem(NOT_RUN, f'{desc}: {why}', why)
     return case
+
+
+def _flags(case, var, values):
+    """'DlmStencil engine=r3 mflops_in_memory: 1.78 against a median of 1,890' for
+    each repeat more than OUTLIER_FACTOR from the median of the case's repeats."""
+    far = outliers(values)
+    if not far:
+        return []
+    med = statistics.median(values)
+    desc = ' '.join([case['check']] + [f'{k}={v}' for k, v in case['params'].items()])
+    return [f"{desc} {var}: a repeat at {', '.join(num(v) for v in far)} against a median of "
+            f'{num(med)} (more than {OUTLIER_FACTOR:g}x apart)']
 
 
 def measure(cases, system, selector):
@@ -378,7 +678,8 @@ def measure(cases, system, selector):
     if 'derive' in selector:
         return DERIVATIONS[selector['derive']](cases, system, selector)
     case = _case(cases, system, selector)
-    m = Measured(case['samples'][selector['var']], case)
+    values = case['samples'][selector['var']]
+    m = Measured(values, case, flags=_flags(case, selector['var'], values))
     for key in ('over', 'minus'):
         if key in selector:
             other = measure(cases, system, selector[key])
@@ -390,8 +691,9 @@ def measure(cases, system, selector):
         try:
             f = data.evaluate(selector['over_fact'], _facts(case, system))
         except data.MissingFact as e:
-            raise Problem(NOT_APPLICABLE, f'system facts do not state {e.args[0]}')
-        m = Measured([v / f for v in m.samples], case, m.notes, m.others)
+            raise Problem(NOT_APPLICABLE, f'system facts do not state {e.args[0]}',
+                          f'a system that states {e.args[0]} in its facts')
+        m = Measured([v / f for v in m.samples], case, m.notes, m.others, m.flags)
     return m
 
 
@@ -453,7 +755,7 @@ def remd_model_error(cases, system, selector):
     tclt = measure(cases, system, dict(one, var='t_clt')).median
     errs, notes, used, missing = None, [], [], []
     for check, count, transport in (('RemdLocal', 'gpus', 'local'), ('RemdVcuda', 'servers', 'vcuda')):
-        runs = [c for c in cases if c['system'] == system and c['check'] == check and not c['aborted']
+        runs = [c for c in cases if c['system'] == system and c['check'] == check and c['status'] == MEASURED
                 and str(c['params'].get('atoms')) == str(atoms) and 'gpu_seconds' in c['samples']
                 and (check == 'RemdVcuda' or int(c['params'].get(count, 1)) > 1)
                 and c['params'].get('kernel', 'fast') == 'fast']
@@ -477,7 +779,8 @@ def remd_model_error(cases, system, selector):
             notes.append(f'{transport} n={n}: model {r0:.3f}, measured {statistics.median(r1):.3f}')
             used.append(run)
     if errs is None:
-        raise Problem(NOT_RUN, 'no measured R(n) to compare the model with: ' + '; '.join(missing))
+        raise Problem(NOT_RUN, 'no measured R(n) to compare the model with: ' + '; '.join(missing),
+                      'no multi-GPU R(n) measured')
     return Measured(errs, local.case, notes, used)
 
 
@@ -497,22 +800,24 @@ def remd_balance_error(cases, system, selector):
     summary = {'interval_time': local.median, 't_gpu': measure(cases, system, dict(one_sel, var='t_gpu')).median,
                't_clt': measure(cases, system, dict(one_sel, var='t_clt')).median}
     try:
-        one = bm.from_records(one_case['records'], summary, one_case['record_params'])
+        one = bm.from_records((one_case['repeat_records'] or [[]])[-1], summary, one_case['record_params'])
     except (ValueError, KeyError) as e:
-        raise Problem(NOT_RUN, f'{_describe(one_sel)}: no balance-model inputs ({e})')
+        raise Problem(NOT_RUN, f'{_describe(one_sel)}: no balance-model inputs ({e})',
+                      'the one-GPU run was not profiled (balance-model inputs missing)')
     bench = {'check': 'VcudaBench', 'params': {'transport': via}}
     try:
         fit = {k: measure(cases, system, dict(bench, var=k)).median * f
                for k, f in (('BH', 1e6), ('BD', 1e6), ('LH', 1e-6), ('LD', 1e-6), ('LK', 1e-6))}
     except Problem as p:
-        raise Problem(p.verdict, f'the {via} copy fit: {p.reason}')
+        raise Problem(p.verdict, f'the {via} copy fit: {p.reason}', p.group)
     check, count = ('RemdLocal', 'gpus') if via == 'local' else ('RemdVcuda', 'servers')
-    runs = [c for c in cases if c['system'] == system and c['check'] == check and not c['aborted']
+    runs = [c for c in cases if c['system'] == system and c['check'] == check and c['status'] == MEASURED
             and str(c['params'].get('atoms')) == str(atoms) and 'gpu_seconds' in c['samples']
             and int(c['params'].get(count, 1)) in (2, 4) and c['params'].get('kernel', 'fast') == 'fast'
             and str(c['params'].get('keepalive_ms', 2)) == '2']
     if not runs:
-        raise Problem(NOT_RUN, f'no {check} run of {atoms} atoms on 2 or 4 GPUs to compare the model with')
+        raise Problem(NOT_RUN, f'no {check} run of {atoms} atoms on 2 or 4 GPUs to compare the model with',
+                      'no multi-GPU R(n) measured')
     errs, notes = None, []
     for run in sorted(runs, key=lambda c: int(c['params'][count])):
         n, rp = int(run['params'][count]), run.get('record_params') or {}
@@ -568,18 +873,21 @@ def _consistency(claim, system, cases, row, because):
         measured[key] = m.median
         holds.append(judge_samples(m.samples, lo, hi) == REPRODUCED)
     shown = measured[None] if list(measured) == [None] else measured
-    return dict(row, measured=shown, verdict=CONSISTENCY,
+    return dict(row, measured=shown, verdict=CONSISTENCY, group='',
                 reason=f"{because}; fed only the paper's own inputs the model "
                        f"{'agrees with' if all(holds) else 'does not meet'} the claim "
                        '(the paper checked against itself, not a reproduction)')
 
 
 def judge(claim, system, cases):
-    """One row of the verdict table: the claim on one system."""
-    row = _row(claim, system)
+    """One row of the verdict table: the claim on one system.  Rows that are not judged
+    carry `group`: what the report counts them under (the hardware a not-applicable row
+    needs, the cause of a failed or not-run one)."""
+    row = dict(_row(claim, system), group='', outliers=[])
     sels = selectors(claim)
     if not sels:
-        return dict(row, verdict=NOT_RUN, reason=f"component '{claim.get('component')}' has no measurement")
+        why = f"component '{claim.get('component')}' has no measurement"
+        return dict(row, verdict=NOT_RUN, group=why, reason=why)
     ok, why = applies(claim, system, _features(cases, system))
     if not ok:
         # Not judged here, but what this system measured is shown beside the paper's value.
@@ -590,7 +898,7 @@ def judge(claim, system, cases):
             except (Problem, KeyError):
                 pass
         shown = here.get(None) if list(here) == [None] else (here or None)
-        return dict(row, verdict=NOT_APPLICABLE, measured=shown,
+        return dict(row, verdict=NOT_APPLICABLE, group=why, measured=shown,
                     reason=why + (' (measured here for comparison)' if here else ''))
 
     size_needed = claim.get('size')
@@ -604,13 +912,22 @@ def judge(claim, system, cases):
             problems.append((key, p))
             continue
         except data.MissingFact as e:
-            problems.append((key, Problem(NOT_APPLICABLE, f'system facts do not state {e.args[0]}')))
+            problems.append((key, Problem(NOT_APPLICABLE, f'system facts do not state {e.args[0]}',
+                                          f'a system that states {e.args[0]} in its facts')))
             continue
+        flags = list(m.flags)
+        if m.others:   # a ratio or difference of several cases: its own repeats too
+            far = outliers(m.samples)
+            if far:
+                flags.append(f"the combined value: a repeat at {', '.join(num(v) for v in far)} against a "
+                             f'median of {num(m.median)} (more than {OUTLIER_FACTOR:g}x apart)')
         why_not = _qualify(m, claim, size_needed)
         verdict = INDICATIVE if why_not else judge_samples(m.samples, lo, hi)
+        if flags and verdict in (REPRODUCED, NOT_REPRODUCED):
+            verdict = INCONCLUSIVE   # one far repeat cannot carry a verdict either way
         parts[key] = {'measured': m.median, 'spread': spread(m.samples), 'expected': [lo, hi],
-                      'verdict': verdict, 'why': why_not, 'notes': m.notes,
-                      'size': m.case['size'], 'machine': _machine(m.case)}
+                      'verdict': verdict, 'why': why_not, 'notes': m.notes, 'outliers': flags,
+                      'unit': unit_of(claim, key), 'size': m.case['size'], 'machine': _machine(m.case)}
         if why_not:
             indicative.append(why_not)
 
@@ -621,34 +938,46 @@ def judge(claim, system, cases):
     row.update(measured=(parts[None]['measured'] if single else {k: p['measured'] for k, p in parts.items()}) or None,
                spread=parts[None]['spread'] if single else None,
                expected=(parts[None]['expected'] if single else {k: p['expected'] for k, p in parts.items()}) or None,
-               parts={str(k): p for k, p in parts.items()})
+               parts={str(k): p for k, p in parts.items()},
+               outliers=[f for p in parts.values() for f in p['outliers']])
     first = next(iter(parts.values()), None)
     if first:
         row.update(size=first['size'], machine=first['machine'])
+    same = {}   # parts that failed for one reason (one case) say it once
+    for k, p in problems:
+        same.setdefault(p.reason, []).append(k)
+    unjudged = '; '.join((', '.join(str(k) for k in keys) + ': ' if keys != [None] else '') + reason
+                         for reason, keys in same.items())
+    far = ('; a repeat far from its median: ' + '; '.join(row['outliers'])) if row['outliers'] else ''
 
     failed = [k for k, p in parts.items() if p['verdict'] == NOT_REPRODUCED]
     if failed:
         return dict(row, verdict=NOT_REPRODUCED,
-                    reason='outside the expected interval' + _which(failed) + _tol_reason(claim))
+                    reason='outside the expected interval' + _which(failed) + _tol_reason(claim)
+                    + (f'; not measured: {unjudged}' if unjudged else ''))
     if problems:
-        # A part that cannot be measured decides the verdict (worst first).
-        order = [NOT_REPRODUCED, NOT_RUN, NOT_APPLICABLE]
+        # A part that cannot be measured decides the verdict (the artifact's failure first).
+        order = [FAILED, NOT_RUN, NOT_APPLICABLE]
         problems.sort(key=lambda kp: order.index(kp[1].verdict) if kp[1].verdict in order else 9)
-        verdict = problems[0][1].verdict
-        reason = '; '.join(f'{label(k)}{p.reason}' for k, p in problems)
+        verdict, group = problems[0][1].verdict, problems[0][1].group
         if verdict in (NOT_RUN, NOT_APPLICABLE):
-            cons = _consistency(claim, system, cases, row, reason)
+            cons = _consistency(claim, system, cases, row, unjudged)
             if cons:
                 return cons
         if verdict == NOT_APPLICABLE and not row['needs']:
-            row['needs'] = '; '.join(dict.fromkeys(p.cause for _, p in problems if p.verdict == NOT_APPLICABLE))
-        return dict(row, verdict=verdict, reason=reason)
+            row['needs'] = '; '.join(dict.fromkeys(p.group for _, p in problems if p.verdict == NOT_APPLICABLE))
+        return dict(row, verdict=verdict, group=group, reason=unjudged)
     if indicative:
-        return dict(row, verdict=INDICATIVE, reason='; '.join(sorted(set(indicative))))
+        return dict(row, verdict=INDICATIVE, reason='; '.join(sorted(set(indicative))) + far)
     if any(p['verdict'] == INCONCLUSIVE for p in parts.values()):
-        keys = [str(k) for k, p in parts.items() if p['verdict'] == INCONCLUSIVE]
-        return dict(row, verdict=INCONCLUSIVE,
-                    reason='the repeats straddle the bound' + _which(keys) + _tol_reason(claim))
+        straddle = [str(k) for k, p in parts.items() if p['verdict'] == INCONCLUSIVE and not p['outliers']]
+        why = []
+        if straddle:
+            why.append('the repeats straddle the bound' + _which(straddle) + _tol_reason(claim))
+        if row['outliers']:
+            why.append('a repeat lies more than {:g}x from its median: '.format(OUTLIER_FACTOR)
+                       + '; '.join(row['outliers']))
+        return dict(row, verdict=INCONCLUSIVE, reason='; '.join(why))
     return dict(row, verdict=REPRODUCED, reason='every repeat inside the expected interval' + _tol_reason(claim))
 
 
