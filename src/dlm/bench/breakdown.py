@@ -14,6 +14,9 @@ import re
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from summarize import records  # noqa: E402  (one JSON-lines reader for both tables)
+
 POINTS = ('a', 'b', 'q', 'c', 'd', 'wake', 'stall', 'exchange')
 ENGINES = ('r3', 'r58', 'r77', 'uffd')
 
@@ -25,21 +28,10 @@ def runs(out, exp):
         m = re.fullmatch(r'(\w+)-(\d+)\.jsonl', os.path.basename(path))
         if not m:
             continue
-        recs = lines_of(path)
+        recs = records(path)
         if any('metric' in r for r in recs):
             by.setdefault(m.group(1), []).append((int(m.group(2)), recs))
     return {e: [recs for _, recs in sorted(rs)] for e, rs in by.items()}
-
-
-def lines_of(path):
-    out = []
-    for line in open(path):
-        if line.startswith('{'):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return out
 
 
 def spread(values):
@@ -154,7 +146,7 @@ def main():
     lines += ['', 'instrumentation overhead:']
     cost = {}
     for path in sorted(glob.glob(os.path.join(out, 'timing-cost-*.jsonl'))):
-        for r in lines_of(path):
+        for r in records(path):
             cost.setdefault(r['metric'] + (':' + r['engines'] if 'engines' in r else ''), []).append(r)
     cost = {k: sorted(v, key=lambda r: r['value'])[len(v) // 2] for k, v in cost.items()}  # the median run
     for e in ENGINES:
@@ -185,7 +177,7 @@ def main():
     # The host's own costs for the steps the points are made of.
     probe = {}
     for path in sorted(glob.glob(os.path.join(out, 'host-probe-*.jsonl'))):
-        for r in lines_of(path):
+        for r in records(path):
             if 'metric' in r:
                 probe.setdefault(r['metric'], []).append(r)
             elif r.get('status') == 'unsupported':

@@ -26,6 +26,9 @@ import shutil
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'analysis'))
+import remd_model  # noqa: E402  (one JSON-lines reader)
+
 REMD_SUMMARY = ('interval_time', 't_gpu', 't_com', 't_clt', 'gpu_seconds', 't_gpu_imbalance', 'pair_evals_per_s',
                 't_gpu0', 'acceptance_mean')
 CPU_LINE = re.compile(r'used ([0-9.]+) s of CPU .* in ([0-9.]+) s: ([0-9.]+)%')
@@ -39,20 +42,11 @@ def spread(values):
 
 
 def json_lines(path):
-    out = []
+    """The JSON objects of a file's lines (none where the file is absent)."""
     if not os.path.exists(path):
-        return out
+        return []
     with open(path, errors='replace') as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith('{'):
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(rec, dict):
-                    out.append(rec)
-    return out
+        return list(remd_model._json_lines(f))
 
 
 def repeats(work):
