@@ -7,6 +7,7 @@
 # Variables: SIZE=quick|paper  SYSTEM=local  PYTHON=<python with reframe>  JOBS=N
 #            CHECKS=<regex of check names>  UMSTUDY_COMPONENTS="himeno;umbench" (a subset of src/)  RFMFLAGS=<more ReFrame options, e.g. -S UmbPatterns.trials=1>
 #            REPEAT=N (make run: each case N times; a performance verdict needs >= 3)
+#            UMSTUDY_ENVIRONS=all (every check under every programming environment; default one)
 SHELL := /bin/bash
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 VENV := $(ROOT)/.venv
@@ -22,9 +23,21 @@ CHECKS ?= .
 SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/system.yaml)))
 # ReFrame through $(PYTHON), wherever its `reframe` script was installed.
 RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_OUTPUT=$(OUTPUT) UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
+# umstudy's own modules (reframe/lib) through $(PYTHON)
+UMSTUDY_PY = cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON)
+# `make run` shows one line per phase; the chatter of the set-up and the build goes to the
+# run's build log, ReFrame's output to the run's ReFrame log (output/logs/).
+RUN_NAME := $(SYSTEM)-$(SIZE)-$(shell date +%Y%m%dT%H%M%S)
+run: STEP_LOG = $(OUTPUT)/logs/$(RUN_NAME)-build.log
+# $(call step,NAME,COMMANDS): under `make run`, COMMANDS write to STEP_LOG and one line says
+# how they went (with the log's last lines when they failed); elsewhere they print as usual.
+step = $(if $(STEP_LOG),mkdir -p $(OUTPUT)/logs; t0=$$(date +%s); printf '%-12s' '$(1)'; \
+  if ( $(2) ) >>$(STEP_LOG) 2>&1; then echo "ok ($$(( $$(date +%s) - t0 )) s)"; \
+  else rc=$$?; echo "failed (exit $$rc); the end of $(STEP_LOG):"; tail -n 25 $(STEP_LOG) | sed 's/^/    /'; exit $$rc; fi,$(2))
+STEP_QUIET = $(if $(STEP_LOG),@)
 
 .PHONY: cluster-up cluster-down cluster-status
-.PHONY: all help setup setup-system setup-python build test ctest pytest reframe-list reframe-cpu reframe-slurm run run-args report spack-test system dist spack-pin spack-offline mirror mirror-bootstrap clean
+.PHONY: all help setup setup-system setup-python build jobs-arg test ctest pytest reframe-list reframe-cpu reframe-slurm run run-args run-ready report spack-test system dist spack-pin spack-offline mirror mirror-bootstrap clean
 
 all: build
 
@@ -38,6 +51,7 @@ help:
 	@echo "make cluster-up | cluster-down | cluster-status   a cluster in a box (root; NODES=4): eval \"\$$(make -s cluster-up)\", then --system cluster"
 	@echo "variables:"
 	@echo "  SIZE=quick|paper           quick (default): minutes on one node; paper: the papers' sizes"
+	@echo "                             (the same for reframe: SIZE=paper reframe -c reframe/ ...; UMSTUDY_SIZE wins where set)"
 	@echo "  SYSTEM=<name>              one of: $(SYSTEMS) (default local)"
 	@echo "  CHECKS=<regex>             check names to run (make run), e.g. CHECKS='^Himeno'"
 	@echo "  RFMFLAGS=<options>         more ReFrame options, e.g. RFMFLAGS='-S trials=1'"
@@ -46,6 +60,8 @@ help:
 	@echo "  PYTHON=<python>            a Python with ReFrame (default: .venv, made by make setup)"
 	@echo "  JOBS=N                     parallel build jobs (default: nproc)"
 	@echo "  UMSTUDY_GROUP=<group>      your group/account on a site (Miyabi, Pegasus, Cygnus, TSUBAME4.0)"
+	@echo "  UMSTUDY_ENVIRONS=all|a,b   every check under every programming environment (or those named);"
+	@echo "                             default: one per check (the partition's first; OpenACC checks: its OpenACC one)"
 
 setup: setup-system setup-python
 
@@ -63,11 +79,13 @@ cluster-status:
 	@$(ROOT)/.ci/cluster.sh status
 
 setup-system:
-	@$(ROOT)/.ci/setup-system.sh
+	@$(call step,system,$(ROOT)/.ci/setup-system.sh)
 
 # A Python that already has ReFrame (a site module, PYTHON=...) is used as it is.
 setup-python:
-	@if $(PYTHON) -c 'import reframe, yaml' 2>/dev/null; then \
+	@$(call step,python,$(SETUP_PYTHON))
+
+SETUP_PYTHON = if $(PYTHON) -c 'import reframe, yaml' 2>/dev/null; then \
 	  echo "setup: using $(PYTHON) ($$($(PYTHON) -c 'import reframe; print("reframe", reframe.VERSION)'))"; \
 	else \
 	  echo "setup: creating $(VENV) with reframe/requirements.txt"; \
@@ -81,10 +99,15 @@ setup-python:
 # `make build` build the tests too.
 BUILD_TESTING ?= ON
 run: BUILD_TESTING = $(if $(wildcard $(BUILD)/CMakeCache.txt),,OFF)
-build: setup-system
-	# always passed: an empty list (all components) must replace a subset cached by an earlier call
-	cmake -S $(ROOT)/src -B $(BUILD) -DCMAKE_BUILD_TYPE=Release "-DUMSTUDY_COMPONENTS=$(UMSTUDY_COMPONENTS)" $(if $(BUILD_TESTING),-DBUILD_TESTING=$(BUILD_TESTING))
+# UMSTUDY_COMPONENTS is always passed: an empty list (all components) must replace a subset
+# cached by an earlier call.
+BUILD_CMD = cmake -S $(ROOT)/src -B $(BUILD) -DCMAKE_BUILD_TYPE=Release "-DUMSTUDY_COMPONENTS=$(UMSTUDY_COMPONENTS)" $(if $(BUILD_TESTING),-DBUILD_TESTING=$(BUILD_TESTING)) && \
 	cmake --build $(BUILD) -j $(JOBS)
+build: setup-system jobs-arg
+	$(STEP_QUIET)$(call step,build,$(BUILD_CMD))
+
+jobs-arg:
+	@case "$(JOBS)" in ''|*[!0-9]*|0) echo "make: JOBS=$(JOBS) is not a positive number of parallel build jobs (e.g. JOBS=4)" >&2; exit 2;; esac
 
 ctest: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -121,31 +144,52 @@ test: setup build ctest pytest reframe-list reframe-cpu reframe-slurm spack-test
 	@echo "make test: all passed"
 
 # Bad input stops before anything is built or run, with the valid choices.
-run-args:
+run-args: jobs-arg
+	@echo "make run: $(SYSTEM), $(SIZE) size, $(REPEAT) repeats; logs: $(OUTPUT:$(ROOT)/%=%)/logs/$(RUN_NAME)-build.log (set-up, build), $(RUN_NAME).log (ReFrame)"
 	@case "$(SIZE)" in quick|paper) ;; *) echo "make run: SIZE=$(SIZE) is not a size; choose SIZE=quick or SIZE=paper" >&2; exit 2;; esac
 	@case "$(REPEAT)" in ''|*[!0-9]*|0) echo "make run: REPEAT=$(REPEAT) is not a positive number of repeats (a performance verdict needs >= 3)" >&2; exit 2;; esac
 	@case " $(SYSTEMS) " in *" $(SYSTEM) "*) ;; *) echo "make run: SYSTEM=$(SYSTEM) is not a system; choose one of: $(SYSTEMS) (or add yours: make system)" >&2; exit 2;; esac
 
+# Before anything is built: the system's batch system answers here (sinfo, qstat...), and
+# CHECKS names at least one check (ReFrame's listing: seconds).
+run-ready: setup-python
+	@$(UMSTUDY_PY) -m umstudy.jobs scheduler $(SYSTEM) || exit 2
+	@out=$$($(RFM_LIST) -n '$(CHECKS)' 2>&1); \
+	n=$$(printf '%s\n' "$$out" | sed -n 's/^Found \([0-9]*\) check.*/\1/p'); \
+	if [ -z "$$n" ]; then echo "make run: CHECKS='$(CHECKS)' cannot be used:" >&2; \
+	  printf '%s\n' "$$out" | grep -iE 'error|invalid' | sed 's/^/  /' >&2; exit 2; fi; \
+	if [ "$$n" = 0 ]; then echo "make run: CHECKS='$(CHECKS)' matches no check on $(SYSTEM); the checks are:" >&2; \
+	  ($(RFM_LIST) 2>/dev/null | sed -n 's/^- \([A-Za-z0-9_]*\).*/  \1/p' | sort -u) >&2; exit 2; fi; \
+	printf '%-12s%s\n' checks "$$n match CHECKS='$(CHECKS)' on $(SYSTEM) ($(SIZE) size, $(REPEAT) repeats)"
+RFM_LIST = UMSTUDY_RUN_LOG=/dev/null $(RFM) -c reframe/ --system $(SYSTEM) -l --nocolor
+
 # One ReFrame log per run (output/logs/<report name>.log; output/reframe.log points to the
-# latest).  Ctrl-C stops ReFrame and exits 130: the interrupted run's report is set aside
+# latest); on the terminal one line per phase, a count of the cases while they run, and
+# the verdicts at the end.  A missed performance reference is a measurement, which the
+# report judges: only other failures (a build, a crash, a wrong result) make run fail.
+# Ctrl-C stops ReFrame and exits 130: the interrupted run's report is set aside
 # (.interrupted), so the report and later runs see only complete runs.
-run: run-args setup build
-	mkdir -p $(OUTPUT)/reports $(OUTPUT)/logs
-	@name=$(SYSTEM)-$(SIZE)-$$(date +%Y%m%dT%H%M%S); rf=$(OUTPUT)/reports/$$name.json; log=$(OUTPUT)/logs/$$name.log; \
+run: run-args setup run-ready build
+	@mkdir -p $(OUTPUT)/reports $(OUTPUT)/logs
+	@name=$(RUN_NAME); rf=$(OUTPUT)/reports/$$name.json; log=$(OUTPUT)/logs/$$name.log; \
 	rc=0; interrupted=0; trap 'interrupted=1' INT TERM; \
-	ln -sfn logs/$$name.log $(OUTPUT)/reframe.log; \
-	export UMSTUDY_RUN_LOG=$$log; $(RFM) -c reframe/ --system $(SYSTEM) -r -n '$(CHECKS)' --repeat $(REPEAT) $(RFMFLAGS) --report-file=$$rf || rc=$$?; \
+	ln -sfn logs/$$name.log $(OUTPUT)/reframe.log; t0=$$(date +%s); \
+	( export UMSTUDY_RUN_LOG=$$log; $(RFM) -c reframe/ --system $(SYSTEM) -r -n '$(CHECKS)' --repeat $(REPEAT) --nocolor $(RFMFLAGS) --report-file=$$rf ) 2>&1 \
+	  | $(UMSTUDY_PY) -m umstudy.runview progress run; rc=$${PIPESTATUS[0]}; \
 	if [ $$interrupted = 1 ] || [ $$rc -ge 128 ]; then \
-	  [ ! -f $$rf ] || mv $$rf $$rf.interrupted; \
+	  [ ! -f $$rf ] || mv $$rf $$rf.interrupted; echo; \
 	  echo "make run: interrupted; earlier reports are untouched (ReFrame's log: $$log)" >&2; exit 130; fi; \
-	if [ ! -f $$rf ]; then \
-	  if [ $$rc -eq 0 ]; then echo "make run: CHECKS='$(CHECKS)' matches no check on $(SYSTEM); the checks are:" >&2; \
-	    ($(RFM) -c reframe/ --system $(SYSTEM) -l 2>/dev/null | sed -n 's/^- \([A-Za-z0-9_]*\).*/  \1/p' | sort -u) >&2; exit 2; fi; \
-	  echo "make run: ReFrame stopped (exit $$rc) before writing a run report; see $$log" >&2; exit $$rc; fi; \
-	if [ $$rc -ne 0 ] && (cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py --failures-are-verdicts $$rf); then rc=0; fi; \
-	$(PYTHON) $(ROOT)/analysis/provenance.py --report $$rf --system $(SYSTEM) --python $(PYTHON) >/dev/null || rc=1; \
-	$(REPORT) || rc=1; \
-	echo "run report: $$rf"; echo "report: $(OUTPUT)/report/report.html"; \
+	if [ ! -f $$rf ]; then echo "ReFrame stopped (exit $$rc) before writing a run report; see $$log" >&2; exit $$rc; fi; \
+	$(UMSTUDY_PY) -m umstudy.runview summary $$rf $$(( $$(date +%s) - t0 )); \
+	if [ $$rc -ne 0 ]; then why=$$(cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) analysis/report.py --failures-are-verdicts $$rf 2>&1) \
+	  && rc=0 || printf '%s\n' "$$why" >&2; fi; \
+	printf '%-12s%s\n' 'run report' "$${rf#$(ROOT)/}"; printf '%-12s' provenance; \
+	if $(PYTHON) $(ROOT)/analysis/provenance.py --report $$rf --system $(SYSTEM) --python $(PYTHON) >/dev/null 2>>$(STEP_LOG); \
+	  then echo "ok ($$(sed -n 's/^provenance: \([^ ]*\) sha256 .*/\1/p' $(STEP_LOG) | tail -n 1 | sed 's|^$(ROOT)/||'))"; \
+	  else echo "failed; see $(STEP_LOG)"; rc=1; fi; \
+	printf '%-12s' report; \
+	if $(REPORT) >/dev/null 2>>$(STEP_LOG); then echo "$(OUTPUT:$(ROOT)/%=%)/report/report.html"; \
+	  $(UMSTUDY_PY) -m umstudy.runview verdicts $(OUTPUT)/report/verdicts.json; else echo "failed; see $(STEP_LOG)"; rc=1; fi; \
 	[ $$rc -eq 0 ] || echo "make run: failures (exit $$rc); ReFrame's log: $$log" >&2; exit $$rc
 
 # (Called by run as a command, not through $(MAKE): `make -n run` must not run anything.)
@@ -156,13 +200,16 @@ report: setup-python
 
 # Your own cluster in one command (README, "Running on your cluster"): run it on a compute
 # node; NAME and SCHEDULER are needed, the rest is optional (newsystem --help lists all).
-#   make system NAME=mycluster SCHEDULER=slurm QUEUE=gpu GPUS=4 MODULES='cuda/12.6 openmpi'
+#   make system NAME=mycluster SCHEDULER=slurm QUEUE=gpu GPUS=4 MODULES='cuda/12.6 openmpi' \
+#        ACCOUNT='--account=${UMSTUDY_GROUP}'
+# ACCOUNT is passed as written (`$(value ...)`: make does not expand ${UMSTUDY_GROUP}), so the
+# profile names the group when a job is made, from UMSTUDY_GROUP.
 system: setup-python
 	@[ -n "$(NAME)" ] && [ -n "$(SCHEDULER)" ] || { echo "make system: give NAME=<name> and SCHEDULER=slurm|pbs|nqsv (optional: QUEUE= PAPER_QUEUE= GPUS= MODULES= ACCOUNT= SYSTEMFLAGS=)" >&2; exit 2; }
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m umstudy.newsystem --name '$(NAME)' --scheduler '$(SCHEDULER)' \
 	  $(if $(QUEUE),--queue '$(QUEUE)') $(if $(PAPER_QUEUE),--paper-queue '$(PAPER_QUEUE)') \
 	  $(if $(GPUS),--gpus-per-node '$(GPUS)') $(if $(MODULES),--modules '$(MODULES)') \
-	  $(if $(ACCOUNT),--account-option '$(ACCOUNT)') $(SYSTEMFLAGS)
+	  $(if $(value ACCOUNT),'--account-option=$(value ACCOUNT)') $(SYSTEMFLAGS)
 
 # ---- Spack: the release tarball and the offline mirror (README "Spack", ARTIFACT.md D.4) ----
 # Stdlib Python only (python3 on PATH), so a fresh clone needs no venv for these.

@@ -85,6 +85,9 @@ class HimenoAccPerf(HimenoBase):
     descr = 'Himeno, OpenACC variant (data directives)'
     valid_systems = ['+openacc']
 
+    def uses_openacc(self):
+        return True
+
     @run_after('setup')
     def set_command(self):
         self.executable = self.program('himeno-acc')
@@ -106,6 +109,9 @@ class HimenoVerify(HimenoBase):
 
     def is_cpu_only(self):
         return self.variant == 'cpu'
+
+    def uses_openacc(self):
+        return self.variant == 'openacc'
 
     @run_after('setup')
     def set_command(self):

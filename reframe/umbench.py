@@ -91,11 +91,17 @@ class UmbAcc(UmbBase):
     def set_bench(self):
         self.bench = f'umb-{self.program_name}'
 
+    def uses_openacc(self):
+        return True
+
     @run_after('setup')
     def set_command(self):
         bindir = self.build.bindir(self.component)
         exe = {m: os.path.join(bindir, f'umb-{self.program_name}-acc-{m}') for m in self.modes}
-        self.built = [m for m in self.modes if os.path.exists(exe[m])]
+        # A dry run shows the job of every mode, whatever this machine could build: its
+        # script is for the site's compiler, not for this one.
+        self.built = list(self.modes) if self.is_dry_run() else \
+            [m for m in self.modes if os.path.exists(exe[m])]
         opts = ' '.join(SIZES[self.program_name][self.size])
         self.executable = 'sh'
         self.executable_opts = ['-c', "'" + ' && '.join(f'{exe[m]} {opts}' for m in self.built) + "'"]
@@ -183,6 +189,9 @@ class UmbHaloAcc(UmbHalo):
     valid_systems = ['+openacc +mpi']
     acc_mode = parameter(['explicit', 'managed', 'both'])
 
+    def uses_openacc(self):
+        return True
+
     @run_after('setup')
     def use_acc_binary(self):
         self.executable = self.program(f'umb-halo-acc-{self.acc_mode}')
@@ -190,7 +199,8 @@ class UmbHaloAcc(UmbHalo):
     @run_before('run')
     def skip_without_hardware(self):
         skip_without_openacc(self)
-        self.skip_unless(os.path.exists(self.executable),
+        # (a dry run writes the job script of a mode this machine did not build)
+        self.skip_unless(self.is_dry_run() or os.path.exists(self.executable),
                          f'umb-halo-acc-{self.acc_mode} was not built (see the CMake report: '
                          'only NVHPC builds the managed and both modes)')
 

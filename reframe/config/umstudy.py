@@ -19,6 +19,23 @@ PREFIX = os.environ.get('UMSTUDY_OUTPUT', os.path.join(data.REPO, 'output'))
 os.makedirs(PREFIX, exist_ok=True)
 
 
+def _refuse(message):
+    sys.stderr.write(f'umstudy: {message}\n')
+    sys.exit(2)
+
+
+# The size, read once for the checks (umstudy.checks.size): SIZE=paper means the same to
+# ReFrame as to `make run` (UMSTUDY_SIZE, where set, wins); anything else is refused here,
+# before a check is loaded.
+try:
+    os.environ['UMSTUDY_SIZE'] = jobs.size_from_env()
+except ValueError as e:
+    _refuse(e)
+
+# One programming environment per check unless UMSTUDY_ENVIRONS (or -p) asks for more.
+_ENVIRONS = jobs.environs_request(os.environ, sys.argv)
+
+
 def _expand(items):
     # Site-specific values (project/group names) come from the environment; a clear
     # placeholder is left when unset so listings and dry runs still work.
@@ -101,6 +118,8 @@ def _environment(env_name, env, target):
 
 
 def _environments(name):
+    """The environments of a system, and per partition the ones its checks run with
+    (features RUN_ENV / RUN_ACC: one per check by default, umstudy.jobs.run_environs)."""
     desc = data.system(name)
     # A detected machine builds with the compilers `make build` used: CC/CXX/FC where set
     # (so the build fixture reuses build/default instead of building src/ again).
@@ -108,11 +127,15 @@ def _environments(name):
               if desc.get('detect') and os.environ.get(v)}
     common = {env_name: {**env, **chosen} for env_name, env in desc.get('environments', {}).items()}
     envs = [_environment(env_name, env, name) for env_name, env in common.items()]
-    # A partition may redefine an environment for its own nodes (Miyabi-C's x86-64
-    # modules beside Miyabi-G's): ReFrame takes the system:partition definition there.
+    # Per partition (ReFrame takes the system:partition definition there): the features
+    # that choose the environments its checks run with, and a partition's own definition
+    # of an environment for its nodes (Miyabi-C's x86-64 modules beside Miyabi-G's).
     for p in desc['partitions']:
-        for env_name, env in (p.get('environments') or {}).items():
-            envs.append(_environment(env_name, {**common.get(env_name, {}), **env}, f"{name}:{p['name']}"))
+        own = {e: {**common.get(e, {}), **((p.get('environments') or {}).get(e) or {})} for e in p['environs']}
+        run = jobs.run_environs(p['environs'], {e: own[e].get('features', []) for e in own}, _ENVIRONS)
+        for env_name, env in own.items():
+            env = dict(env, features=list(env.get('features', [])) + run[env_name])
+            envs.append(_environment(env_name, env, f"{name}:{p['name']}"))
     return envs
 
 
@@ -125,6 +148,12 @@ _asked = jobs.requested_system(sys.argv, os.environ) or jobs.system_by_hostname(
     [(n, data.system(n).get('hostnames', [])) for n in _names if n != 'local'])
 if _asked in _names:
     jobs.refuse_placeholder(data.system(_asked))
+_checked = _asked if _asked in _names else 'local'
+_unknown = jobs.unknown_environs(_ENVIRONS, data.system(_checked))
+if _unknown:
+    _refuse(f"UMSTUDY_ENVIRONS={_ENVIRONS}: {_checked} has no environment {', '.join(_unknown)} "
+            f"(it has {', '.join(sorted({e for p in data.system(_checked)['partitions'] for e in p['environs']}))}; "
+            f"or UMSTUDY_ENVIRONS=all)")
 
 def _log_file():
     """`make run`'s own log for its run; otherwise output/reframe.log, which `make run` left

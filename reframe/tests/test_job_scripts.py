@@ -41,14 +41,16 @@ WALLTIME = re.compile(r'^#PBS -l walltime=|^#PBS -l elapstim_req=|^#SBATCH --tim
 MULTI_RANK = r'Cab\w*|Dlm\w*|UmbHalo\w*'
 
 
-def dry_run(system, size, tmp_path, group='grp42', names=r'^(UmbBaseline|CabIs|HimenoCpuPerf)\b'):
+def dry_run(system, size, tmp_path, group='grp42', names=r'^(UmbBaseline|CabIs|HimenoCpuPerf)\b', report=None):
     env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
                UMSTUDY_OUTPUT=str(tmp_path), UMSTUDY_GROUP=group, UMSTUDY_SIZE=size,
                UMSTUDY_LOCAL_PROBE=os.path.join(GOLDEN, 'probe.json'),
                PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib'))
-    env.pop('UMSTUDY_COMPONENTS', None)
+    for name in ('UMSTUDY_COMPONENTS', 'UMSTUDY_ENVIRONS', 'SIZE'):
+        env.pop(name, None)
     r = subprocess.run([sys.executable, '-c', RFM_MAIN, '-c', os.path.join(ROOT, 'reframe'),
-                        '--system', system, '--dry-run', '-n', names],
+                        '--system', system, '--dry-run', '-n', names] +
+                       ([f'--report-file={report}'] if report else []),
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r
@@ -105,8 +107,24 @@ def normalise(text, tmp_path):
 @pytest.mark.parametrize('size', ['quick', 'paper'])
 @pytest.mark.parametrize('system', SITES)
 def test_site_job_scripts(system, size, tmp_path):
-    dry_run(system, size, tmp_path,
-            names=rf'^(UmbBaseline|HimenoCpuPerf|{MULTI_RANK}|{remd_nodes_scripts.NAMES})\b')
+    """The dry run of every check on the site: its node-hours are ARTIFACT.md E's row, every
+    job script lists (none skipped for a program this machine did not build), and the
+    representative scripts equal the golden ones."""
+    report = tmp_path / 'report.json'
+    dry_run(system, size, tmp_path, names='.', report=report)
+    cases = [tc for run in json.loads(report.read_text())['runs'] for tc in run['testcases']]
+    if system in jobs.nodehours_systems():
+        row = jobs.nodehours_row(system, size, jobs.node_hours(json.loads(report.read_text()), size))
+        assert row in open(os.path.join(ROOT, 'ARTIFACT.md')).read(), \
+            f'regenerate ARTIFACT.md E: PYTHONPATH=reframe/lib python3 -m umstudy.jobs nodehours\n{row}'
+    for tc in cases:
+        assert not (tc['result'] == 'skip' and 'built' in (tc.get('skip_reason') or '')), \
+            (tc['display_name'], tc.get('skip_reason'))
+    # one programming environment per check (UMSTUDY_ENVIRONS=all for every one)
+    per_check = {}
+    for tc in cases:
+        per_check.setdefault((tc['display_name'], tc['partition']), set()).add(tc['environ'])
+    assert all(len(e) == 1 for e in per_check.values()), {c: e for c, e in per_check.items() if len(e) > 1}
     found = scripts(tmp_path, system)
     remd_nodes_scripts.check(system, size, found, lambda text: normalise(text, tmp_path))
     check_multi_node_scripts(system, found)
@@ -285,9 +303,20 @@ def test_walltime_comes_from_the_time_data():
     assert names and names <= set(t['checks']), sorted(names - set(t['checks']))
 
 
-def test_artifact_time_table_is_generated_from_the_time_data():
+def test_artifact_time_tables_are_generated_from_the_time_data():
+    """ARTIFACT.md E's tables are times.yaml's, and README and ARTIFACT.md D quote no run
+    time of their own (they point to E)."""
     text = open(os.path.join(ROOT, 'ARTIFACT.md')).read()
-    assert jobs.table() in text, 'regenerate ARTIFACT.md E: PYTHONPATH=reframe/lib python3 -m umstudy.jobs table'
+    for table in (jobs.machines_table(), jobs.measured_table(), jobs.table()):
+        assert table in text, 'regenerate ARTIFACT.md E: PYTHONPATH=reframe/lib python3 -m umstudy.jobs table'
+    section_d = text[text.index('## D. How to run'):text.index('### D.1')]
+    readme = open(os.path.join(ROOT, 'README.md')).read()
+    for run in jobs.times()['suite']:
+        for seconds in run['runs']:
+            for doc, where in ((section_d, 'ARTIFACT.md D'), (readme, 'README.md')):
+                assert not re.search(rf'\b{seconds:g} s\b', doc), f'{where} quotes {seconds:g} s: point to ARTIFACT.md E'
+    for t in jobs.times()['suite']:
+        assert t['machine'] in jobs.times()['machines'] and t['date'], t
 
 
 def test_cpu_only_checks_go_to_a_cpu_partition_where_there_is_one(tmp_path):
@@ -309,7 +338,7 @@ def test_cpu_only_checks_go_to_a_cpu_partition_where_there_is_one(tmp_path):
             yaml.safe_dump(desc, f)
         dry_run(name, 'quick', tmp_path)
         where = {}
-        for path in glob.glob(str(tmp_path / name / 'stage' / name / '*' / 'gnu' / '*' / 'rfm_job.sh')):
+        for path in glob.glob(str(tmp_path / name / 'stage' / name / '*' / '*' / '*' / 'rfm_job.sh')):
             part, case = path.split(os.sep)[-4], path.split(os.sep)[-2].split('_')[0]
             where.setdefault(case, set()).add(part)
         assert where.get('CabIs') == {'cpu'} and where.get('HimenoCpuPerf') == {'cpu'}, where

@@ -49,12 +49,72 @@ def test_make_run_refuses_bad_input_with_the_choices(arg, choices):
 
 
 def test_make_run_with_checks_matching_nothing_says_so(tmp_path):
+    """...before anything is configured or built (ReFrame's listing, seconds)."""
     before = reports()
-    r = make('run', 'CHECKS=^NoSuchCheckAnywhere$', f'UMSTUDY_COMPONENTS={_components()}', f'OUTPUT={tmp_path}')
+    r = make('run', 'CHECKS=^NoSuchCheckAnywhere$', f'OUTPUT={tmp_path}', f'BUILD={tmp_path}/build')
     assert r.returncode != 0
     assert 'matches no check' in r.stderr and 'HimenoCpuPerf' in r.stderr, r.stderr[-2000:]
-    assert 'report:' not in r.stdout
+    assert 'report' not in r.stdout and not (tmp_path / 'build').exists(), r.stdout
     assert reports() == before
+
+
+@pytest.mark.parametrize('arg, says', [('CHECKS=((', 'invalid regex'),
+                                       ('JOBS=-1', 'JOBS=-1 is not a positive number'),
+                                       ('JOBS=two', 'JOBS=two is not a positive number')])
+def test_make_run_refuses_bad_checks_and_jobs_before_building(arg, says, tmp_path):
+    r = make('run', arg, f'OUTPUT={tmp_path}', f'BUILD={tmp_path}/build')
+    assert r.returncode == 2 or (r.returncode != 0 and says in r.stderr), r.stdout + r.stderr
+    assert says in r.stderr and 'Usage' not in r.stdout + r.stderr, r.stderr
+    assert not (tmp_path / 'build').exists()
+
+
+def test_make_run_on_a_site_asks_its_batch_system_first(tmp_path):
+    """A scheduler-backed system whose batch system does not answer here stops in one
+    line, before anything is built."""
+    from umstudy import jobs
+    if not jobs.scheduler_check('cygnus'):
+        pytest.skip("this machine's qstat answers: it is a site's login node")
+    r = make('run', 'SYSTEM=cygnus', f'OUTPUT={tmp_path}', f'BUILD={tmp_path}/build')
+    assert r.returncode != 0 and not (tmp_path / 'build').exists()
+    said = [line for line in r.stderr.splitlines() if line.startswith('umstudy:')]
+    assert len(said) == 1 and 'NQSV' in said[0] and 'qstat' in said[0], r.stderr
+
+
+def test_reframe_takes_size_as_make_does(tmp_path):
+    """SIZE=paper means the papers' sizes to ReFrame too (the walltimes of paper size), and
+    a size that is not one stops ReFrame before a check is loaded."""
+    env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
+               UMSTUDY_OUTPUT=str(tmp_path), PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib'), SIZE='paper')
+    env.pop('UMSTUDY_SIZE', None)
+    argv = [sys.executable, '-c', RFM_MAIN, '-c', os.path.join(ROOT, 'reframe'), '--system', 'cygnus',
+            '--dry-run', '-n', '^UmbBaseline']
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    scripts = glob.glob(str(tmp_path / 'cygnus' / 'stage' / '**' / 'UmbBaseline_*' / 'rfm_job.sh'), recursive=True)
+    assert scripts and all('elapstim_req=00:27:00' in open(p).read() for p in scripts), scripts
+    r = subprocess.run(argv, capture_output=True, text=True, env=dict(env, SIZE='papr'), cwd=ROOT, timeout=300)
+    assert r.returncode == 2 and 'SIZE=papr is not a size' in r.stderr, r.stdout + r.stderr
+
+
+def test_one_programming_environment_per_check_unless_asked(tmp_path):
+    env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
+               UMSTUDY_OUTPUT=str(tmp_path), PYTHONPATH=os.path.join(ROOT, 'reframe', 'lib'))
+    env.pop('UMSTUDY_ENVIRONS', None)
+
+    def listing(*extra, **more):
+        r = subprocess.run([sys.executable, '-c', RFM_MAIN, '-c', os.path.join(ROOT, 'reframe'),
+                            '--system', 'cygnus', '-lC', '-n', '^(HimenoCudaPerf|UmbAcc)', *extra],
+                           capture_output=True, text=True, env=dict(env, **more), cwd=ROOT, timeout=300)
+        return r.returncode, r.stdout + r.stderr, sorted(set(re.findall(r'@cygnus:gpu\+(\w+)', r.stdout)))
+    rc, out, envs = listing()
+    assert rc == 0 and re.search(r'HimenoCudaPerf.*@cygnus:gpu\+gnu', out) and \
+        re.search(r'UmbAcc.*@cygnus:gpu\+pgi', out) and not re.search(r'HimenoCudaPerf.*\+pgi', out), out
+    rc, out, envs = listing(UMSTUDY_ENVIRONS='all')
+    assert rc == 0 and re.search(r'HimenoCudaPerf.*\+pgi', out) and re.search(r'HimenoCudaPerf.*\+gnu', out), out
+    rc, out, envs = listing('-p', 'pgi')
+    assert rc == 0 and envs == ['pgi'] and 'HimenoCudaPerf' in out, out
+    rc, out, envs = listing(UMSTUDY_ENVIRONS='nvhpc')
+    assert rc == 2 and 'no environment nvhpc' in out, out
 
 
 def _components():
@@ -73,6 +133,11 @@ def test_ctrl_c_stops_make_run_and_keeps_earlier_runs(tmp_path):
             f'OUTPUT={tmp_path}', f'UMSTUDY_COMPONENTS={_components()}']
     first = subprocess.run(args + ['CHECKS=^HimenoCpuPerf'], capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    # one line per phase: the build's and ReFrame's output are in the run's logs
+    phases = [line.split()[0] for line in first.stdout.splitlines()[1:]]
+    assert phases == ['system', 'python', 'checks', 'build', 'run', 'run', 'provenance', 'report', 'verdicts'], \
+        first.stdout
+    assert not re.search(r'Entering directory|\[ *FAILED *\]|^#|cmake ', first.stdout, re.M), first.stdout
     done = sorted(glob.glob(str(tmp_path / 'reports' / '*.json')))
     assert len(done) == 1
     kept = open(done[0]).read()
@@ -154,9 +219,15 @@ def test_make_system_adds_a_cluster_that_needs_no_other_edit(tmp_path):
     name = f'zztest{os.getpid()}'
     folder = os.path.join(data.SYSTEMS_DIR, name)
     try:
+        # an account option naming no group (what a shell leaves of --account=${UMSTUDY_GROUP}
+        # in double quotes) is refused; the README's form, as written, is kept for run time
+        r = make('system', f'NAME={name}', 'SCHEDULER=slurm', 'ACCOUNT=--account=', 'SYSTEMFLAGS=--cuda-archs 90')
+        assert r.returncode != 0 and 'names no group' in r.stderr and not os.path.exists(folder), r.stderr
         r = make('system', f'NAME={name}', 'SCHEDULER=slurm', 'QUEUE=gpu', 'PAPER_QUEUE=gpu-long', 'GPUS=4',
-                 'MODULES=cuda/12.6 openmpi/4.1.6', 'SYSTEMFLAGS=--cuda-archs 90')
+                 'MODULES=cuda/12.6 openmpi/4.1.6', 'ACCOUNT=--account=${UMSTUDY_GROUP}',
+                 'SYSTEMFLAGS=--cuda-archs 90')
         assert r.returncode == 0, r.stdout + r.stderr
+        assert "- --account=${UMSTUDY_GROUP}" in open(os.path.join(folder, 'system.yaml')).read()
         assert os.path.exists(os.path.join(folder, 'spack.yaml'))
         env = dict(os.environ, RFM_CONFIG_FILES=os.path.join(ROOT, 'reframe', 'config', 'umstudy.py'),
                    UMSTUDY_OUTPUT=str(tmp_path), UMSTUDY_GROUP='grp42', UMSTUDY_SIZE='paper',

@@ -222,7 +222,7 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
     bench = variable(str)
     component = variable(str)
     size = variable(str, value=size())
-    valid_prog_environs = ['*']
+    valid_prog_environs = [f'+{jobs_data.RUN_ENV}']
     maintainers = ['umstudy']
     # Recorded in ReFrame's run report for analysis/: why a case was skipped, and the
     # partition's features and facts as they were when it ran.
@@ -249,6 +249,16 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
 
     def is_cpu_only(self):
         return self.cpu_only
+
+    def uses_openacc(self):
+        """True for a check of an OpenACC program (it runs under an OpenACC environment)."""
+        return False
+
+    @run_after('init')
+    def one_environment(self):
+        # One programming environment per check, unless UMSTUDY_ENVIRONS (or -p) asks for
+        # more: the configuration marks the chosen ones (umstudy.jobs.run_environs).
+        self.valid_prog_environs = [f'+{jobs_data.RUN_ACC if self.uses_openacc() else jobs_data.RUN_ENV}']
 
     @run_after('init')
     def route_by_need(self):

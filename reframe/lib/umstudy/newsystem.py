@@ -7,7 +7,7 @@ the compilers, CUDA and MPI on PATH, the OS); what only you know comes as option
 regenerates the Spack environment (systems/<name>/spack.yaml) and prints what to run.
 
   PYTHONPATH=reframe/lib python3 -m umstudy.newsystem --name mycluster --scheduler slurm \\
-      --queue gpu --paper-queue gpu-long --account-option '--account=${UMSTUDY_GROUP}' \\
+      --queue gpu --paper-queue gpu-long --account-option='--account=${UMSTUDY_GROUP}' \\
       --gpus-per-node 4 --modules 'cuda/12.6 openmpi/4.1.6'
 
 Nothing else needs editing: every test and `make test` iterate over systems/.
@@ -66,9 +66,27 @@ def detected():
     }
 
 
+GROUP = '${UMSTUDY_GROUP}'
+
+
+def account_option(given, default):
+    """The option that names the job's group, with the group left to UMSTUDY_GROUP, which
+    the profile fills in when a job is made ($UMSTUDY_GROUP is taken as ${UMSTUDY_GROUP}).
+    An option whose value is empty (the shell or make expanded ${UMSTUDY_GROUP} to nothing)
+    is refused with the way to write it."""
+    option = (given or default).replace('$UMSTUDY_GROUP', GROUP).strip()
+    value = option.split('=', 1)[1] if '=' in option else option.split(None, 1)[1] if ' ' in option else ''
+    if GROUP not in option and not value.strip():
+        raise SystemExit(f"newsystem: --account-option {option!r} names no group: write it with the group "
+                         f"left to UMSTUDY_GROUP, in single quotes so that no shell fills it in, e.g. "
+                         f"ACCOUNT='{default}'")
+    return option
+
+
 def describe(args, det):
     """The system.yaml mapping from the answers and what was detected."""
     sched, launcher, account = SCHEDULERS[args.scheduler]
+    account = account_option(args.account_option, account)
     p = det['probe']
     gpus = p['gpus']
     gpu = gpus[0] if gpus else None
@@ -112,7 +130,7 @@ def describe(args, det):
     if args.scheduler == 'pbs' and gpu_count and args.pbs_gpu_field:
         job['select'] = [f'{args.pbs_gpu_field}={{gpus}}']
     partition = {'name': 'default', 'descr': f'{args.name} nodes',
-                 'access': [args.account_option or account] + list(args.access or []),
+                 'access': [account] + list(args.access or []),
                  'features': sorted(set(features)), 'environs': ['gnu'], 'max_jobs': 8}
     if job:
         partition['job'] = job
@@ -166,7 +184,10 @@ def parser():
     ap.add_argument('--scheduler', required=True, choices=sorted(SCHEDULERS))
     ap.add_argument('--queue', help='queue/partition for quick runs')
     ap.add_argument('--paper-queue', help='queue/partition for paper-size runs (default: --queue)')
-    ap.add_argument('--account-option', help='how a job names your group, e.g. "--account=${UMSTUDY_GROUP}"')
+    ap.add_argument('--account-option', metavar='OPTION',
+                    help='how a job names your group, with the group left as ${UMSTUDY_GROUP} (filled in '
+                         'from UMSTUDY_GROUP when a job is made); give it as --account-option=OPTION where '
+                         'OPTION starts with "-", e.g. --account-option=\'--account=${UMSTUDY_GROUP}\'')
     ap.add_argument('--access', action='append', help='more scheduler options for every job (repeatable)')
     ap.add_argument('--gpus-per-node', type=int, help='GPUs per node (default: those visible here)')
     ap.add_argument('--cores', type=int, help='cores per node (default: those here)')
