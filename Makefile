@@ -23,8 +23,8 @@ CHECKS ?= .
 SYSTEMS := $(notdir $(patsubst %/system.yaml,%,$(wildcard $(ROOT)/systems/*/system.yaml)))
 # ReFrame through $(PYTHON), wherever its `reframe` script was installed.
 RFM := cd $(ROOT) && . reframe/env.sh && UMSTUDY_OUTPUT=$(OUTPUT) UMSTUDY_SIZE=$(SIZE) $(PYTHON) -c 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()' 
-# umstudy's own modules (reframe/lib) through $(PYTHON)
-UMSTUDY_PY = cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON)
+# umstudy's own modules (reframe/lib) through $(PYTHON); no `cd`, so it can end a pipe
+UMSTUDY_PY = PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON)
 # `make run` shows one line per phase; the chatter of the set-up and the build goes to the
 # run's build log, ReFrame's output to the run's ReFrame log (output/logs/).
 RUN_NAME := $(SYSTEM)-$(SIZE)-$(shell date +%Y%m%dT%H%M%S)
@@ -145,7 +145,7 @@ test: setup build ctest pytest reframe-list reframe-cpu reframe-slurm spack-test
 
 # Bad input stops before anything is built or run, with the valid choices.
 run-args: jobs-arg
-	@echo "make run: $(SYSTEM), $(SIZE) size, $(REPEAT) repeats; logs: $(OUTPUT:$(ROOT)/%=%)/logs/$(RUN_NAME)-build.log (set-up, build), $(RUN_NAME).log (ReFrame)"
+	@echo "make run: $(SYSTEM), $(SIZE) size, each case $(REPEAT) time(s); logs: $(OUTPUT:$(ROOT)/%=%)/logs/$(RUN_NAME)-build.log (set-up, build), $(RUN_NAME).log (ReFrame)"
 	@case "$(SIZE)" in quick|paper) ;; *) echo "make run: SIZE=$(SIZE) is not a size; choose SIZE=quick or SIZE=paper" >&2; exit 2;; esac
 	@case "$(REPEAT)" in ''|*[!0-9]*|0) echo "make run: REPEAT=$(REPEAT) is not a positive number of repeats (a performance verdict needs >= 3)" >&2; exit 2;; esac
 	@case " $(SYSTEMS) " in *" $(SYSTEM) "*) ;; *) echo "make run: SYSTEM=$(SYSTEM) is not a system; choose one of: $(SYSTEMS) (or add yours: make system)" >&2; exit 2;; esac
@@ -160,8 +160,8 @@ run-ready: setup-python
 	  printf '%s\n' "$$out" | grep -iE 'error|invalid' | sed 's/^/  /' >&2; exit 2; fi; \
 	if [ "$$n" = 0 ]; then echo "make run: CHECKS='$(CHECKS)' matches no check on $(SYSTEM); the checks are:" >&2; \
 	  ($(RFM_LIST) 2>/dev/null | sed -n 's/^- \([A-Za-z0-9_]*\).*/  \1/p' | sort -u) >&2; exit 2; fi; \
-	printf '%-12s%s\n' checks "$$n match CHECKS='$(CHECKS)' on $(SYSTEM) ($(SIZE) size, $(REPEAT) repeats)"
-RFM_LIST = UMSTUDY_RUN_LOG=/dev/null $(RFM) -c reframe/ --system $(SYSTEM) -l --nocolor
+	printf '%-12s%s\n' checks "$$n match CHECKS='$(CHECKS)' on $(SYSTEM)"
+RFM_LIST = export UMSTUDY_RUN_LOG=/dev/null; $(RFM) -c reframe/ --system $(SYSTEM) -l --nocolor
 
 # One ReFrame log per run (output/logs/<report name>.log; output/reframe.log points to the
 # latest); on the terminal one line per phase, a count of the cases while they run, and

@@ -68,6 +68,16 @@ def test_make_run_refuses_bad_checks_and_jobs_before_building(arg, says, tmp_pat
     assert not (tmp_path / 'build').exists()
 
 
+def test_make_run_fails_on_a_failure_that_is_no_measurement(tmp_path):
+    """A case that fails outside its performance references (here: no result lines, as a
+    program's crash leaves) makes `make run` exit non-zero and names the check."""
+    r = make('run', 'CHECKS=^HimenoCpuPerf$', 'REPEAT=1', 'RFMFLAGS=-S HimenoCpuPerf.bench=nosuch',
+             f'UMSTUDY_COMPONENTS={_components()}', f'OUTPUT={tmp_path}')
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert re.search(r'^run +\d+ passed, 0 skipped, 1 failed \(HimenoCpuPerf\)', r.stdout, re.M), r.stdout
+    assert 'make run: failures' in r.stderr and 'failed outside performance' in r.stderr, r.stderr
+
+
 def test_make_run_on_a_site_asks_its_batch_system_first(tmp_path):
     """A scheduler-backed system whose batch system does not answer here stops in one
     line, before anything is built."""
@@ -141,7 +151,8 @@ def test_ctrl_c_stops_make_run_and_keeps_earlier_runs(tmp_path):
     done = sorted(glob.glob(str(tmp_path / 'reports' / '*.json')))
     assert len(done) == 1
     kept = open(done[0]).read()
-    p = subprocess.Popen(args + ['CHECKS=^Dlm'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    # (DLM ten times over: a session long enough to be mid-run when interrupted)
+    p = subprocess.Popen(args + ['CHECKS=^Dlm', 'REPEAT=10'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 300

@@ -101,8 +101,28 @@ def test_every_component_has_stand_alone_tests(name):
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
     tests = [f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name.startswith('test_')]
     assert tests and all(ast.get_docstring(f) for f in tests), f'{name}: test_* methods with docstrings'
-    # and the installed programs are checked right after the install
-    assert '@run_after("install")' in recipe(name)
+    # the installed files are checked right after the install by Spack's own sanity check
+    # (installed_files -> sanity_check_is_file), never by a bare assert in a callback
+    assert any(isinstance(f, ast.FunctionDef) and f.name == 'installed_files' for f in cls.body), name
+    for f in cls.body:
+        if isinstance(f, ast.FunctionDef) and any('run_after' in ast.unparse(d) for d in f.decorator_list):
+            assert not any(isinstance(n, ast.Assert) for n in ast.walk(f)), f'{name}.{f.name}: a bare assert after install'
+
+
+def test_post_install_check_is_spacks_sanity_check():
+    base = base_recipe()
+    assert 'def sanity_check_is_file(self)' in base and 'return self.installed_files()' in base
+
+
+@pytest.mark.parametrize('name', COMPONENTS)
+def test_no_program_is_left_to_the_build_machines_path(name):
+    """A program the component's CMake looks for (find_program: OpenCoarrays' caf) is
+    named by the recipe, from a variant, so a `caf` on the build machine's PATH changes
+    nothing."""
+    text = open(os.path.join(ROOT, 'src', name, 'CMakeLists.txt')).read()
+    found = set(re.findall(r'^find_program\((\w+)', text, re.M))
+    defined = set(re.findall(r'self\.define\(\s*"([A-Z0-9_]+)"', recipe(name)))
+    assert found <= defined, f'{name}: {sorted(found - defined)} left to the PATH'
 
 
 def test_recipes_pin_the_release_and_no_fake_maintainer():
@@ -198,6 +218,34 @@ def test_spack_audit_is_clean(scope):
     assert rc == 0, out
 
 
+@pytest.fixture(scope='module')
+def scope_without_cuda_arch(tmp_path_factory):
+    d = tmp_path_factory.mktemp('noarch')
+    (d / 'repos.yaml').write_text(f'repos:\n  umstudy: {os.path.abspath(REPO_DIR)}\n')
+    return str(d)
+
+
+@needs_spack
+@pytest.mark.parametrize('spec', ['umstudy', 'umbench', 'himeno+cuda'])
+def test_no_gpu_architecture_is_refused_with_the_way_out(spec, scope_without_cuda_arch):
+    """Without cuda_arch the bundle is refused (its +cuda is sticky: the concretizer may
+    not fall back to the CPU programs by itself), naming both ways on."""
+    rc, out = run_spack('spec', spec, scope=scope_without_cuda_arch)
+    assert rc != 0 and 'need the GPU architecture' in out and 'cuda_arch=90' in out and \
+        'umstudy~cuda' in out, out
+    rc, out = run_spack('spec', 'umstudy~cuda', scope=scope_without_cuda_arch)
+    assert rc == 0 and 'umstudy@0.1.0~cuda' in out, out
+
+
+@needs_spack
+def test_openacc_without_an_openacc_compiler_is_the_recipes_message(scope):
+    rc, out = run_spack('spec', 'himeno+openacc', scope=scope)
+    if rc == 0:
+        assert re.search(r'himeno@\S+\+openacc.*%c,cxx=(nvhpc|gcc@\S+)', out) and '~nvptx' not in out, out
+        pytest.skip('this Spack knows an OpenACC compiler (nvhpc or gcc+nvptx): nothing to refuse')
+    assert '+openacc needs an OpenACC compiler' in out and 'Only external' not in out, out
+
+
 @needs_spack
 def test_spack_style_is_clean():
     """`spack style` (import, isort, black, flake8) on every recipe; mypy is left out: it
@@ -223,6 +271,15 @@ def test_spack_concretises_the_bundle_and_the_local_environment(scope):
     rc, out = run_spack('spec', 'umstudy~cuda', scope=scope)
     # umbench and vcuda are GPU programs: a CPU-only bundle leaves them out.
     assert rc == 0 and 'himeno@0.1.0~cuda' in out and 'umbench' not in out and 'vcuda' not in out, out
+    # the bundle is +cuda unless told otherwise, every component in it
+    rc, out = run_spack('spec', 'umstudy', scope=scope)
+    assert rc == 0 and 'umstudy@0.1.0+cuda+mpi' in out and all(f'^{c}@0.1.0' in out for c in COMPONENTS), out
+    # coarray-bench: the OpenCoarrays peer only on request
+    assert '^coarray-bench@0.1.0~caf' in out, out
+    # ~mpi: no MPI anywhere in the bundle (umbench without its halo stencil)
+    rc, out = run_spack('spec', 'umstudy~mpi', scope=scope)
+    assert rc == 0 and re.search(r'\^umbench@0\.1\.0\+cuda\S*~mpi', out), out
+    assert not re.search(r'\^(openmpi|mpich|mvapich|intel-oneapi-mpi)@|\^mpi\b', out), out
     env = os.path.join(ROOT, 'systems', 'local')
     rc, out = run_spack('-e', env, 'concretize', '-f', timeout=900)
     assert rc == 0 and 'dev_path=' in out, out

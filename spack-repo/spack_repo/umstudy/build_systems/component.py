@@ -13,6 +13,7 @@ from spack.package import (
     SkipTest,
     conflicts,
     depends_on,
+    join_path,
     license,
     requires,
     set_env,
@@ -29,6 +30,11 @@ HOMEPAGE = "https://github.com/umstudy/umstudy"
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
 # ON or OFF, never left to AUTO-detect what happens to be on the build machine.
 FEATURES = ("cuda", "openmp", "mpi", "openacc")
+
+OPENACC_MSG = (
+    "+openacc needs an OpenACC compiler: NVHPC (%nvhpc) or GCC built with nvptx offloading "
+    "(%gcc+nvptx), known to Spack (spack compiler find); without one, build ~openacc"
+)
 
 
 class UmstudyComponent(CMakePackage):
@@ -58,6 +64,16 @@ class UmstudyComponent(CMakePackage):
         """CMake options of the component's own variants (overridden where it has some)."""
         return []
 
+    def installed_files(self):
+        """What an install of this spec must leave in its prefix (relative paths)."""
+        return []
+
+    @property
+    def sanity_check_is_file(self):
+        # Spack's own post-install check (sanity_check_prefix): a missing file fails the
+        # install, naming it.
+        return self.installed_files()
+
     def cmake_args(self):
         args = [self.define("BUILD_TESTING", self.run_tests)]
         for feature in FEATURES:
@@ -85,10 +101,10 @@ class UmstudyComponent(CMakePackage):
         return any(_newer_than(os.path.join(dev_path, d), installed) for d in self.dev_sources)
 
     # ---- stand-alone tests (spack test run) -----------------------------------------
-    def check_programs(self, names):
-        """Every program the component installs is there."""
-        for name in names:
-            assert os.path.isfile(self.prefix.bin.join(name)), f"{name} is not installed"
+    def check_installed(self):
+        """Every file the install left (installed_files) is still there."""
+        for path in self.installed_files():
+            assert os.path.isfile(join_path(self.prefix, path)), f"{path} is not installed"
 
     def run_program(self, args, expect=(), status=0, env=None):
         """Runs a program (args[0] under prefix/bin, or a launcher command) and checks its
@@ -138,14 +154,20 @@ def _newer_than(path, when):
     return False
 
 
+def bin_files(names):
+    return [join_path("bin", name) for name in names]
+
+
 class UmstudyCudaComponent(UmstudyComponent, CudaPackage):
     """A component with CUDA programs (+cuda)."""
 
     conflicts(
         "cuda_arch=none",
         when="+cuda",
-        msg="name the GPU architecture: cuda_arch=90 here, or for every package "
-        "(the bundle's components): spack config add packages:all:variants:cuda_arch=90",
+        msg="the CUDA programs (+cuda; the umstudy bundle's default) need the GPU architecture: "
+        "for every package, spack config add packages:all:variants:cuda_arch=90 (H100, GH200; "
+        "80 A100, 70 V100), or cuda_arch=90 on this spec; or ~cuda for the CPU programs only "
+        "(spack install umstudy~cuda: no umbench, no vcuda)",
     )
 
     def cmake_args(self):
@@ -174,11 +196,8 @@ class UmstudyGpuComponent(UmstudyCudaComponent, UmstudyOpenmpComponent):
         default=False,
         description="OpenACC variants: NVHPC (all compile modes), or GCC with nvptx offloading",
     )
-    # UmstudyCommon.cmake builds OpenACC offload code with these two only.
-    requires(
-        "%nvhpc",
-        "%gcc+nvptx",
-        policy="one_of",
-        when="+openacc",
-        msg="+openacc needs NVHPC, or GCC built with nvptx offloading (gcc+nvptx)",
-    )
+    # UmstudyCommon.cmake builds OpenACC offload code with these two only: NVHPC, or GCC
+    # built with nvptx offloading.  A conflict, not a requirement, so that a machine with
+    # neither gets this message rather than the solver's about compilers it may not build.
+    requires("%c=nvhpc", "%c=gcc", policy="one_of", when="+openacc", msg=OPENACC_MSG)
+    conflicts("%c=gcc~nvptx", when="+openacc", msg=OPENACC_MSG)

@@ -1,7 +1,7 @@
 # umstudy: Spack (>= 1.0) recipe for DLM and the P004 benchmarks (src/dlm).
-from spack_repo.umstudy.build_systems.component import UmstudyOpenmpComponent
+from spack_repo.umstudy.build_systems.component import UmstudyOpenmpComponent, bin_files
 
-from spack.package import depends_on, requires, run_after
+from spack.package import depends_on, requires
 
 
 class Dlm(UmstudyOpenmpComponent):
@@ -19,13 +19,12 @@ class Dlm(UmstudyOpenmpComponent):
     always = ("mpi",)
     programs = ["dlm-micro", "dlm-stencil", "dlm-stream", "dlm-timing-cost", "dlm-host-probe"]
 
-    @run_after("install")
-    def check_installed_programs(self):
-        self.check_programs(self.programs)
+    def installed_files(self):
+        return bin_files(self.programs)
 
     def test_micro_small(self):
         """dlm-micro on one compute and one memory rank, every element read back"""
-        self.check_programs(self.programs)
+        self.check_installed()
         self.run_program(
             self.mpi_launcher(2) + [self.prefix.bin.join("dlm-micro"), "--elements", "100000"],
             expect=['"mismatches"', "ok"],

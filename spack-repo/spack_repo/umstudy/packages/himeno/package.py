@@ -1,7 +1,7 @@
 # umstudy: Spack (>= 1.0) recipe for the Himeno component (src/himeno).
-from spack_repo.umstudy.build_systems.component import UmstudyGpuComponent
+from spack_repo.umstudy.build_systems.component import UmstudyGpuComponent, bin_files
 
-from spack.package import SkipTest, run_after
+from spack.package import SkipTest
 
 
 class Himeno(UmstudyGpuComponent):
@@ -21,13 +21,12 @@ class Himeno(UmstudyGpuComponent):
             + (["himeno-acc"] if spec.satisfies("+openacc") else [])
         )
 
-    @run_after("install")
-    def check_installed_programs(self):
-        self.check_programs(self.programs())
+    def installed_files(self):
+        return bin_files(self.programs())
 
     def test_cpu_verify(self):
         """himeno-cpu on a small grid, gosa and p checked against a CPU recomputation"""
-        self.check_programs(self.programs())
+        self.check_installed()
         self.run_program(
             ["himeno-cpu", "--dims", "16x12x20", "--iterations", "4", "--verify"],
             expect=['"verified"'],

@@ -1,7 +1,9 @@
 # umstudy: Spack (>= 1.0) recipe for the remd component (src/remd).
-from spack_repo.umstudy.build_systems.component import UmstudyCudaComponent, UmstudyOpenmpComponent
-
-from spack.package import run_after
+from spack_repo.umstudy.build_systems.component import (
+    UmstudyCudaComponent,
+    UmstudyOpenmpComponent,
+    bin_files,
+)
 
 
 class Remd(UmstudyCudaComponent, UmstudyOpenmpComponent):
@@ -12,13 +14,12 @@ class Remd(UmstudyCudaComponent, UmstudyOpenmpComponent):
 
     root_cmakelists_dir = "src/remd"
 
-    @run_after("install")
-    def check_installed_programs(self):
-        self.check_programs(["remd"])
+    def installed_files(self):
+        return bin_files(["remd"])
 
     def test_cpu_verify_replicas(self):
         """remd --cpu on 8 small replicas, two recomputed and compared"""
-        self.check_programs(["remd"])
+        self.check_installed()
         self.run_program(
             [
                 "remd",

@@ -1,4 +1,5 @@
-# umstudy: the bundle an evaluator installs (`spack install umstudy+cuda`).
+# umstudy: the bundle an evaluator installs (`spack install umstudy`: all seven components,
+# the GPU architecture from `spack config add packages:all:variants:cuda_arch=90`).
 import inspect
 
 from spack_repo.builtin.build_systems.bundle import BundlePackage
@@ -23,6 +24,8 @@ COMPONENTS = {
 }
 # Components with a cuda variant: the bundle's +cuda/~cuda is theirs.
 CUDA_COMPONENTS = ("himeno", "remd", "umbench", "vcuda")
+# Components with an mpi variant: the bundle's ~mpi is theirs.
+MPI_COMPONENTS = ("umbench",)
 
 
 class Umstudy(BundlePackage):
@@ -38,8 +41,24 @@ class Umstudy(BundlePackage):
     version(RELEASE[0], preferred=True)
     version("main")
 
-    variant("cuda", default=False, description="The CUDA programs: umbench, vcuda, *-cuda")
-    variant("mpi", default=True, description="The MPI components: xmp-coarray, coarray-bench, dlm")
+    # +cuda by default, unlike CudaPackage's components (each ~cuda when installed alone):
+    # the studies are of GPUs, and a bundle that quietly left out umbench and vcuda would
+    # not be the artifact.  As CudaPackage has it, +cuda needs cuda_arch: without one the
+    # components refuse, saying how to give it, or how to ask for ~cuda.  Sticky: the
+    # concretizer may not turn it off by itself to get around that refusal (only ~cuda,
+    # written by the user, does).
+    variant(
+        "cuda",
+        default=True,
+        sticky=True,
+        description="The CUDA programs: umbench, vcuda, himeno-cuda, remd's kernels "
+        "(~cuda: the CPU programs only, without umbench and vcuda)",
+    )
+    variant(
+        "mpi",
+        default=True,
+        description="The MPI components: xmp-coarray, coarray-bench, dlm, umbench's halo stencil",
+    )
 
     for _name, _when in COMPONENTS.items():
         for _v in (RELEASE[0], "main"):
@@ -48,6 +67,8 @@ class Umstudy(BundlePackage):
             depends_on(f"{_name}+cuda", when="+cuda")
             if not _when:
                 depends_on(f"{_name}~cuda", when="~cuda")
+        if _name in MPI_COMPONENTS:
+            depends_on(f"{_name}~mpi", when=f"~mpi {_when}".strip())
 
     def test_components(self):
         """every component's stand-alone tests, against the installed components"""

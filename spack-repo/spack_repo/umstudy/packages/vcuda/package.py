@@ -1,5 +1,5 @@
 # umstudy: Spack (>= 1.0) recipe for the vcuda component (src/vcuda).
-from spack_repo.umstudy.build_systems.component import UmstudyCudaComponent
+from spack_repo.umstudy.build_systems.component import UmstudyCudaComponent, bin_files
 
 from spack.package import (
     SkipTest,
@@ -38,11 +38,14 @@ class Vcuda(UmstudyCudaComponent):
             args.append(self.define("VCUDA_FUZZ_CC", self.spec["llvm"].prefix.bin.clang))
         return args
 
+    def installed_files(self):
+        return bin_files(
+            ["vcuda-server", "vcuda-run"]
+            + (["vcuda-bench", "vcuda-sample-vector-add"] if self.spec.satisfies("+cuda") else [])
+        )
+
     @run_after("install")
-    def check_installed_programs(self):
-        self.check_programs(["vcuda-server", "vcuda-run"])
-        if self.spec.satisfies("+cuda"):
-            self.check_programs(["vcuda-bench", "vcuda-sample-vector-add"])
+    def cache_stand_in_test(self):
         cache_extra_test_sources(self, [self.stand_in_test])
 
     def test_server_refuses_without_token(self):

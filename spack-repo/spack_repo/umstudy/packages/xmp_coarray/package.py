@@ -51,6 +51,8 @@ class XmpCoarray(UmstudyComponent):
 
     root_cmakelists_dir = "src/xmp-coarray"
     always = ("mpi",)
+    # the stand-alone test compiles a program against the installed library
+    test_requires_compiler = True
 
     def component_args(self):
         spec = self.spec
@@ -75,10 +77,8 @@ class XmpCoarray(UmstudyComponent):
     # the conformance test the stand-alone test builds against the installed library
     test_sources = ["src/xmp-coarray/tests", "src/support"]
 
-    @run_after("install")
-    def check_installed_files(self):
-        for path in ("lib/libxmpc.a", "include/xmpc/coarray.h", "lib/cmake/xmpc/xmpcConfig.cmake"):
-            assert os.path.isfile(join_path(self.prefix, path)), f"{path} is not installed"
+    def installed_files(self):
+        return ["lib/libxmpc.a", "include/xmpc/coarray.h", "lib/cmake/xmpc/xmpcConfig.cmake"]
 
     @run_after("install")
     def cache_test_sources(self):
@@ -94,7 +94,7 @@ class XmpCoarray(UmstudyComponent):
     def test_sync_two_images(self):
         """xmpc's sync conformance test, built with the MPI's mpicc against the installed
         library and header, on 2 images over the mpi3 backend"""
-        self.check_installed_files()
+        self.check_installed()
         src = join_path(install_test_root(self), "src")
         if not os.path.isdir(src):
             raise SkipTest("installed without the test sources (by an older recipe): reinstall it")
