@@ -37,7 +37,7 @@ step = $(if $(STEP_LOG),mkdir -p $(OUTPUT)/logs; t0=$$(date +%s); printf '%-12s'
 STEP_QUIET = $(if $(STEP_LOG),@)
 
 .PHONY: cluster-up cluster-down cluster-status
-.PHONY: all help setup setup-system setup-python build jobs-arg test ctest pytest reframe-list reframe-cpu reframe-slurm run run-args run-ready report spack-test system dist spack-pin spack-offline mirror mirror-bootstrap clean
+.PHONY: all help setup setup-system setup-python build jobs-arg test ctest pytest reframe-list reframe-cpu reframe-slurm reframe-cluster run run-args run-ready report spack-test system dist spack-pin spack-offline mirror mirror-bootstrap clean
 
 all: build
 
@@ -47,7 +47,7 @@ help:
 	@echo "make report    rebuild output/report/ from every run report in output/reports/"
 	@echo "make system    write systems/NAME/system.yaml for your cluster (NAME=... SCHEDULER=slurm|pbs|nqsv ...;"
 	@echo "               see README, 'Running on your cluster'; python3 -m umstudy.newsystem --help lists every answer)"
-	@echo "make build | setup | ctest | pytest | reframe-list | reframe-cpu | reframe-slurm | spack-test | dist | spack-pin | spack-offline | mirror | clean"
+	@echo "make build | setup | ctest | pytest | reframe-list | reframe-cpu | reframe-slurm | reframe-cluster | spack-test | dist | spack-pin | spack-offline | mirror | clean"
 	@echo "make cluster-up | cluster-down | cluster-status   a cluster in a box (root; NODES=4): eval \"\$$(make -s cluster-up)\", then --system cluster"
 	@echo "variables:"
 	@echo "  SIZE=quick|paper           quick (default): minutes on one node; paper: the papers' sizes"
@@ -114,7 +114,7 @@ ctest: build
 
 pytest: setup-python
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs reframe/tests analysis/tests \
-	  --ignore=reframe/tests/test_slurm_local.py
+	  --ignore=reframe/tests/test_slurm_local.py --ignore=reframe/tests/test_cluster_checks.py
 
 # The CPU checks through a real Slurm started for the test (.ci/slurm-local.sh: munged,
 # slurmctld and slurmd under a temporary directory, stopped afterwards): sbatch submits,
@@ -122,6 +122,14 @@ pytest: setup-python
 # packages) the test skips and says why; with CI=true set it fails instead.
 reframe-slurm: setup-python build
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs -s reframe/tests/test_slurm_local.py
+
+# The multi-node checks through the cluster in a box (.ci/cluster.sh up 4, root; down
+# afterwards, whatever happened): sbatch and qsub submit them, each rank's node is
+# recorded, one rank per distinct node must hold, and a job packed onto one node must be
+# a placement failure.  Skips with the reason where the cluster cannot start; with
+# CI=true set it fails instead.
+reframe-cluster: setup-python build
+	cd $(ROOT) && UMSTUDY_BUILD=$(BUILD) PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs -s reframe/tests/test_cluster_checks.py
 
 # Every check must list on every system profile, and dry-run there.
 reframe-list: setup-python
@@ -140,7 +148,7 @@ reframe-cpu: setup-python build
 spack-test: setup-python
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m pytest -q -rs spack-repo/tests containers/tests
 
-test: setup build ctest pytest reframe-list reframe-cpu reframe-slurm spack-test
+test: setup build ctest pytest reframe-list reframe-cpu reframe-slurm reframe-cluster spack-test
 	@echo "make test: all passed"
 
 # Bad input stops before anything is built or run, with the valid choices.

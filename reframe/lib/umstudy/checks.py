@@ -246,6 +246,10 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
     layout = variable(dict, value={})
     rank_hosts = variable(list, value=[])
     placement_failure = variable(str, value='')
+    # Ranks per node asked of the scheduler and launcher in place of the layout above (0:
+    # that layout).  A wrong layout on purpose (-S request_per_node=2): the run must end
+    # as a placement failure, which is how CI shows the check catches a packed job.
+    request_per_node = variable(int, value=0)
 
     def is_cpu_only(self):
         return self.cpu_only
@@ -301,14 +305,16 @@ class UmstudyRunBase(rfm.RunOnlyRegressionTest):
         ranks = self.num_tasks or 1
         per_node = self.num_tasks_per_node or 1
         nodes = max(1, ranks // per_node)
-        self.job.options += launch.node_request(sched, job, nodes, per_node)
+        ask_per_node = min(ranks, self.request_per_node or per_node)
+        ask_nodes = max(1, ranks // ask_per_node)
+        self.job.options += launch.node_request(sched, job, ask_nodes, ask_per_node)
         if ranks <= 1:
             return
-        self.num_tasks_per_node = per_node
+        self.num_tasks_per_node = ask_per_node
         self.layout = {'nodes': nodes, 'per_node': per_node}
         launcher = type(self.job.launcher).registered_name
         if sched != 'local':   # local: one machine, nothing to ask for
-            job_opts, launch_opts = launch.placement(sched, launcher, facts, job, nodes, per_node)
+            job_opts, launch_opts = launch.placement(sched, launcher, facts, job, ask_nodes, ask_per_node)
             env_job, env_launch = launch.forwarding(sched, launcher, facts, self.env_vars)
             self.job.options += job_opts + env_job
             if launcher != 'local':
