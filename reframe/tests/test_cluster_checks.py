@@ -26,9 +26,10 @@ RFM_MAIN = 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli impor
 # At quick size.  Through Slurm: NPB IS and CG over coarrays (mpi3) and two-sided MPI at
 # 2 and 4 nodes, DLM micro with its memory rank on another node.  Through Grid Engine:
 # the coarray ping-pong (mpi3) and IS over ARMCI on 4 nodes (the ping-pong over ARMCI
-# too would add minutes on two shared cores).  (CabPingPong through srun
-# --mpi=pmix hangs in its race-free put protocol on the box's UCX while the same program
-# through mpirun passes: run it with -n CabPingPong --system cluster:slurm to see it.
+# too would add minutes on two shared cores).  (Over the box's UCX-over-TCP
+# one-sided path every put of CabPingPong's protocols reports HUNG (3 s each, minutes
+# per run) under both schedulers; through srun --mpi=pmix the run also fails its data
+# verification, through mpirun it passes: -n CabPingPong --system cluster:slurm shows it.
 # UmbHalo and RemdVcudaNodes ask for partitions with CUDA, which the box has not.)
 # (Regular expressions over the display names, `Check %param=value ...`: ReFrame's own
 # `-n Check%param=value` does not select some of these parameters, so the cases are
