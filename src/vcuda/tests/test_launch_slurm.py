@@ -153,8 +153,12 @@ def run_job(a, w, conf, launcher, transport, name, extra=(), wrap=()):
     state, code, out = sbatch(script, w, env)
     print(f"job: {state} {code}\n{out}")
     fails = expect(state == "COMPLETED" and code == "ExitCode=0:0", f"the {launcher} job completed, exit 0")
-    line = next((x for x in out.splitlines() if x.startswith("{")), "{}")
+    # the client's line; vcuda-launch's placement lines (one per task) come before it
+    line = next((x for x in out.splitlines() if x.startswith("{") and '"placement"' not in x), "{}")
     rec = json.loads(line)
+    hosts = [json.loads(x) for x in out.splitlines() if x.startswith('{"bench":"placement"')]
+    fails += expect(sorted(h["rank"] for h in hosts) == list(range(TASKS)),
+                    f"vcuda-launch says where each of its {TASKS} tasks ran")
     ok = rec.get("devices") == TASKS and rec.get("error") == 0 and rec.get("token_mode") == "600" and \
         len(rec.get("results", [])) == TASKS and \
         all(r["same"] and r["rc"] == [0] * 5 for r in rec["results"])
