@@ -2,7 +2,7 @@
 # vcuda-launch: servers on every node of a job, the client on this one (P003's layout:
 # one client node, GPUs on many server nodes).  Run it on the job's first node:
 #
-#   vcuda-launch [--launcher srun|mpirun|mpiexec|local] [--nodes N] [--ranks-per-node R]
+#   vcuda-launch [--launcher srun|mpirun|mpiexec|local|netns] [--nodes N] [--ranks-per-node R]
 #                [--gpus-per-node G] [--remote-only] [--ucx] [--iface NAME | --bind ADDR]
 #                [--server PATH] [--lib DIR] [--launcher-opts "OPTS"] [--server-opts "OPTS"]
 #                [--run-dir DIR] [--start-timeout S] [--keep] [--] PROGRAM [ARGS...]
@@ -11,7 +11,10 @@
 #    node must see (default: under the current directory, the job's shared working
 #    directory; --run-dir or VCUDA_LAUNCH_DIR elsewhere).
 # 2. The site's launcher starts N*R tasks (srun: one per node by default; mpirun/mpiexec
-#    with a per-node map; local: N*R processes here, for testing); each task starts one
+#    with a per-node map; local: N*R processes here, for testing; netns: R processes in
+#    each of the network namespaces VCUDA_LAUNCH_NETNS names, comma-separated, one per
+#    node, each with its own hostname, node k serving GPUs k*G.. of this machine, as
+#    vcuda-netns sets up); each task starts one
 #    vcuda-server per GPU it serves (G per task, default: the node's GPUs / R), listening
 #    on its own node's address (the first of `hostname -I` there; --iface NAME: that
 #    interface's IPv4 address on each node, e.g. ib0; --bind ADDR: this one address for
@@ -132,6 +135,10 @@ if [ -z "$lib" ]; then
   done
 fi
 ls "$lib"/libcudart.so.[0-9]* >/dev/null 2>&1 || usage "no libcudart stand-in found (--lib DIR)"
+if [ -z "$nodes" ] && [ "$launcher" = netns ]; then
+  nodes=$(tr ',' '\n' <<<"${VCUDA_LAUNCH_NETNS:-}" | grep -c .)
+  [ "$nodes" -gt 0 ] || usage "--launcher netns: VCUDA_LAUNCH_NETNS names no network namespace"
+fi
 if [ -z "$nodes" ]; then
   nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-}}
   [ -z "$nodes" ] && [ -n "${PBS_NODEFILE:-}" ] && nodes=$(sort -u "$PBS_NODEFILE" | wc -l)
@@ -149,7 +156,15 @@ case $launcher in
       launch=("$launcher" -n "$ntasks" -ppn "$rpn" "${lopts[@]}")
     fi ;;
   local) launch=() ;;
-  *) usage "--launcher $launcher: srun, mpirun, mpiexec or local" ;;
+  netns)
+    IFS=, read -r -a netns <<<"${VCUDA_LAUNCH_NETNS:-}"
+    [ "${#netns[@]}" -gt 0 ] || usage "--launcher netns: VCUDA_LAUNCH_NETNS names no network namespace"
+    [ "$nodes" -le "${#netns[@]}" ] || usage "--nodes $nodes: VCUDA_LAUNCH_NETNS names ${#netns[@]} namespace(s)"
+    for ns in "${netns[@]:0:$nodes}"; do
+      ip netns exec "$ns" true 2>/dev/null || usage "--launcher netns: no network namespace '$ns' (or no right to enter it)"
+    done
+    launch=() ;;
+  *) usage "--launcher $launcher: srun, mpirun, mpiexec, local or netns" ;;
 esac
 [ -n "$rundir" ] || rundir=$(mktemp -d "${VCUDA_LAUNCH_DIR:-$PWD}/.vcuda-launch.XXXXXX") || usage "cannot create a run directory"
 mkdir -p "$rundir" && chmod 700 "$rundir" || usage "cannot use run directory $rundir"
@@ -166,6 +181,16 @@ tpids=()
 if [ "$launcher" = local ]; then
   for ((t = 0; t < ntasks; t++)); do
     VCUDA_LAUNCH_TASK=$t VCUDA_LAUNCH_LOCAL_TASK=$((t % rpn)) "$self" "${task_args[@]}" >"$rundir/task.$t.out" 2>&1 &
+    tpids+=($!)
+  done
+elif [ "$launcher" = netns ]; then
+  # Node k is namespace k with a UTS namespace named after it; the machine's GPUs are
+  # shared out by node (local task = the global task number), so no two nodes serve
+  # the same GPU while there are enough.
+  for ((t = 0; t < ntasks; t++)); do
+    ns=${netns[t / rpn]}
+    VCUDA_LAUNCH_TASK=$t VCUDA_LAUNCH_LOCAL_TASK=$t ip netns exec "$ns" unshare --uts \
+      sh -c 'hostname "$0" && exec "$@"' "$ns" "$self" "${task_args[@]}" >"$rundir/task.$t.out" 2>&1 &
     tpids+=($!)
   done
 else

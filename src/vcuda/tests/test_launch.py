@@ -21,6 +21,11 @@ iface       --iface lo: every task listens on that interface's address (127.0.0.
             devices; --iface on an interface that does not exist: each task says so, exit 77
 remote_only --remote-only with every task on the client's host (this one): no server
             starts there, exit 77 saying so (servers on the other nodes need other hosts)
+netns       vcuda-netns: the client in a network namespace of its own, 2 "nodes" each a
+            namespace with its own hostname and address, the links shaped with tbf: 2
+            devices, placement lines naming the nodes' hostnames, endpoints on the
+            namespaces' subnet; afterwards no namespace, veth or bridge is left (root
+            and iproute2 needed; skipped saying so otherwise); a bad --nodes is refused
 """
 import argparse, json, os, re, shutil, socket, stat, subprocess, sys, tempfile
 
@@ -85,6 +90,45 @@ def have_ucx(a):
     return line.strip().isdigit()
 
 
+def links():
+    """This namespace's interfaces and the network namespaces, as one text."""
+    show = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return show + subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def netns(a):
+    missing = [t for t in ("ip", "tc", "unshare") if not shutil.which(t)]
+    if os.geteuid() != 0 or missing:
+        print(f"skipped: vcuda-netns needs root and iproute2/unshare ({'not root' if os.geteuid() else 'no ' + ', '.join(missing)})")
+        return 77
+    script = os.path.join(os.path.dirname(a.launch), "vcuda-netns")
+    with tempfile.TemporaryDirectory() as w:
+        fake = write(os.path.join(w, "fake-server"), f"#!/bin/sh\nexec '{a.net_test}' fake_server \"$@\"\n", 0o755)
+        prog = write(os.path.join(w, "count.py"), COUNT)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VCUDA_")}
+        env.update(VCUDA_LAUNCH_DIR=w, VCUDA_TOKEN="a-stale-token-from-the-caller")
+        cmd = [script, "--nodes", "2", "--gbit", "2", "--launch-opts",
+               f"--server {fake} --lib {a.lib} --start-timeout 30", "--", sys.executable, prog]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        print(f"$ {' '.join(cmd)}\nrc={p.returncode}\nstdout: {p.stdout}stderr: {p.stderr}")
+        net = [json.loads(x) for x in p.stdout.splitlines() if x.startswith('{"bench":"netns"')]
+        fails = expect(p.returncode == 0 and "devices=2 error=0 token_mode=600" in p.stdout,
+                       "the client sees the 2 servers of the 2 namespace nodes")
+        fails += expect(len(net) == 1 and len(net[0]["nodes"]) == 2 and net[0]["link_gbit"] == 2,
+                        "one line describes the network: 2 nodes, 2 Gbit/s")
+        hosts = [h for _, h in placement(p.stdout)]
+        fails += expect(bool(net) and hosts == net[0]["nodes"] and socket.gethostname() not in hosts,
+                        "one placement line per node, naming the node's own hostname")
+        fails += expect(re.search(r"via netns: 10\.214\.\d+\.11:\d+,10\.214\.\d+\.12:\d+$", p.stderr, re.M) is not None,
+                        "the servers listen on the nodes' addresses, not loopback")
+        ident = net[0]["client"][:-2] if net else "vn-none"
+        fails += expect(ident not in links(), f"no namespace, veth or bridge of {ident} is left")
+        fails += expect(not [f for f in os.listdir(w) if f.startswith(".vcuda-launch")], "the run directory is removed")
+        bad = subprocess.run([script, "--nodes", "0", "--", "true"], capture_output=True, text=True, timeout=30)
+        fails += expect(bad.returncode == 2 and "--nodes '0'" in bad.stderr, "--nodes 0 is refused (exit 2)")
+        return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
@@ -136,6 +180,8 @@ def main():
             p = run(a, ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1", "--remote-only"], w)
             return expect(p.returncode == 77 and "every task ran on the client's node" in p.stderr
                           and "devices=" not in p.stdout, "no server on the client's node, exit 77 saying why")
+    if a.case == "netns":
+        return netns(a)
     print(f"unknown case {a.case}")
     return 2
 
