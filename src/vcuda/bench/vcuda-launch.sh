@@ -23,7 +23,7 @@
 #    its node to itself and every GPU it uses is on another node (P003's layout).
 # 3. Once every endpoint is there (or --start-timeout, default 120 s, has passed: missing
 #    ones are named and left out), one JSON line per task says where it ran
-#    ({"bench":"placement","rank":T,"host":...,"gpus":[UUIDs]}, on stdout, for the
+#    ({"bench":"placement","rank":T,"host":...,"gpus":[UUIDs it serves]}, on stdout, for the
 #    check that compares the job's layout with the one it needs), then PROGRAM runs here
 #    with the libcudart stand-in and VCUDA_SERVERS = every endpoint, ordered by task, then GPU.
 # 4. The servers are stopped and the run directory removed (--keep keeps it, with the
@@ -93,12 +93,20 @@ if [ -n "$task_dir" ]; then
     [ -n "$bind" ] || bind=127.0.0.1
   fi
   node_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || node_gpus=0
-  # where this task runs, before it says how many servers it starts (gpus.T): once every
-  # gpus.T is there, every where.T is too
-  uuids=$(nvidia-smi -L 2>/dev/null | sed -n 's/.*(UUID: \([^)]*\)).*/"\1"/p' | paste -sd, -)
+  [ -n "$gpn" ] || gpn=$((node_gpus / rpn))
+  # where this task runs and the GPUs its servers will use (none on the client's node
+  # under --remote-only), before it says how many servers it starts (gpus.T): once
+  # every gpus.T is there, every where.T is too
+  all_uuids=$(nvidia-smi -L 2>/dev/null | sed -n 's/.*(UUID: \([^)]*\)).*/\1/p')
+  uuids=""
+  if [ "$node_gpus" -gt 0 ] && { [ -z "$client_host" ] || [ "$(hostname)" != "$client_host" ]; }; then
+    for ((g = 0; g < gpn; g++)); do
+      u=$(sed -n "$(((local_task * gpn + g) % node_gpus + 1))p" <<<"$all_uuids")
+      uuids+="${uuids:+,}\"$u\""
+    done
+  fi
   printf '{"bench":"placement","rank":%s,"host":"%s","gpus":[%s]}\n' "$task" "$(hostname)" "$uuids" \
     >"$task_dir/.where.$task" && mv "$task_dir/.where.$task" "$task_dir/where.$task"
-  [ -n "$gpn" ] || gpn=$((node_gpus / rpn))
   export VCUDA_TOKEN_FILE="$task_dir/token"
   unset VCUDA_TOKEN
   pids=()
@@ -111,7 +119,8 @@ if [ -n "$task_dir" ]; then
   elif [ "$gpn" -gt 0 ]; then echo "$gpn" >"$task_dir/gpus.$task"
   else echo "no GPU on $(hostname): nothing to serve" >"$task_dir/failed.$task.0"; echo 1 >"$task_dir/gpus.$task"; fi
   for ((g = 0; g < gpn; g++)); do
-    # tasks sharing a node take its GPUs in turn (more servers than GPUs share them)
+    # tasks sharing a node take its GPUs in turn (more servers than GPUs share them);
+    # the placement line above names the same ones
     dev=$(((local_task * gpn + g) % (node_gpus > 0 ? node_gpus : 1)))
     log="$task_dir/server.$task.$g.log"
     # shellcheck disable=SC2086 # server options are words
