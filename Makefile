@@ -210,14 +210,16 @@ report: setup-python
 # node; NAME and SCHEDULER are needed, the rest is optional (newsystem --help lists all).
 #   make system NAME=mycluster SCHEDULER=slurm QUEUE=gpu GPUS=4 MODULES='cuda/12.6 openmpi' \
 #        ACCOUNT='--account=${UMSTUDY_GROUP}'
+#   make system NAME=mycluster SCHEDULER=ge GE_NODES='-l node_f={nodes}' ACCOUNT='-g ${UMSTUDY_GROUP}'
 # ACCOUNT is passed as written (`$(value ...)`: make does not expand ${UMSTUDY_GROUP}), so the
 # profile names the group when a job is made, from UMSTUDY_GROUP.
 system: setup-python
-	@[ -n "$(NAME)" ] && [ -n "$(SCHEDULER)" ] || { echo "make system: give NAME=<name> and SCHEDULER=slurm|pbs|nqsv (optional: QUEUE= PAPER_QUEUE= GPUS= MODULES= ACCOUNT= SYSTEMFLAGS=)" >&2; exit 2; }
+	@[ -n "$(NAME)" ] && [ -n "$(SCHEDULER)" ] || { echo "make system: give NAME=<name> and SCHEDULER=slurm|pbs|nqsv|ge (optional: QUEUE= PAPER_QUEUE= GPUS= MODULES= ACCOUNT= GE_NODES= SYSTEMFLAGS=)" >&2; exit 2; }
 	cd $(ROOT) && PYTHONPATH=$(ROOT)/reframe/lib $(PYTHON) -m umstudy.newsystem --name '$(NAME)' --scheduler '$(SCHEDULER)' \
 	  $(if $(QUEUE),--queue '$(QUEUE)') $(if $(PAPER_QUEUE),--paper-queue '$(PAPER_QUEUE)') \
 	  $(if $(GPUS),--gpus-per-node '$(GPUS)') $(if $(MODULES),--modules '$(MODULES)') \
-	  $(if $(value ACCOUNT),'--account-option=$(value ACCOUNT)') $(SYSTEMFLAGS)
+	  $(if $(value ACCOUNT),'--account-option=$(value ACCOUNT)') \
+	  $(if $(value GE_NODES),'--ge-nodes-option=$(value GE_NODES)') $(SYSTEMFLAGS)
 
 # ---- Spack: the release tarball and the offline mirror (README "Spack", ARTIFACT.md D.4) ----
 # Stdlib Python only (python3 on PATH), so a fresh clone needs no venv for these.

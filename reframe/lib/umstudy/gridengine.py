@@ -9,7 +9,8 @@ This one
 - reads the exit status of a job that has left the queue from `qacct -j` (ReFrame's
   `sge` polls `qstat`, which forgets a finished job).
 The nodes a job asks for (`-l node_f=N` on TSUBAME4.0) come from the partition's
-`job: nodes_option` (umstudy.launch).  Not tried on a live Grid Engine here.
+`job: nodes_option` (umstudy.launch).  Tried for real in the cluster in a box
+(.ci/cluster.sh: Grid Engine 8.1.9, TSUBAME4.0's resource types as consumables).
 """
 import re
 import time

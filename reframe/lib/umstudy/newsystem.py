@@ -29,7 +29,15 @@ SCHEDULERS = {  # ReFrame scheduler, launcher, how the account option looks
     'slurm': ('slurm', 'srun', '--account=${UMSTUDY_GROUP}'),
     'pbs': ('pbs', 'mpiexec', '-W group_list=${UMSTUDY_GROUP}'),
     'nqsv': ('nqsv', 'mpirun', '-A ${UMSTUDY_GROUP}'),
+    # Grid Engine (reframe/lib/umstudy/gridengine.py): qsub's project option by default;
+    # TSUBAME4.0 names the group with -g instead
+    'ge': ('ge', 'mpirun', '-P ${UMSTUDY_GROUP}'),
 }
+# Grid Engine has no portable "N nodes" request: sites ask for whole nodes through a
+# resource type of their own or a parallel environment whose allocation rule puts one
+# slot per host.  Examples for --ge-nodes-option.
+GE_NODES_EXAMPLES = "'-l node_f={nodes}' (TSUBAME4.0's whole-node resource type) or " \
+                    "'-pe mpi-1 {nodes}' (a parallel environment with allocation_rule 1)"
 
 
 def _run(cmd):
@@ -83,6 +91,40 @@ def account_option(given, default):
     return option
 
 
+def ge_nodes_option(option):
+    """A Grid Engine partition's request for N whole nodes: given, and with {nodes}
+    (or {ranks}) in it, so that a job's node count reaches qsub."""
+    if not option:
+        raise SystemExit('newsystem: Grid Engine needs --ge-nodes-option, the qsub option that asks for '
+                         f'N nodes with {{nodes}} for N, e.g. {GE_NODES_EXAMPLES}')
+    if '{nodes}' not in option and '{ranks}' not in option:
+        raise SystemExit(f'newsystem: --ge-nodes-option {option!r} has no {{nodes}} (or {{ranks}}): every job '
+                         f'would ask for the same nodes; e.g. {GE_NODES_EXAMPLES}')
+    try:
+        option.format(nodes=2, per_node=1, ranks=2)
+    except (KeyError, IndexError, ValueError) as e:
+        raise SystemExit(f'newsystem: --ge-nodes-option {option!r}: only {{nodes}}, {{per_node}} and {{ranks}} '
+                         f'can be filled in ({e})')
+    return option
+
+
+def modules_system(given, modules):
+    """The module system the jobs use: the one given, else the one this shell has loaded.
+    Modules with none would be dropped from every job script without a word."""
+    if given:
+        if given == 'nomod' and modules:
+            raise SystemExit(f'newsystem: --modules {modules!r} with --modules-system nomod: no job could load them')
+        return given
+    if os.environ.get('LMOD_CMD'):
+        return 'lmod'
+    if os.environ.get('MODULES_CMD'):
+        return 'tmod4'
+    if modules:
+        raise SystemExit(f'newsystem: --modules {modules!r} but no module system is loaded in this shell '
+                         '(neither LMOD_CMD nor MODULES_CMD is set): pass --modules-system lmod, tmod4 or envmod')
+    return 'nomod'
+
+
 def describe(args, det):
     """The system.yaml mapping from the answers and what was detected."""
     sched, launcher, account = SCHEDULERS[args.scheduler]
@@ -129,9 +171,15 @@ def describe(args, det):
         job['launcher_options'] = [f'--mpi={args.mpi_plugin}']
     if args.scheduler == 'pbs' and gpu_count and args.pbs_gpu_field:
         job['select'] = [f'{args.pbs_gpu_field}={{gpus}}']
+    if args.scheduler == 'ge':
+        job['nodes_option'] = ge_nodes_option(args.ge_nodes_option)
+    elif args.ge_nodes_option:
+        raise SystemExit(f'newsystem: --ge-nodes-option is for Grid Engine (--scheduler ge), not {args.scheduler}')
     partition = {'name': 'default', 'descr': f'{args.name} nodes',
                  'access': [account] + list(args.access or []),
                  'features': sorted(set(features)), 'environs': ['gnu'], 'max_jobs': 8}
+    if args.prepare_cmd:
+        partition['prepare_cmds'] = list(args.prepare_cmd)
     if job:
         partition['job'] = job
     modules = (args.modules or '').split()
@@ -163,7 +211,7 @@ def describe(args, det):
         'name': args.name,
         'descr': args.descr or f'{args.name}: {cores} cores, {gpu_count} GPU(s) per node ({args.scheduler})',
         'hostnames': [args.hostnames or f"^{re.sub(r'[0-9]+$', '', det['host'])}"],
-        'modules_system': args.modules_system,
+        'modules_system': modules_system(args.modules_system, args.modules),
         'sources': {'generated': f'python3 -m umstudy.newsystem on {det["host"]} (detected) + the answers given'},
         'facts': facts,
         'scheduler': sched,
@@ -192,10 +240,17 @@ def parser():
     ap.add_argument('--gpus-per-node', type=int, help='GPUs per node (default: those visible here)')
     ap.add_argument('--cores', type=int, help='cores per node (default: those here)')
     ap.add_argument('--modules', help='modules every job loads, space-separated (e.g. "cuda/12.6 openmpi")')
-    ap.add_argument('--modules-system', default='lmod' if os.environ.get('LMOD_CMD') else 'nomod',
-                    choices=['nomod', 'lmod', 'tmod4', 'envmod'], help='default: lmod where Lmod is loaded')
-    ap.add_argument('--launcher', help='MPI launcher (default: srun | mpiexec | mpirun by scheduler)')
+    ap.add_argument('--modules-system', choices=['nomod', 'lmod', 'tmod4', 'envmod'],
+                    help='default: lmod where Lmod is loaded, tmod4 where Environment Modules 4+ is, '
+                         'else nomod (then --modules is refused: no job could load them)')
+    ap.add_argument('--launcher', help='MPI launcher (default: srun | mpiexec | mpirun | mpirun by scheduler)')
     ap.add_argument('--mpi-plugin', default='pmix', help='Slurm: srun --mpi= plugin ("" for none)')
+    ap.add_argument('--ge-nodes-option', metavar='OPTION',
+                    help='Grid Engine: the qsub option asking for {nodes} whole nodes, e.g. '
+                         '--ge-nodes-option=\'-l node_f={nodes}\' (TSUBAME4.0) or \'-pe mpi-1 {nodes}\'')
+    ap.add_argument('--prepare-cmd', action='append',
+                    help='a shell line every job runs first, e.g. ". /etc/profile.d/modules.sh" where a batch '
+                         'shell has no `module` yet (repeatable)')
     ap.add_argument('--pbs-gpu-field', default='ngpus', help='PBS: the select field that asks for GPUs ("" for none)')
     ap.add_argument('--cuda-version', help='CUDA major.minor (default: nvcc on PATH)')
     ap.add_argument('--cuda-archs', help='CUDA architectures (default: the GPU here)')
