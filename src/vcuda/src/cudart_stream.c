@@ -33,7 +33,7 @@ static void forget_stream_attrs(cudaStream_t s);
  * The legacy default stream (NULL, cudaStreamLegacy) is the server's default stream of
  * this process's connection: one per device, shared by all host threads, as the real
  * runtime's is one per context; the server orders it with the blocking streams
- * (server_gpu.c, join_streams).  The per-thread default stream (cudaStreamPerThread,
+ * (server_gpu_stream.c, join_streams).  The per-thread default stream (cudaStreamPerThread,
  * and NULL in a call through a _ptsz/_ptds entry point: cudart_ptds.c) is one stream
  * per host thread and device, as in the real runtime: an ordinary blocking stream on
  * the server (flags 0), so it orders with the legacy stream and with no other stream,
