@@ -1,5 +1,5 @@
 /* The runtime's per-thread default-stream entry points (libcudart stand-in, see
- * cudart.c).  A program built with `nvcc --default-stream per-thread` (or with
+ * cudart_internal.h).  A program built with `nvcc --default-stream per-thread` (or with
  * CUDA_API_PER_THREAD_DEFAULT_STREAM defined) calls cudaMemcpy_ptds for cudaMemcpy,
  * cudaMemcpyAsync_ptsz for cudaMemcpyAsync, __cudaLaunchKernel_ptsz for <<<...>>> and
  * so on (cuda_runtime_api.h: __CUDART_API_PTDS, __CUDART_API_PTSZ): the same calls,
@@ -8,7 +8,7 @@
  * (cudaStreamLegacy still names that).
  *
  * Each entry point here is its plain counterpart run with vcuda_per_thread_call set,
- * under which cudart.c takes stream 0 as cudaStreamPerThread wherever it reads a
+ * under which cudart_stream.c takes stream 0 as cudaStreamPerThread wherever it reads a
  * stream: so a _ptds call is as host-synchronous as its counterpart, on the per-thread
  * stream, and every path (captures, graphs, events, host functions) is the plain one.
  * The entry points whose counterpart vcuda does not remote stay the generated stubs
@@ -19,13 +19,13 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* nvcc's launch stub calls it (crt/device_functions.h); cudart.c defines it. */
+/* nvcc's launch stub calls it (crt/device_functions.h); cudart_launch.c defines it. */
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shmem,
                                cudaStream_t stream);
 
 /* name##suffix(params): name(args) with the per-thread default stream.  (Nested: a
  * call made from inside keeps it; user code a call runs, a host function's, is given
- * the program's own default stream back there, see cudart.c.) */
+ * the program's own default stream back there, see cudart_stream.c.) */
 #define PER_THREAD(name, suffix, params, args)                                                 \
     EXPORT cudaError_t name##suffix params;                                                    \
     EXPORT cudaError_t name##suffix params                                                     \
@@ -143,7 +143,7 @@ PER_THREAD(cudaMemset, _ptds, (void *p, int value, size_t n), (p, value, n))
 PER_THREAD(cudaMemset2D, _ptds, (void *p, size_t pitch, int value, size_t width, size_t height), (p, pitch, value, width, height))
 PER_THREAD(cudaMemset3D, _ptds, (struct cudaPitchedPtr p, int value, struct cudaExtent ext), (p, value, ext))
 
-/* the deprecated linear array copies, exported all the same (as in cudart.c) */
+/* the deprecated linear array copies, exported all the same (as in cudart_array.c) */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 PER_THREAD(cudaMemcpyToArrayAsync, _ptsz,

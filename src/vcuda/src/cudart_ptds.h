@@ -1,5 +1,5 @@
 /* What the per-thread default-stream entry points (cudart_ptds.c) share with the rest
- * of the libcudart stand-in (cudart.c, "the default streams"). */
+ * of the libcudart stand-in (cudart_stream.c, "the default streams"). */
 #ifndef VCUDA_CUDART_PTDS_H
 #define VCUDA_CUDART_PTDS_H
 

@@ -3,7 +3,7 @@
  * without parameters on purpose: the caller's arguments are ignored (x86-64 and
  * AArch64 calling conventions let a callee ignore them), and every such function
  * returns cudaError_t (an int); the exports that return something else are all
- * defined in cudart.c. */
+ * defined in the cudart_*.c families. */
 #ifndef VCUDA_CUDART_STUB_H
 #define VCUDA_CUDART_STUB_H
 

@@ -38,7 +38,7 @@
  *     "// vcuda-fake-global NAME BYTES" declare, for cuModuleGetGlobal;
  *   - the device has 4 multiprocessors of 2048 threads (what a stack limit multiplies).
  * Every other driver function the server resolves exists as a weak stub returning
- * CUDA_ERROR_NOT_SUPPORTED (generated from server_gpu.c's tables at build time). */
+ * CUDA_ERROR_NOT_SUPPORTED (generated from server_driver.h's tables at build time). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdint.h>

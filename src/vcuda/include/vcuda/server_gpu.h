@@ -26,7 +26,7 @@
  * __device__ and __constant__ variables and code, sized from the image before loading
  * (vcuda_image_footprint; a PTX variable the image does not size is sized by the driver
  * after loading, and the module unloaded again if it does not fit) -- and what context
- * limits reserve (LIMIT_SET, see server_gpu.c "context limits": the stack's size times
+ * limits reserve (LIMIT_SET, see server_gpu_device.c "context limits": the stack's size times
  * the device's resident threads, the heap and printf FIFO sizes).  Each is given back
  * when it is freed or unloaded and, for all a client still holds, when it goes; the
  * shared context's limits when the tenant's last connection goes, the context then
