@@ -72,6 +72,17 @@ if(NOT TARGET umstudy_support)
   target_link_libraries(umstudy_support PUBLIC m)
   add_library(umstudy::support ALIAS umstudy_support)
 endif()
+# The pager (umstudy/pager.h): first-touch paging by userfaultfd or SIGSEGV, shared by
+# dlm and vcuda.  Linux only.
+if(NOT TARGET umstudy_pager AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+  find_package(Threads REQUIRED)
+  add_library(umstudy_pager STATIC ${CMAKE_CURRENT_LIST_DIR}/../support/src/pager.c)
+  target_include_directories(umstudy_pager PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../support/include)
+  target_compile_features(umstudy_pager PUBLIC c_std_11)
+  set_target_properties(umstudy_pager PROPERTIES POSITION_INDEPENDENT_CODE ON C_EXTENSIONS ON)
+  target_link_libraries(umstudy_pager PUBLIC Threads::Threads)
+  add_library(umstudy::pager ALIAS umstudy_pager)
+endif()
 
 include(GNUInstallDirs)
 

@@ -19,28 +19,29 @@
  * Stopping the user threads is what P004's engines do to install and evict safely,
  * and it is their main cost; it is kept (dlm_stop_world) though the alias alone
  * would make installing safe.  The page-table lock is taken before the world stops,
- * so no stopped thread can hold it. */
+ * so no stopped thread can hold it.
+ *
+ * The mapping, the SIGSEGV handler and installing and dropping pages are the pager's
+ * (umstudy/pager.h, engine UMS_PAGER_SEGV); the queues, threads and stops are DLM's. */
 #define _GNU_SOURCE
 #include "dlm_internal.h"
+#include "umstudy/pager.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 enum { R3, R58, R77 };
 enum { QCAP = 8192, MAXOUT = 1024, NBUF = 16 };
 
 static int g_kind;
-static int g_fd = -1;
+static ums_pager *g_pager;
 static char *g_alias;
-static struct sigaction g_prev_segv;
 static _Atomic int g_running;
 static _Atomic uint32_t g_bell; /* rung on every enqueue (internal or external) */
 static pthread_t g_comm, g_recv;
@@ -75,22 +76,11 @@ static void ring_bell(void)
 
 /* ---- the fault handler ----------------------------------------------------------------- */
 
-static void segv_handler(int sig, siginfo_t *si, void *ctx)
+/* Called by the pager's SIGSEGV handler on the faulting thread. */
+static void segv_fault(ums_pager *pager, void *ctx, size_t p, int flags, int worker)
 {
+    (void)pager, (void)ctx, (void)flags, (void)worker;
     dlm_state *g = &dlm_g;
-    char *addr = si->si_addr;
-    if (addr < g->area || addr >= g->area + g->area_pages * page_bytes()) {
-        /* Not ours: whatever was there before (or the default: a core dump). */
-        if (g_prev_segv.sa_flags & SA_SIGINFO && g_prev_segv.sa_sigaction)
-            g_prev_segv.sa_sigaction(sig, si, ctx);
-        else if (g_prev_segv.sa_handler != SIG_IGN && g_prev_segv.sa_handler != SIG_DFL)
-            g_prev_segv.sa_handler(sig);
-        else
-            signal(SIGSEGV, SIG_DFL); /* the retried access dies with the usual signal */
-        return;
-    }
-    int saved = errno;
-    size_t p = (size_t)(addr - g->area) / page_bytes();
     dlm_page *pg = &g->pages[p];
     /* The stamps of the exchange this thread asked for live here while it waits. */
     int timing = dlm_timing_on;
@@ -138,17 +128,19 @@ static void segv_handler(int sig, siginfo_t *si, void *ctx)
             break;
         dlm_wait_page(p, seq);
     }
-    errno = saved;
 }
 
 /* ---- installing a page and swapping a victim out (all engines) --------------------------- */
 
-static void xprotect(size_t p, int prot)
+static void check_protect(int rc, size_t p)
 {
-    if (mprotect(dlm_g.area + p * page_bytes(), page_bytes(), prot) != 0)
+    if (rc != 0)
         dlm_fatal("mprotect of DLM page %zu failed: %s%s", p, strerror(errno),
                   errno == ENOMEM ? " (the mapping count reached vm.max_map_count)" : "");
 }
+
+/* No access, and the frame's memory given back. */
+static void drop_page(size_t p) { check_protect(ums_pager_drop(g_pager, p, 1), p); }
 
 /* src: the received page, or NULL when it was received into the alias already. */
 static void install(size_t p, const char *src)
@@ -166,13 +158,9 @@ static void install(size_t p, const char *src)
         g->frames_used++; /* room, or every resident page pinned: over capacity for now */
     if (have_victim) {
         memcpy(g_wbbuf, alias_of(victim), page_bytes());
-        xprotect(victim, PROT_NONE);
-        fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(victim * page_bytes()),
-                  (off_t)page_bytes());
+        drop_page(victim);
     }
-    if (src)
-        memcpy(alias_of(p), src, page_bytes());
-    xprotect(p, PROT_READ | PROT_WRITE);
+    check_protect(ums_pager_install(g_pager, p, 1, src, UMS_PAGER_RW), p);
     g->pages[p].state = PG_RESIDENT;
     dlm_ring_push(p);
     /* The faulting thread's stamps are copied now: once it runs, they are gone. */
@@ -454,18 +442,11 @@ static int start(int kind)
     dlm_state *g = &dlm_g;
     size_t bytes = g->area_pages * page_bytes();
     g_kind = kind;
-    g_fd = memfd_create("dlm-area", MFD_CLOEXEC);
-    if (g_fd < 0 || ftruncate(g_fd, (off_t)bytes) != 0) {
-        dlm_set_error("cannot create the %zu-byte DLM area (memfd): %s", bytes, strerror(errno));
-        return DLM_EFAILED;
-    }
-    g->area = mmap(NULL, bytes, PROT_NONE, MAP_SHARED | MAP_NORESERVE, g_fd, 0);
-    g_alias = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, g_fd, 0);
     int nbuf = kind == R58 ? NBUF : 1;
     g_wbbuf = malloc(page_bytes());
     g_bufs = malloc(page_bytes() * (size_t)nbuf);
-    if (g->area == MAP_FAILED || g_alias == MAP_FAILED || !g_wbbuf || !g_bufs) {
-        dlm_set_error("cannot map the %zu-byte DLM area: %s", bytes, strerror(errno));
+    if (!g_wbbuf || !g_bufs) {
+        dlm_set_error("out of memory for %d page buffers", nbuf + 1);
         return DLM_EFAILED;
     }
     memset(g_bufs, 0, page_bytes() * (size_t)nbuf); /* no first-touch faults in the timings */
@@ -477,15 +458,15 @@ static int start(int kind)
         dlm_set_error("cannot install the thread-stop signal handler: %s", strerror(errno));
         return DLM_EFAILED;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = segv_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGSEGV, &sa, &g_prev_segv) != 0) {
-        dlm_set_error("cannot install the SIGSEGV handler: %s", strerror(errno));
+    ums_pager_config pc = {.bytes = bytes, .page_size = page_bytes(), .engine = UMS_PAGER_SEGV,
+                           .fault = segv_fault, .name = "dlm-area"};
+    char why[300];
+    if (ums_pager_create(&pc, &g_pager, why, sizeof why) != 0) {
+        dlm_set_error("cannot set up the %zu-byte DLM area: %s", bytes, why);
         return DLM_EFAILED;
     }
+    g->area = ums_pager_base(g_pager);
+    g_alias = ums_pager_alias(g_pager);
     atomic_store(&g_running, 1);
     void *(*comm)(void *) = kind == R3 ? r3_comm : kind == R58 ? r58_comm : r77_comm;
     void *(*recv)(void *) = kind == R58 ? r58_recv : kind == R77 ? r77_recv : NULL;
@@ -507,17 +488,10 @@ static void stop(void)
     pthread_join(g_comm, NULL);
     if (g_have_recv)
         pthread_join(g_recv, NULL);
-    sigaction(SIGSEGV, &g_prev_segv, NULL);
+    ums_pager_stop(g_pager); /* the area stays mapped: the program may still hold pointers */
 }
 
-/* A freed resident page: no access, and its frame's memory given back. */
-static void drop_resident(size_t p)
-{
-    xprotect(p, PROT_NONE);
-    fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p * page_bytes()), (off_t)page_bytes());
-}
-
-static void discard(size_t first, size_t n) { dlm_discard_range(first, n, drop_resident); }
+static void discard(size_t first, size_t n) { dlm_discard_range(first, n, drop_page); }
 
 static char *local_page(size_t p) { return alias_of(p); }
 

@@ -16,53 +16,37 @@
  * Fault timing (dlm.h): the fault is raised and its thread woken inside the kernel, so
  * the exchange is timed from the moment a worker has read the fault message (A2):
  * c = reserving a frame and swapping the victim out (before the fetch) + UFFDIO_COPY,
- * b = the fetch, q = fetched -> copy, d = the bookkeeping after the copy. */
+ * b = the fetch, q = fetched -> copy, d = the bookkeeping after the copy.
+ *
+ * The userfaultfd, its workers and the ioctls are the pager's (umstudy/pager.h, engine
+ * UMS_PAGER_UFFD with write tracking); frames, victims and the fetch are DLM's. */
 #define _GNU_SOURCE
 #include "dlm_internal.h"
+#include "umstudy/pager.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/userfaultfd.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 enum { MAX_WORKERS = 64 };
-static int g_uffd = -1;
-static _Atomic int g_running;
-static pthread_t g_workers[MAX_WORKERS];
-static int g_nworkers;
+static ums_pager *g_pager;
+static char *g_bufs[MAX_WORKERS]; /* one page buffer per worker */
 
 static size_t ps(void) { return dlm_g.cfg.page_size; }
 
-static void uffd_ioctl(unsigned long req, void *arg, const char *what)
+static void check(int rc, const char *what)
 {
-    while (ioctl(g_uffd, req, arg) != 0) {
-        if (errno == EAGAIN)
-            continue; /* the mm changed under the call (e.g. a concurrent munmap): retry */
+    if (rc != 0)
         dlm_fatal("userfaultfd %s failed: %s", what, strerror(errno));
-    }
 }
 
 static void write_protect(size_t p, int on)
 {
-    struct uffdio_writeprotect wp = {
-        .range = {(unsigned long)dlm_page_addr(p), ps()},
-        .mode = on ? UFFDIO_WRITEPROTECT_MODE_WP : 0};
-    uffd_ioctl(UFFDIO_WRITEPROTECT, &wp, "write-protect");
+    check(ums_pager_protect(g_pager, p, 1, on ? UMS_PAGER_RO : UMS_PAGER_RW), "write-protect");
 }
 
-static void wake_range(size_t p)
-{
-    struct uffdio_range r = {(unsigned long)dlm_page_addr(p), ps()};
-    uffd_ioctl(UFFDIO_WAKE, &r, "wake");
-}
+static void wake_range(size_t p) { check(ums_pager_wake(g_pager, p, 1), "wake"); }
 
 /* Victim p is PG_EVICTING (dlm_pick_victim): after this it is remote.  A dirty page
  * is write-protected and sent from where it is (no copy); writers wait on the
@@ -77,7 +61,7 @@ static void evict(size_t p)
         write_protect(p, 1);
         dlm_write_back(p, dlm_page_addr(p));
     }
-    madvise(dlm_page_addr(p), ps(), MADV_DONTNEED);
+    ums_pager_drop(g_pager, p, 1);
     wake_range(p);
     dlm_lock();
     g->pages[p].state = PG_REMOTE;
@@ -132,10 +116,8 @@ static void missing(size_t p, char *buf, int worker, uint64_t t_read)
         dlm_wait_req(&req, rank, "a page transfer");
         uint64_t t_recv = t_read ? dlm_tick() : 0;
         atomic_fetch_add(&dlm_st.bytes_in, ps());
-        struct uffdio_copy c = {.dst = (unsigned long)dlm_page_addr(p), .src = (unsigned long)buf,
-                                .len = ps(), .mode = UFFDIO_COPY_MODE_WP};
         uint64_t t_copy = t_read ? dlm_tick() : 0;
-        uffd_ioctl(UFFDIO_COPY, &c, "copy");
+        check(ums_pager_install(g_pager, p, 1, buf, UMS_PAGER_RO), "copy");
         uint64_t t_woken = t_read ? dlm_tick() : 0; /* the copy wakes the waiting threads */
         dlm_lock();
         pg->state = PG_RESIDENT;
@@ -187,119 +169,66 @@ static void wp_fault(size_t p)
     dlm_wake_page(p);
 }
 
-static void *worker(void *arg)
+/* Called by the pager's workers with each fault read from the userfaultfd. */
+static void uffd_fault(ums_pager *pager, void *ctx, size_t p, int flags, int worker)
 {
-    int id = (int)(intptr_t)arg;
-    char *buf = malloc(ps());
-    if (!buf)
-        dlm_fatal("uffd worker: out of memory for a page buffer");
-    memset(buf, 0, ps()); /* no first-touch faults in the timings */
-    struct pollfd pfd = {g_uffd, POLLIN, 0};
-    while (atomic_load(&g_running)) {
-        if (poll(&pfd, 1, 20) <= 0)
-            continue;
-        struct uffd_msg msg;
-        ssize_t n = read(g_uffd, &msg, sizeof msg);
-        if (n != sizeof msg)
-            continue; /* another worker took it (EAGAIN) */
-        uint64_t t_read = dlm_timing_on ? dlm_tick() : 0;
-        if (msg.event != UFFD_EVENT_PAGEFAULT)
-            continue;
-        size_t p = (size_t)((char *)(uintptr_t)msg.arg.pagefault.address - dlm_g.area) / ps();
-        if (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)
-            wp_fault(p);
-        else
-            missing(p, buf, id, t_read);
+    (void)pager, (void)ctx;
+    uint64_t t_read = dlm_timing_on ? dlm_tick() : 0;
+    if (flags & UMS_PAGER_WP) {
+        wp_fault(p);
+        return;
     }
-    free(buf);
-    return NULL;
-}
-
-/* userfaultfd(2) as an unprivileged process may use it: all faults where
- * vm.unprivileged_userfaultfd=1 (or with CAP_SYS_PTRACE), else user-mode faults only
- * (Linux >= 5.11), which is all DLM needs as long as no DLM address is handed to the
- * kernel (see dlm.h). */
-static int open_uffd(char *why, size_t n)
-{
-    int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-    if (fd >= 0)
-        return fd;
-    int e1 = errno;
-    fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
-    if (fd >= 0) {
-        dlm_g.cfg.uffd_user_mode_only = 1;
-        return fd;
-    }
-    char sysctl[16] = "?";
-    FILE *f = fopen("/proc/sys/vm/unprivileged_userfaultfd", "r");
-    if (f) {
-        if (!fgets(sysctl, sizeof sysctl, f))
-            snprintf(sysctl, sizeof sysctl, "?");
-        sysctl[strcspn(sysctl, "\n")] = 0;
-        fclose(f);
-    }
-    snprintf(why, n,
-             "userfaultfd is not permitted here (%s; with UFFD_USER_MODE_ONLY: %s; "
-             "vm.unprivileged_userfaultfd=%s): set it to 1, run with CAP_SYS_PTRACE, or use "
-             "DLM_ENGINE=r77 (DLM_UFFD_FALLBACK=r77 does so automatically)",
-             strerror(e1), strerror(errno), sysctl);
-    return -1;
+    /* The pool may be larger than DLM_UFFD_WORKERS where another region of the process
+     * asked for more: those workers get their buffer on first use. */
+    if (!g_bufs[worker] && !(g_bufs[worker] = calloc(1, ps())))
+        dlm_fatal("uffd worker %d: out of memory for a page buffer", worker);
+    missing(p, g_bufs[worker], worker, t_read);
 }
 
 static int start(void)
 {
     dlm_state *g = &dlm_g;
-    char why[400];
-    g_uffd = open_uffd(why, sizeof why);
-    if (g_uffd < 0) {
-        dlm_set_error("%s", why);
-        return DLM_EUNSUPPORTED;
-    }
-    struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_PAGEFAULT_FLAG_WP};
-    if (ioctl(g_uffd, UFFDIO_API, &api) != 0) {
-        dlm_set_error("userfaultfd has no write-protect support here (UFFDIO_API: %s; Linux >= 5.7 on "
-                      "x86-64 needed to track dirty pages): use DLM_ENGINE=r77",
-                      strerror(errno));
-        close(g_uffd);
-        return DLM_EUNSUPPORTED;
-    }
-    size_t bytes = g->area_pages * ps();
-    g->area = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (g->area == MAP_FAILED) {
-        dlm_set_error("cannot map the %zu-byte DLM area: %s", bytes, strerror(errno));
-        return DLM_EFAILED;
-    }
-    struct uffdio_register reg = {.range = {(unsigned long)g->area, bytes},
-                                  .mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP};
-    if (ioctl(g_uffd, UFFDIO_REGISTER, &reg) != 0 || !(reg.ioctls & (1ULL << _UFFDIO_WRITEPROTECT))) {
-        dlm_set_error("cannot register the DLM area with userfaultfd for missing and write-protect faults "
-                      "(%s): use DLM_ENGINE=r77",
-                      strerror(errno));
-        return DLM_EUNSUPPORTED;
-    }
-    g->cfg.uffd_write_protect = 1;
-    atomic_store(&g_running, 1);
-    g_nworkers = g->cfg.uffd_workers;
-    for (int i = 0; i < g_nworkers; ++i)
-        if (pthread_create(&g_workers[i], NULL, worker, (void *)(intptr_t)i) != 0) {
-            dlm_set_error("cannot start uffd worker %d", i);
+    int workers = g->cfg.uffd_workers;
+    for (int i = 0; i < workers; ++i) {
+        g_bufs[i] = malloc(ps());
+        if (!g_bufs[i]) {
+            dlm_set_error("uffd worker %d: out of memory for a page buffer", i);
             return DLM_EFAILED;
         }
+        memset(g_bufs[i], 0, ps()); /* no first-touch faults in the timings */
+    }
+    size_t bytes = g->area_pages * ps();
+    ums_pager_config pc = {.bytes = bytes, .page_size = ps(), .engine = UMS_PAGER_UFFD, .track_writes = 1,
+                           .workers = workers, .fault = uffd_fault};
+    char why[400];
+    if (ums_pager_create(&pc, &g_pager, why, sizeof why) != 0) {
+        if (errno == EPERM || errno == ENOSYS) {
+            dlm_set_error("%s, or use DLM_ENGINE=r77%s", why,
+                          errno == EPERM ? " (DLM_UFFD_FALLBACK=r77 does so automatically)" : "");
+            return DLM_EUNSUPPORTED;
+        }
+        dlm_set_error("cannot set up the %zu-byte DLM area: %s", bytes, why);
+        return DLM_EFAILED;
+    }
+    g->area = ums_pager_base(g_pager);
+    g->cfg.uffd_user_mode_only = ums_pager_user_mode_only(g_pager);
+    g->cfg.uffd_write_protect = 1;
     return DLM_OK;
 }
 
 static void stop(void)
 {
-    atomic_store(&g_running, 0);
-    for (int i = 0; i < g_nworkers; ++i)
-        pthread_join(g_workers[i], NULL);
-    close(g_uffd);
+    ums_pager_stop(g_pager); /* the area stays mapped: the program may still hold pointers */
+    for (int i = 0; i < MAX_WORKERS; ++i) {
+        free(g_bufs[i]);
+        g_bufs[i] = NULL;
+    }
 }
 
 static void discard(size_t first, size_t n)
 {
     dlm_discard_range(first, n, NULL);
-    madvise(dlm_page_addr(first), n * ps(), MADV_DONTNEED); /* the next touch faults again */
+    ums_pager_drop(g_pager, first, n); /* the next touch faults again */
 }
 
 static char *for_get(size_t p) { return dlm_page_addr(p); }
