@@ -40,7 +40,7 @@ EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, 
     cudaError_t e = rt_ready();
     if (e) return rt_record(e);
     if (device < 0 || device >= vcuda_client_device_count()) return rt_record(cudaErrorInvalidDevice);
-    if (rt_hidden_attribute(attr)) return *value = 0, cudaSuccess;
+    if (rt_managed_attribute(attr, value)) return cudaSuccess;
     rt_current_device = device;
     e = rt_call(VCUDA_OP_DEVICE_GET_ATTRIBUTE, &v, 1, &r, "cudaDeviceGetAttribute");
     rt_current_device = saved;
@@ -66,7 +66,7 @@ EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     p->totalGlobalMem = r.v[0], p->sharedMemPerBlock = r.v[1], p->l2CacheSize = (int)r.v[2];
     p->major = (int)r.v[3], p->minor = (int)r.v[4], p->multiProcessorCount = (int)r.v[5];
     p->warpSize = (int)r.v[6], p->maxThreadsPerBlock = (int)r.v[7], p->memoryBusWidth = (int)r.v[10];
-    /* the rest through attributes (managed/pageable stay 0, see rt_hidden_attribute) */
+    /* the rest through attributes (managed memory and host memory: rt_managed_attribute) */
     struct { int *field; enum cudaDeviceAttr attr; } more[] = {
         {&p->maxThreadsDim[0], cudaDevAttrMaxBlockDimX}, {&p->maxThreadsDim[1], cudaDevAttrMaxBlockDimY},
         {&p->maxThreadsDim[2], cudaDevAttrMaxBlockDimZ}, {&p->maxGridSize[0], cudaDevAttrMaxGridDimX},
@@ -79,6 +79,10 @@ EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
         if ((e = cudaDeviceGetAttribute(more[i].field, more[i].attr, device))) return e;
     struct { int *field; enum cudaDeviceAttr attr; } flags[] = {
         {&p->integrated, cudaDevAttrIntegrated}, {&p->canMapHostMemory, cudaDevAttrCanMapHostMemory},
+        {&p->managedMemory, cudaDevAttrManagedMemory}, {&p->concurrentManagedAccess, cudaDevAttrConcurrentManagedAccess},
+        {&p->pageableMemoryAccess, cudaDevAttrPageableMemoryAccess},
+        {&p->pageableMemoryAccessUsesHostPageTables, cudaDevAttrPageableMemoryAccessUsesHostPageTables},
+        {&p->directManagedMemAccessFromHost, cudaDevAttrDirectManagedMemAccessFromHost},
         {&p->concurrentKernels, cudaDevAttrConcurrentKernels}, {&p->ECCEnabled, cudaDevAttrEccEnabled},
         {&p->tccDriver, cudaDevAttrTccDriver}, {&p->asyncEngineCount, cudaDevAttrAsyncEngineCount},
         {&p->persistingL2CacheMaxSize, cudaDevAttrMaxPersistingL2CacheSize},
@@ -178,7 +182,9 @@ EXPORT cudaError_t cudaDeviceGetPCIBusId(char *out, int len, int device)
 EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
     vcuda_msg r;
-    return rt_call(VCUDA_OP_DEVICE_SYNCHRONIZE, NULL, 0, &r, "cudaDeviceSynchronize");
+    cudaError_t e = rt_call(VCUDA_OP_DEVICE_SYNCHRONIZE, NULL, 0, &r, "cudaDeviceSynchronize");
+    if (!e) rt_managed_synchronized(); /* the host may touch managed memory without waiting */
+    return e;
 }
 
 EXPORT cudaError_t cudaDeviceReset(void)
@@ -189,6 +195,7 @@ EXPORT cudaError_t cudaDeviceReset(void)
     /* the server dropped this client's modules and functions on this device too, and its
      * streams: every thread's per-thread stream of the device is made anew (thread_stream) */
     atomic_fetch_add(&rt_resets[rt_current_device], 1);
+    rt_managed_reset(); /* its managed memory went too: the host side goes as well */
     pthread_mutex_lock(&rt_reg_mu);
     for (size_t i = 0; i < rt_nkernels; ++i) rt_kernels[i]->handle[rt_current_device] = 0, rt_kernels[i]->fb->module[rt_current_device] = 0;
     for (size_t i = 0; i < rt_nvars; ++i) rt_vars[i]->dptr[rt_current_device] = 0, rt_vars[i]->fb->module[rt_current_device] = 0;

@@ -1022,7 +1022,7 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t ex, cudaStream_t s)
         uint64_t sh;
         int saved = rt_current_device;
         rt_current_device = g->exec_device;
-        if (!(e = rt_stream_handle(s, &sh))) {
+        if (!(e = rt_stream_handle(s, &sh)) && !(e = rt_managed_launch(s, "cudaGraphLaunch"))) {
             memset(&m, 0, sizeof m);
             m.hdr.opcode = VCUDA_OP_GRAPH_LAUNCH;
             m.v[0] = g->exec, m.v[1] = sh, m.nv = 2;

@@ -9,8 +9,8 @@
  * runtime's own symbol version, so the dynamic linker takes it in place of NVIDIA's
  * when its directory comes first on LD_LIBRARY_PATH (or with LD_PRELOAD).  Every
  * symbol the real runtime exports is exported too: what no family defines is a
- * generated stub (cudart_stub.h), and what vcuda cannot provide (managed and
- * zero-copy memory, mipmapped arrays, IPC, graphics interop) returns
+ * generated stub (cudart_stub.h), and what vcuda cannot provide (zero-copy memory,
+ * mipmapped arrays, IPC, graphics interop) returns
  * cudaErrorNotSupported after "vcuda: NAME is not supported remotely" on stderr, once
  * per function. */
 #ifndef VCUDA_CUDART_INTERNAL_H
@@ -190,8 +190,18 @@ cudaError_t rt_memcpy_remote(void *dst, const void *src, size_t n, enum cudaMemc
 cudaError_t rt_set_2d(void *p, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream);
 cudaError_t rt_copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, const char *api);
 
-/* cudart_managed.c */
-int rt_hidden_attribute(int attr);
+/* cudart_managed.c: the device attributes of managed and host memory (1 if attr is one,
+ * its value set), and the hooks where device work starts (a launch on s; a copy or set
+ * touching managed memory, whose kind then follows the pointers) or ends. */
+int rt_managed_attribute(int attr, int *value);
+cudaError_t rt_managed_launch(cudaStream_t s, const char *api);
+cudaError_t rt_managed_copy(void *dst, size_t dspan, const void *src, size_t sspan, enum cudaMemcpyKind *kind,
+                            const char *api);
+cudaError_t rt_managed_set(void *p, size_t span, const char *api);
+void rt_managed_synchronized(void);
+void rt_managed_reset(void);
+uint64_t rt_managed_release(uint64_t p);
+char rt_managed_init_module(void **handle);
 
 /* cudart_stream.c */
 extern _Atomic unsigned rt_resets[VCUDA_MAX_DEVICES];
@@ -212,6 +222,7 @@ kernel *rt_find_kernel(const void *host_fun);
 cudaError_t rt_resolve(kernel *k, uint64_t *fn);
 cudaError_t rt_launch(kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
                       const char *api);
+cudaError_t rt_module_lookup(fatbin *fb, int d, unsigned op, const char *name, vcuda_msg *r);
 
 /* cudart_graph.c.  Stream capture: each rt_capture_* hook records what a capturing stream
  * is given instead of sending it, and returns 1; 0 where the stream is not capturing. */

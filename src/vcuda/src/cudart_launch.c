@@ -51,7 +51,8 @@ EXPORT void **__cudaRegisterFatBinary(void *fat_cubin)
 }
 
 EXPORT void __cudaRegisterFatBinaryEnd(void **handle) { (void)handle; }
-EXPORT char __cudaInitModule(void **handle) { (void)handle; return 1; }
+/* nvcc calls it before a translation unit's first host access to a __managed__ variable. */
+EXPORT char __cudaInitModule(void **handle) { return rt_managed_init_module(handle); }
 
 /* At exit: the server keeps the image cached; our side has nothing worth freeing. */
 EXPORT void __cudaUnregisterFatBinary(void **handle) { (void)handle; }
@@ -131,7 +132,7 @@ static cudaError_t load_module(fatbin *fb, uint64_t *module)
 
 /* A name in fb's module on device d (a kernel: FUNCTION_GET, a variable: MODULE_GLOBAL),
  * loading the module first where it is not.  rt_reg_mu held. */
-static cudaError_t module_lookup(fatbin *fb, int d, unsigned op, const char *name, vcuda_msg *r)
+cudaError_t rt_module_lookup(fatbin *fb, int d, unsigned op, const char *name, vcuda_msg *r)
 {
     char why[VCUDA_WHY_LEN];
     vcuda_msg m;
@@ -156,7 +157,7 @@ cudaError_t rt_resolve(kernel *k, uint64_t *fn)
     pthread_mutex_lock(&rt_reg_mu);
     if (!k->handle[d]) {
         vcuda_msg r;
-        if (!(e = module_lookup(k->fb, d, VCUDA_OP_FUNCTION_GET, k->name, &r))) {
+        if (!(e = rt_module_lookup(k->fb, d, VCUDA_OP_FUNCTION_GET, k->name, &r))) {
             k->handle[d] = r.v[0];
             k->nparams = r.nsizes;
             memcpy(k->sizes, r.sizes, r.nsizes * sizeof *r.sizes);
@@ -231,6 +232,7 @@ static cudaError_t launch_op(kernel *k, dim3 grid, dim3 block, void **args, size
         at += k->sizes[i];
     }
     if ((e = rt_host_arg(api, packed, k->nparams, k->sizes))) return e;
+    if ((e = rt_managed_launch(stream, api))) return e; /* the host's writes go first */
     m.nsizes = k->nparams;
     memcpy(m.sizes, k->sizes, k->nparams * sizeof *k->sizes);
     m.blob = packed, m.blob_len = (uint32_t)at;
@@ -474,7 +476,7 @@ static cudaError_t symbol(const void *host_var, uint64_t *dptr, uint64_t *size)
     }
     if (!v->dptr[d]) {
         vcuda_msg r;
-        if (!(e = module_lookup(v->fb, d, VCUDA_OP_MODULE_GLOBAL, v->name, &r))) v->dptr[d] = r.v[0], v->size[d] = r.v[1];
+        if (!(e = rt_module_lookup(v->fb, d, VCUDA_OP_MODULE_GLOBAL, v->name, &r))) v->dptr[d] = r.v[0], v->size[d] = r.v[1];
     }
     *dptr = v->dptr[d], *size = v->size[d];
     pthread_mutex_unlock(&rt_reg_mu);

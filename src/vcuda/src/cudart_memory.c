@@ -5,6 +5,7 @@
  * them (cudaMemcpyDefault) and kernel launches check their arguments against them. */
 #define _GNU_SOURCE
 #include "cudart_internal.h"
+#include "managed.h"
 
 pthread_mutex_t rt_alloc_mu = PTHREAD_MUTEX_INITIALIZER;
 allocation *rt_allocs;
@@ -171,9 +172,9 @@ EXPORT cudaError_t cudaMalloc(void **p, size_t size)
 EXPORT cudaError_t cudaFree(void *p)
 {
     vcuda_msg r;
-    uint64_t v = (uint64_t)(uintptr_t)p;
+    uint64_t v = (uint64_t)(uintptr_t)p, dev = rt_managed_release(v); /* (managed: its host side goes) */
     if (!p) return cudaSuccess;
-    cudaError_t e = rt_call(VCUDA_OP_FREE, &v, 1, &r, "cudaFree");
+    cudaError_t e = rt_call(VCUDA_OP_FREE, &dev, 1, &r, "cudaFree");
     if (e) return e;
     pthread_mutex_lock(&rt_alloc_mu);
     for (size_t i = 0; i < rt_nalloc; ++i)
@@ -227,6 +228,7 @@ cudaError_t rt_memcpy_remote(void *dst, const void *src, size_t n, enum cudaMemc
     if (e) return rt_record(e);
     if (rt_capture_copy(stream, dst, src, n, kind, &e)) return e;
     if ((e = rt_stream_handle(stream, &sh))) return rt_record(e);
+    if (n && (e = rt_managed_copy(dst, n, src, n, &kind, api))) return e;
     if (kind == cudaMemcpyDefault)
         kind = rt_is_device_pointer(dst) ? (rt_is_device_pointer(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                       : (rt_is_device_pointer(src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
@@ -274,6 +276,7 @@ EXPORT cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t st
     if (rt_capture_set(stream, p, n, value, n, 1, &e)) return e;
     if ((e = rt_stream_handle(stream, &sh))) return rt_record(e);
     if (n == 0) return cudaSuccess;
+    if ((e = rt_managed_set(p, n, "cudaMemset"))) return e;
     uint64_t v[] = {(uint64_t)(uintptr_t)p, (uint64_t)(int64_t)value, n, sh};
     return rt_call(VCUDA_OP_MEMSET, v, 4, &r, "cudaMemset");
 }
@@ -318,6 +321,8 @@ static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spi
     cudaError_t e = cudaSuccess;
     if (!width || !height) return cudaSuccess;
     if (width > dpitch || width > spitch) return rt_record(cudaErrorInvalidPitchValue);
+    if ((e = rt_managed_copy(dst, (height - 1) * dpitch + width, src, (height - 1) * spitch + width, &kind, api)))
+        return e;
     if (kind == cudaMemcpyDefault)
         kind = rt_is_device_pointer(dst) ? (rt_is_device_pointer(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                       : (rt_is_device_pointer(src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
@@ -363,6 +368,7 @@ cudaError_t rt_set_2d(void *p, size_t pitch, int value, size_t width, size_t hei
     if ((e = rt_stream_handle(stream, &sh))) return rt_record(e);
     if (!width || !height) return cudaSuccess;
     if (width > pitch) return rt_record(cudaErrorInvalidPitchValue);
+    if ((e = rt_managed_set(p, (height - 1) * pitch + width, "cudaMemset2D"))) return e;
     uint64_t v[] = {(uint64_t)(uintptr_t)p, pitch, (uint64_t)(int64_t)value, width, height, sh};
     return rt_call(VCUDA_OP_MEMSET_2D, v, 6, &r, "cudaMemset2D");
 }
@@ -702,5 +708,8 @@ EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, con
             break;
         }
     pthread_mutex_unlock(&rt_alloc_mu);
+    int dev;
+    if (a->type == cudaMemoryTypeDevice && vcuda_managed_find(ptr, 0, &dev)) /* one address on both sides */
+        a->type = cudaMemoryTypeManaged, a->device = dev, a->hostPointer = (void *)ptr;
     return cudaSuccess;
 }

@@ -58,6 +58,7 @@ PER_THREAD(cudaStreamQuery, _ptsz, (cudaStream_t s), (s))
 PER_THREAD(cudaStreamAddCallback, _ptsz, (cudaStream_t s, cudaStreamCallback_t cb, void *data, unsigned flags),
            (s, cb, data, flags))
 PER_THREAD(cudaStreamGetFlags, _ptsz, (cudaStream_t s, unsigned *flags), (s, flags))
+PER_THREAD(cudaStreamAttachMemAsync, _ptsz, (cudaStream_t s, void *p, size_t n, unsigned flags), (s, p, n, flags))
 PER_THREAD(cudaStreamGetPriority, _ptsz, (cudaStream_t s, int *priority), (s, priority))
 PER_THREAD(cudaStreamGetDevice, _ptsz, (cudaStream_t s, int *device), (s, device))
 PER_THREAD(cudaStreamGetId, _ptsz, (cudaStream_t s, unsigned long long *id), (s, id))

@@ -35,7 +35,12 @@
  *     as the real driver does: an image the server failed to validate can crash it;
  *     a fatbin's first entry is what it loads (a driver picks its GPU's), and a PTX
  *     entry is not compiled: its variables are those its lines
- *     "// vcuda-fake-global NAME BYTES" declare, for cuModuleGetGlobal;
+ *     "// vcuda-fake-global NAME BYTES" declare, for cuModuleGetGlobal, its kernels
+ *     those its lines "// vcuda-fake-function NAME" name, and its lines
+ *     "// vcuda-fake-managed NAME BYTES" declare variables with storage of their own
+ *     (zeros, 64 bytes into a page: a __managed__ variable shares its page);
+ *   - `scale(float *p, int n, float k)` multiplies p[0..n) by k (memory the host sees
+ *     only through copies: what managed memory's coherence is tested with);
  *   - the device has 4 multiprocessors of 2048 threads (what a stack limit multiplies).
  * Every other driver function the server resolves exists as a weak stub returning
  * CUDA_ERROR_NOT_SUPPORTED (generated from server_driver.h's tables at build time). */
@@ -67,6 +72,7 @@ typedef struct {
     int nnames;
     char globals[8][64]; /* a PTX entry's variables (see above) */
     size_t global_bytes[8];
+    char *global_data[8]; /* vcuda-fake-managed: the storage; else NULL */
     int nglobals;
 } module;
 typedef struct {
@@ -270,6 +276,18 @@ EXPORT CUresult cuModuleLoadData(void **mod, const void *image)
                 m->global_bytes[m->nglobals++] = (size_t)bytes;
             ++k;
         }
+        for (k = t; m->nglobals < 8 && (k = strstr(k, "// vcuda-fake-managed ")); ++k) {
+            unsigned long long bytes = 0;
+            void *page;
+            if (sscanf(k, "// vcuda-fake-managed %63s %llu", m->globals[m->nglobals], &bytes) == 2 &&
+                !posix_memalign(&page, 4096, 64 + bytes)) {
+                memset(page, 0, 64 + bytes);
+                m->global_data[m->nglobals] = (char *)page + 64;
+                m->global_bytes[m->nglobals++] = (size_t)bytes;
+            }
+        }
+        for (k = t; m->nnames < 8 && (k = strstr(k, "// vcuda-fake-function ")); ++k)
+            sscanf(k, "// vcuda-fake-function %63s", m->names[m->nnames++]);
         *mod = m;
         return 0;
     }
@@ -304,7 +322,9 @@ EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *size, void *mod, co
     module *m = mod;
     for (int i = 0; i < m->nglobals; ++i)
         if (!strcmp(m->globals[i], name)) {
-            *p = (CUdeviceptr)(uintptr_t)&m->counter, *size = m->global_bytes[i]; /* (not to be written) */
+            /* (&counter: not to be written) */
+            *p = (CUdeviceptr)(uintptr_t)(m->global_data[i] ? (void *)m->global_data[i] : (void *)&m->counter);
+            *size = m->global_bytes[i];
             return alive();
         }
     if (strcmp(name, "counter_state")) return 500;
@@ -363,7 +383,7 @@ EXPORT CUresult cuModuleGetFunction(void **f, void *mod, const char *name)
             function *fn = calloc(1, sizeof *fn); /* leaked with the module: a test double */
             fn->m = m;
             fn->kind = !strcmp(name, "busy") ? 1 : !strcmp(name, "sticky") ? 2 : !strcmp(name, "counter") ? 3
-                     : !strcmp(name, "pair") ? 4 : !strcmp(name, "setcond") ? 5 : 0;
+                     : !strcmp(name, "pair") ? 4 : !strcmp(name, "setcond") ? 5 : !strcmp(name, "scale") ? 6 : 0;
             *f = fn;
             return 0;
         }
@@ -375,6 +395,12 @@ static size_t param_size(const function *fn) { return fn->kind == 4 || fn->kind 
 EXPORT CUresult cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size)
 {
     function *fn = f;
+    static const size_t scale_off[] = {0, 8, 12}, scale_size[] = {8, 4, 4};
+    if (fn->kind == 6) { /* scale(float *p, int n, float k) */
+        if (i > 2) return 1;
+        *off = scale_off[i], *size = scale_size[i];
+        return 0;
+    }
     if (fn->kind == 0 || i > 0) return 1; /* past the last parameter */
     *off = 0, *size = param_size(fn);
     return 0;
@@ -414,7 +440,12 @@ EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)extra;
     CUresult d = alive();
     if (d) return d;
+    const function *fn = f;
     pthread_mutex_lock(&mu);
+    if (fn->kind == 6) {
+        float *p = DEV(*(const CUdeviceptr *)params[0]), k = *(const float *)params[2];
+        for (int i = 0, n = *(const int *)params[1]; i < n; ++i) p[i] *= k;
+    }
     run_kernel(f, s, params ? params[0] : NULL);
     pthread_mutex_unlock(&mu);
     return 0;
