@@ -217,7 +217,8 @@ UNSUPPORTED = """
 import ctypes, sys
 rt = ctypes.CDLL(sys.argv[1])
 codes = [rt.cudaArrayGetPlane(None, None, 0) for _ in range(3)] + [rt.cudaGetLastError(), rt.cudaGetLastError()]
-codes += [rt.cudaMallocManaged(None, 1, 1) for _ in range(2)]
+mapped = ctypes.c_void_p()
+codes += [rt.cudaHostAlloc(ctypes.byref(mapped), 1, 2) for _ in range(2)]  # cudaHostAllocMapped
 print(codes)
 """
 
@@ -232,7 +233,7 @@ def case_unsupported(a):
                    "cudaErrorNotSupported each time, kept as the last error until read")
     fails += expect(lines.count("vcuda: cudaArrayGetPlane is not supported remotely") == 1,
                     "a generated stub names itself once")
-    fails += expect(sum(l.startswith("vcuda: cudaMallocManaged is not supported remotely: ") for l in lines) == 1,
+    fails += expect(sum(l.startswith("vcuda: cudaHostAlloc is not supported remotely: ") for l in lines) == 1,
                     "a refusal with a reason names itself once")
     return fails
 
