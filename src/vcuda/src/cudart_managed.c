@@ -1,5 +1,5 @@
 /* Managed memory in the libcudart stand-in: cudaMallocManaged, __managed__ variables
- * (__cudaRegisterManagedVar, __cudaInitModule), cudaMemPrefetchAsync, cudaMemAdvise,
+ * (__cudaRegisterManagedVar, __cudaInitModule), cudaMemPrefetch(Batch)Async, cudaMemAdvise,
  * cudaMemRangeGetAttribute(s), cudaStreamAttachMemAsync, the hooks the other families
  * call where device work starts or the device is synchronized, and the device
  * attributes that advertise managed, pageable or mapped host memory.
@@ -399,4 +399,22 @@ static cudaError_t attach(cudaStream_t s, void *p, size_t n, unsigned flags)
 EXPORT cudaError_t cudaStreamAttachMemAsync(cudaStream_t s, void *p, size_t n, unsigned flags)
 {
     return attach(s, p, n, flags);
+}
+
+/* A batch: each range to the location its entry of prefetchLocIdxs says (the first entry 0,
+ * increasing, below count). */
+EXPORT cudaError_t cudaMemPrefetchBatchAsync(void **dptrs, size_t *sizes, size_t count,
+                                             struct cudaMemLocation *locs, size_t *loc_idxs, size_t nlocs,
+                                             unsigned long long flags, cudaStream_t s)
+{
+    if (!dptrs || !sizes || !count || !locs || !loc_idxs || !nlocs || nlocs > count || loc_idxs[0] || flags)
+        return rt_record(cudaErrorInvalidValue);
+    for (size_t i = 1; i < nlocs; ++i)
+        if (loc_idxs[i] <= loc_idxs[i - 1] || loc_idxs[i] >= count) return rt_record(cudaErrorInvalidValue);
+    cudaError_t e = cudaSuccess;
+    for (size_t i = 0, l = 0; i < count && !e; ++i) {
+        while (l + 1 < nlocs && loc_idxs[l + 1] <= i) ++l;
+        e = cudaMemPrefetchAsync(dptrs[i], sizes[i], locs[l], 0, s);
+    }
+    return e;
 }

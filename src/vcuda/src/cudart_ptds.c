@@ -89,6 +89,9 @@ PER_THREAD(cudaMallocFromPoolAsync, _ptsz, (void **p, size_t size, cudaMemPool_t
 PER_THREAD(cudaFreeAsync, _ptsz, (void *p, cudaStream_t s), (p, s))
 PER_THREAD(cudaMemPrefetchAsync, _ptsz,
            (const void *p, size_t n, struct cudaMemLocation loc, unsigned flags, cudaStream_t s), (p, n, loc, flags, s))
+PER_THREAD(cudaMemPrefetchBatchAsync, _ptsz,
+           (void **p, size_t *n, size_t count, struct cudaMemLocation *locs, size_t *idxs, size_t nlocs,
+            unsigned long long flags, cudaStream_t s), (p, n, count, locs, idxs, nlocs, flags, s))
 
 /* ---- copies and sets into a stream ----------------------------------------------------- */
 PER_THREAD(cudaMemcpyAsync, _ptsz, (void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s),

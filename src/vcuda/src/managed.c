@@ -37,8 +37,10 @@ typedef struct region {
     const void *stream; /* VCUDA_ATTACH_SINGLE: the stream */
     span *valid;
     size_t nvalid;
-    int read_mostly, preferred, last_prefetch;
-    uint64_t accessed_by;
+    /* per page, made at the first advice or prefetch: the advice and where it went last */
+    int8_t *preferred, *last_prefetch;
+    uint8_t *read_mostly;
+    uint64_t *accessed_by;
     size_t ra_next, ra_window; /* readahead: where a sequential fault would come next */
     struct region *next;
 } region;
@@ -161,12 +163,14 @@ static int fetch_into(region *r, size_t first, size_t n, char *dst, char *why)
     return 0;
 }
 
-/* Makes [first, first+n) present and clean (mu held; the pages absent). */
-static int bring_in(region *r, size_t first, size_t n, char *why)
+/* Makes [first, first+n) present and clean (mu held; the pages absent); writable: a
+ * fresh range's zeros installed read-write (the caller marks them dirty). */
+static int bring_in(region *r, size_t first, size_t n, int writable, char *why)
 {
     if (settle(r, why)) return -1;
     if (r->fresh) {
-        if (ums_pager_install(r->pg, first, n, NULL, UMS_PAGER_RO)) return pager_fail("installing", why);
+        if (ums_pager_install(r->pg, first, n, NULL, writable ? UMS_PAGER_RW : UMS_PAGER_RO))
+            return pager_fail("installing", why);
         st.zero_fills += n;
     } else if (ums_pager_engine_of(r->pg) == UMS_PAGER_SEGV) {
         /* straight into the pages through the alias: they stay inaccessible until installed */
@@ -204,8 +208,15 @@ static void on_fault(ums_pager *pg, void *ctx, size_t page, int flags, int worke
         while (n < win && page + n < r->npages && r->state[page + n] == ABSENT) ++n;
         r->ra_window = win, r->ra_next = page + n;
         st.faults++;
-        if (bring_in(r, page, n, why)) fatal(r, page, "fetching from the device", why);
-        if (flags & UMS_PAGER_WRITE) { /* known to be a write: no second fault for it */
+        /* A write to zeros nobody has sent yet is how a program initializes its data: the
+         * whole window comes in writable and dirty (what the host leaves at zero goes to
+         * the server as zeros: at most a window's worth), saving a fault per page. */
+        int init = r->fresh && (flags & UMS_PAGER_WRITE);
+        if (bring_in(r, page, n, init, why)) fatal(r, page, "fetching from the device", why);
+        if (init) {
+            memset(r->state + page, DIRTY, n);
+            r->ndirty += n;
+        } else if (flags & UMS_PAGER_WRITE) { /* known to be a write: no second fault for it */
             r->state[page] = DIRTY, r->ndirty++;
             if (ums_pager_protect(pg, page, 1, UMS_PAGER_RW)) fatal(r, page, "write-enabling", strerror(errno));
         }
@@ -263,7 +274,7 @@ static int flush(region *r, size_t first, size_t last, int keep, char *why)
 static int drop(region *r, size_t first, size_t last, char *why)
 {
     size_t n = 0;
-    for (size_t p = first; p < last; ++p) n += r->state[p] != ABSENT;
+    for (size_t p = first; r->nresident && p < last; ++p) n += r->state[p] != ABSENT;
     if (n) {
         if (ums_pager_drop(r->pg, first, last - first)) return pager_fail("dropping", why);
         memset(r->state + first, ABSENT, last - first);
@@ -321,7 +332,6 @@ static region *region_new(int dev, uint64_t base, size_t ps, size_t bytes, char 
     }
     r->dev = dev, r->base = base, r->ps = ps, r->npages = npages;
     r->attach = VCUDA_ATTACH_GLOBAL;
-    r->preferred = LOCATION_NONE, r->last_prefetch = LOCATION_NONE;
     return r;
 }
 
@@ -358,7 +368,24 @@ static void region_free(region *r)
     ums_pager_destroy(r->pg);
     free(r->state);
     free(r->valid);
+    free(r->preferred), free(r->last_prefetch), free(r->read_mostly), free(r->accessed_by);
     free(r);
+}
+
+/* The per-page advice and prefetch records, none yet (mu held): 0, or -1 out of memory. */
+static int records(region *r)
+{
+    if (r->preferred) return 0;
+    r->preferred = malloc(r->npages), r->last_prefetch = malloc(r->npages);
+    r->read_mostly = calloc(r->npages, 1), r->accessed_by = calloc(r->npages, sizeof *r->accessed_by);
+    if (!r->preferred || !r->last_prefetch || !r->read_mostly || !r->accessed_by) {
+        free(r->preferred), free(r->last_prefetch), free(r->read_mostly), free(r->accessed_by);
+        r->preferred = r->last_prefetch = NULL, r->read_mostly = NULL, r->accessed_by = NULL;
+        return -1;
+    }
+    memset(r->preferred, LOCATION_NONE, r->npages);
+    memset(r->last_prefetch, LOCATION_NONE, r->npages);
+    return 0;
 }
 
 int vcuda_managed_unmap(uint64_t dptr, uint64_t *raw)
@@ -515,11 +542,11 @@ int vcuda_managed_prefetch(const void *p, size_t n, int to_host, int location, c
             }
             size_t e = q;
             while (e < last && e - q < (size_t)cfg.readahead && r->state[e] == ABSENT) ++e;
-            rc = bring_in(r, q, e - q, why);
+            rc = bring_in(r, q, e - q, 0, why);
             q = e;
         }
     }
-    if (!rc) r->last_prefetch = location;
+    if (!rc && !records(r)) memset(r->last_prefetch + first, location, last - first);
     pthread_mutex_unlock(&mu);
     return rc;
 }
@@ -535,26 +562,45 @@ int vcuda_managed_attach(const void *p, unsigned attach, const void *stream)
 
 int vcuda_managed_advise(const void *p, size_t n, int what, int set, int location)
 {
-    (void)n;
+    pthread_mutex_lock(&mu);
+    region *r = find((uint64_t)(uintptr_t)p);
+    int rc = r && !records(r) ? 0 : -1;
+    if (!rc) {
+        size_t first, last;
+        pages_of(r, p, n, &first, &last);
+        uint64_t bit = location == LOCATION_HOST ? 1ull << 63 : location >= 0 && location < 63 ? 1ull << location : 0;
+        for (size_t q = first; q < last; ++q) {
+            if (what == VCUDA_ADVICE_READ_MOSTLY) r->read_mostly[q] = (uint8_t)set;
+            if (what == VCUDA_ADVICE_PREFERRED) r->preferred[q] = (int8_t)(set ? location : LOCATION_NONE);
+            if (what == VCUDA_ADVICE_ACCESSED_BY) r->accessed_by[q] = set ? r->accessed_by[q] | bit : r->accessed_by[q] & ~bit;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+/* Over the pages of [p, +n): read-mostly where all are, a location where all agree (else
+ * none), the devices advised for all of them. */
+int vcuda_managed_attributes(const void *p, size_t n, vcuda_managed_attrs *out)
+{
     pthread_mutex_lock(&mu);
     region *r = find((uint64_t)(uintptr_t)p);
     if (r) {
-        uint64_t bit = location == LOCATION_HOST ? 1ull << 63 : location >= 0 && location < 63 ? 1ull << location : 0;
-        if (what == VCUDA_ADVICE_READ_MOSTLY) r->read_mostly = set;
-        if (what == VCUDA_ADVICE_PREFERRED) r->preferred = set ? location : LOCATION_NONE;
-        if (what == VCUDA_ADVICE_ACCESSED_BY) r->accessed_by = set ? r->accessed_by | bit : r->accessed_by & ~bit;
+        *out = (vcuda_managed_attrs){0, LOCATION_NONE, LOCATION_NONE, 0};
+        if (r->preferred) {
+            size_t first, last;
+            pages_of(r, p, n, &first, &last);
+            int rm = 1, pref = r->preferred[first], lastp = r->last_prefetch[first];
+            uint64_t by = ~0ull;
+            for (size_t q = first; q < last; ++q) {
+                rm &= r->read_mostly[q];
+                if (r->preferred[q] != pref) pref = LOCATION_NONE;
+                if (r->last_prefetch[q] != lastp) lastp = LOCATION_NONE;
+                by &= r->accessed_by[q];
+            }
+            *out = (vcuda_managed_attrs){rm, pref, lastp, by};
+        }
     }
-    pthread_mutex_unlock(&mu);
-    return r ? 0 : -1;
-}
-
-int vcuda_managed_attributes(const void *p, size_t n, vcuda_managed_attrs *out)
-{
-    (void)n;
-    pthread_mutex_lock(&mu);
-    region *r = find((uint64_t)(uintptr_t)p);
-    if (r)
-        *out = (vcuda_managed_attrs){r->read_mostly, r->preferred, r->last_prefetch, r->accessed_by};
     pthread_mutex_unlock(&mu);
     return r ? 0 : -1;
 }

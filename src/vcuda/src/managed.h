@@ -93,7 +93,8 @@ int vcuda_managed_prefetch(const void *p, size_t n, int to_host, int location, c
 /* cudaStreamAttachMemAsync: the range starting at p attached as given. */
 int vcuda_managed_attach(const void *p, unsigned attach, const void *stream);
 
-/* Advice and the recorded attributes of the range holding p. */
+/* Advice for the pages of [p, +n), and the attributes of those pages (locations: device
+ * ordinals, -1 the host, -2 none or not all the same). */
 enum { VCUDA_ADVICE_READ_MOSTLY = 1, VCUDA_ADVICE_PREFERRED, VCUDA_ADVICE_ACCESSED_BY };
 int vcuda_managed_advise(const void *p, size_t n, int what, int set, int location);
 typedef struct {

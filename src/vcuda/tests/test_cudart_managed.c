@@ -10,7 +10,7 @@
  *   - a write to one page sends that page only; values across a page boundary;
  *   - four host threads write and read their quarters, faulting concurrently;
  *   - a prefetch to the device sends without a launch, one to the host fetches so that
- *     reads take no fault; the last prefetch location is reported;
+ *     reads take no fault; the last prefetch location is reported; a batch of both;
  *   - memory attached to the host is left alone by launches; attached to one stream, by
  *     launches on other streams;
  *   - a __managed__ variable (registered as nvcc's start-up code does, reached through
@@ -205,6 +205,16 @@ int main(int argc, char **argv)
     CHECK(all(a, 0, N, twice) && stats().faults == s5.faults);
     CHECK(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeLastPrefetchLocation, a, N * sizeof(float)) ==
               cudaSuccess && v == cudaCpuDeviceId);
+    void *ranges[] = {a, (char *)a + PAGE};
+    size_t lens[] = {PAGE, PAGE}, idx[] = {0, 1};
+    struct cudaMemLocation where[] = {dev0, host};
+    a[0] = 1, a[edge] = 2; /* pages 0 and 1 dirty: the batch sends page 0 only */
+    vcuda_managed_stats s5b = stats();
+    CHECK(cudaMemPrefetchBatchAsync(ranges, lens, 2, where, idx, 2, 0, 0) == cudaSuccess);
+    CHECK(stats().bytes_to_device - s5b.bytes_to_device == PAGE);
+    CHECK(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeLastPrefetchLocation, a, 4) == cudaSuccess && v == 0);
+    CHECK(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeLastPrefetchLocation, a, 2 * PAGE) == cudaSuccess &&
+          v == cudaInvalidDeviceId); /* not all to one place */
 
     /* attached to the host: launches leave it; to one stream: launches on others do */
     float *b = NULL;
@@ -273,6 +283,8 @@ int main(int argc, char **argv)
                                           cudaMemRangeAttributeAccessedBy};
     CHECK(cudaMemRangeGetAttributes(data, sizes, which, 3, a, PAGE) == cudaSuccess && rm == 1 && pl == 0 &&
           by[0] == cudaCpuDeviceId && by[1] == cudaInvalidDeviceId);
+    CHECK(cudaMemRangeGetAttribute(&rm, 4, cudaMemRangeAttributeReadMostly, a, 2 * PAGE) == cudaSuccess &&
+          rm == 0); /* advised for the first page only */
     CHECK(cudaMemAdvise(&v, 4, cudaMemAdviseSetReadMostly, dev0) == cudaErrorInvalidValue); /* not managed */
 
     /* freed: the host side goes too; another allocation works */
