@@ -241,37 +241,41 @@ EXPORT void __cudaRegisterManagedVar(void **handle, void **host_var_ptr, char *d
 }
 
 /* Every __managed__ variable of the module on the current device, mapped; 1, or the
- * reason on stderr and 0 (nvcc's code cannot go on: the program ends). */
+ * reason on stderr and the program ends (nvcc's code cannot go on without them). */
 char rt_managed_init_module(void **handle)
 {
     fatbin *fb = (fatbin *)handle;
     char why[VCUDA_MANAGED_WHY_LEN];
-    int ok = 1;
+    const char *bad = NULL;
     pthread_mutex_lock(&mvar_mu);
-    for (size_t i = 0; i < nmvars && ok; ++i) {
-        managed_var *v = &mvars[i];
-        if (v->fb != fb || *v->host_var_ptr) continue;
-        cudaError_t e = rt_ready();
+    size_t n = 0;
+    uint64_t *dptr = calloc(nmvars ? nmvars : 1, sizeof *dptr);
+    size_t *size = calloc(nmvars ? nmvars : 1, sizeof *size), *which = calloc(nmvars ? nmvars : 1, sizeof *which);
+    int d = rt_current_device;
+    cudaError_t e = !dptr || !size || !which ? cudaErrorMemoryAllocation : rt_ready();
+    if (!e) pthread_once(&init, init_once);
+    for (size_t i = 0; i < nmvars && !e; ++i) {
+        if (mvars[i].fb != fb || *mvars[i].host_var_ptr) continue;
         vcuda_msg r;
-        int d = rt_current_device;
-        if (!e) {
-            pthread_once(&init, init_once);
-            pthread_mutex_lock(&rt_reg_mu);
-            e = rt_module_lookup(fb, d, VCUDA_OP_MODULE_GLOBAL, v->name, &r);
-            pthread_mutex_unlock(&rt_reg_mu);
-        }
-        if (e) {
-            fprintf(stderr, "vcuda: __managed__ variable %s: %s\n", v->name, cudaGetErrorString(e));
-            ok = 0;
-        } else if (vcuda_managed_map_var(d, r.v[0], r.v[1], why) || rt_table_add(d, r.v[0], r.v[1])) {
-            fprintf(stderr, "vcuda: __managed__ variable %s: %s\n", v->name, why);
-            ok = 0;
-        } else {
-            *v->host_var_ptr = (void *)(uintptr_t)r.v[0];
-        }
+        pthread_mutex_lock(&rt_reg_mu);
+        e = rt_module_lookup(fb, d, VCUDA_OP_MODULE_GLOBAL, mvars[i].name, &r);
+        pthread_mutex_unlock(&rt_reg_mu);
+        if (e) bad = mvars[i].name;
+        else dptr[n] = r.v[0], size[n] = r.v[1], which[n++] = i;
+    }
+    if (e) {
+        fprintf(stderr, "vcuda: __managed__ variable %s: %s\n", bad ? bad : "", cudaGetErrorString(e));
+    } else if (n && vcuda_managed_map_vars(d, dptr, size, n, why)) {
+        fprintf(stderr, "vcuda: __managed__ variables: %s\n", why);
+        e = cudaErrorMemoryAllocation;
+    }
+    for (size_t k = 0; k < n && !e; ++k) {
+        if (rt_table_add(d, dptr[k], size[k])) e = cudaErrorMemoryAllocation;
+        *mvars[which[k]].host_var_ptr = (void *)(uintptr_t)dptr[k];
     }
     pthread_mutex_unlock(&mvar_mu);
-    if (!ok) exit(1);
+    free(dptr), free(size), free(which);
+    if (e) exit(1);
     return 1;
 }
 

@@ -405,36 +405,52 @@ int vcuda_managed_unmap(uint64_t dptr, uint64_t *raw)
     return r != NULL;
 }
 
-int vcuda_managed_map_var(int dev, uint64_t dptr, size_t size, char *why)
+static int by_start(const void *a, const void *b)
 {
-    if (!size) return 0;
+    const span *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+int vcuda_managed_map_vars(int dev, const uint64_t *dptr, const size_t *size, size_t n, char *why)
+{
+    span *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return snprintf(why, VCUDA_MANAGED_WHY_LEN, "out of memory"), -1;
+    size_t m = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (size[i]) v[m++] = (span){dptr[i], dptr[i] + size[i]};
+    qsort(v, m, sizeof *v, by_start);
     pthread_mutex_lock(&mu);
     int rc = configure(why);
-    uint64_t ps = cfg.os_page, lo = dptr / ps * ps, hi = (dptr + size + ps - 1) / ps * ps;
-    /* the pages may hold other variables of the module, mapped already: one region
-     * grows its list of valid spans, a page of a new region must not be in another */
-    region *r = NULL;
-    for (region *q = regions; !rc && q; q = q->next) {
-        uint64_t qhi = q->base + q->npages * q->ps;
-        if (q->dev == dev && !q->raw && lo >= q->base && hi <= qhi) r = q;
-        else if (lo < qhi && hi > q->base) {
-            snprintf(why, VCUDA_MANAGED_WHY_LEN, "__managed__ variable at 0x%llx shares pages with another managed range",
-                     (unsigned long long)dptr);
+    uint64_t ps = cfg.os_page;
+    /* the variables whose pages touch make one region (only their bytes ever cross) */
+    for (size_t a = 0; a < m && !rc;) {
+        uint64_t lo = v[a].lo / ps * ps, hi = (v[a].hi + ps - 1) / ps * ps;
+        size_t b = a + 1;
+        for (; b < m && v[b].lo / ps * ps <= hi; ++b)
+            if ((v[b].hi + ps - 1) / ps * ps > hi) hi = (v[b].hi + ps - 1) / ps * ps;
+        for (region *q = regions; q && !rc; q = q->next)
+            if (lo < q->base + q->npages * q->ps && hi > q->base) {
+                snprintf(why, VCUDA_MANAGED_WHY_LEN,
+                         "__managed__ variables at 0x%llx share pages with another managed range",
+                         (unsigned long long)v[a].lo);
+                rc = -1;
+            }
+        region *r = rc ? NULL : region_new(dev, lo, ps, hi - lo, why);
+        if (!rc && (!r || !(r->valid = malloc((b - a) * sizeof *r->valid)))) {
+            if (r) ums_pager_destroy(r->pg), free(r->state), free(r);
+            if (r) snprintf(why, VCUDA_MANAGED_WHY_LEN, "out of memory");
             rc = -1;
         }
-    }
-    if (!rc && !r) {
-        if (!(r = region_new(dev, lo, ps, hi - lo, why))) rc = -1;
-        else r->pending = 1, region_link(r); /* device work may have run on the module */
-    }
-    if (!rc) {
-        int known = 0;
-        for (size_t i = 0; i < r->nvalid; ++i) known |= r->valid[i].lo == dptr;
-        span *v = known ? r->valid : realloc(r->valid, (r->nvalid + 1) * sizeof *v);
-        if (!v) rc = -1, snprintf(why, VCUDA_MANAGED_WHY_LEN, "out of memory");
-        else if (!known) r->valid = v, v[r->nvalid++] = (span){dptr, dptr + size};
+        if (!rc) {
+            memcpy(r->valid, v + a, (b - a) * sizeof *r->valid);
+            r->nvalid = b - a;
+            r->pending = 1; /* device work may have run on the module already */
+            region_link(r);
+        }
+        a = b;
     }
     pthread_mutex_unlock(&mu);
+    free(v);
     return rc;
 }
 

@@ -67,9 +67,10 @@ int vcuda_managed_map(int dev, uint64_t dptr, size_t size, unsigned attach, uint
 /* Forgets the allocation at dptr (unmapping it), its device allocation's start in *raw;
  * 0 if there is none. */
 int vcuda_managed_unmap(uint64_t dptr, uint64_t *raw);
-/* A __managed__ variable [dptr, +size) of a module on device dev: the pages holding it
- * mapped (shared with other variables there); only its bytes ever cross.  0 or -1. */
-int vcuda_managed_map_var(int dev, uint64_t dptr, size_t size, char *why);
+/* The n __managed__ variables [dptr[i], +size[i]) of a module on device dev: the pages
+ * holding them mapped (variables whose pages touch share a range); only their bytes
+ * ever cross.  0 or -1 with the reason. */
+int vcuda_managed_map_vars(int dev, const uint64_t *dptr, const size_t *size, size_t n, char *why);
 /* Every range of device dev forgotten and unmapped (cudaDeviceReset freed them). */
 void vcuda_managed_forget_device(int dev);
 

@@ -38,7 +38,8 @@
  *     "// vcuda-fake-global NAME BYTES" declare, for cuModuleGetGlobal, its kernels
  *     those its lines "// vcuda-fake-function NAME" name, and its lines
  *     "// vcuda-fake-managed NAME BYTES" declare variables with storage of their own
- *     (zeros, 64 bytes into a page: a __managed__ variable shares its page);
+ *     (zeros; one after the other from 64 bytes into a page, so that __managed__
+ *     variables share pages with each other and with what is not theirs);
  *   - `scale(float *p, int n, float k)` multiplies p[0..n) by k (memory the host sees
  *     only through copies: what managed memory's coherence is tested with);
  *   - the device has 4 multiprocessors of 2048 threads (what a stack limit multiplies).
@@ -276,15 +277,20 @@ EXPORT CUresult cuModuleLoadData(void **mod, const void *image)
                 m->global_bytes[m->nglobals++] = (size_t)bytes;
             ++k;
         }
+        /* the managed variables one after the other (8-aligned), from 64 bytes into a page */
+        size_t at = 64, first = (size_t)m->nglobals;
         for (k = t; m->nglobals < 8 && (k = strstr(k, "// vcuda-fake-managed ")); ++k) {
             unsigned long long bytes = 0;
-            void *page;
-            if (sscanf(k, "// vcuda-fake-managed %63s %llu", m->globals[m->nglobals], &bytes) == 2 &&
-                !posix_memalign(&page, 4096, 64 + bytes)) {
-                memset(page, 0, 64 + bytes);
-                m->global_data[m->nglobals] = (char *)page + 64;
+            if (sscanf(k, "// vcuda-fake-managed %63s %llu", m->globals[m->nglobals], &bytes) == 2) {
+                m->global_data[m->nglobals] = (char *)(uintptr_t)at; /* (an offset until allocated) */
                 m->global_bytes[m->nglobals++] = (size_t)bytes;
+                at += (bytes + 7) / 8 * 8;
             }
+        }
+        void *block = NULL;
+        if ((size_t)m->nglobals > first && !posix_memalign(&block, 4096, at)) {
+            memset(block, 0, at);
+            for (int i = (int)first; i < m->nglobals; ++i) m->global_data[i] = (char *)block + (uintptr_t)m->global_data[i];
         }
         for (k = t; m->nnames < 8 && (k = strstr(k, "// vcuda-fake-function ")); ++k)
             sscanf(k, "// vcuda-fake-function %63s", m->names[m->nnames++]);

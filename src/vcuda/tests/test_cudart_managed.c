@@ -1,7 +1,7 @@
 /* Managed memory through the libcudart stand-in, against the real vcuda-server on the
  * CPU stand-in driver: `vcuda_cudart_managed_test segv|uffd SERVER FAKE_LIB_DIR` (the
  * fault engine, VCUDA_MANAGED_ENGINE; uffd exits 77 with the reason where userfaultfd is
- * not permitted).  The stand-in's kernel `scale(float *p, int n, float k)` multiplies
+ * not permitted; `config`: a bad VCUDA_MANAGED_PAGE makes cudaMallocManaged fail).  The stand-in's kernel `scale(float *p, int n, float k)` multiplies
  * device memory, which the host sees only through what crosses, so every case below is
  * a coherence check (pages of VCUDA_MANAGED_PAGE=16K):
  *   - the attributes: managed memory 1, concurrent managed access 0, mapped memory 0;
@@ -13,8 +13,8 @@
  *     reads take no fault; the last prefetch location is reported; a batch of both;
  *   - memory attached to the host is left alone by launches; attached to one stream, by
  *     launches on other streams;
- *   - a __managed__ variable (registered as nvcc's start-up code does, reached through
- *     the pointer __cudaInitModule sets), 64 bytes into its page;
+ *   - __managed__ variables (registered as nvcc's start-up code does, reached through
+ *     the pointers __cudaInitModule sets), sharing pages, 64 bytes into the first;
  *   - a host read between a launch and its synchronization (an error with the real
  *     runtime on such a device): it waits for the device, then sees the results;
  *   - copies and sets to and from managed memory, advice, pointer attributes, cudaFree;
@@ -44,8 +44,8 @@ char __cudaInitModule(void **handle);
 
 static const char TOKEN[] = "managed-test-token";
 static char scale_stub, busy_stub;
-static float *mvals; /* the __managed__ variable as nvcc's host code reaches it */
-enum { PAGE = 16 << 10, N = (int)(3.5 * PAGE / sizeof(float)), NV = 10 };
+static float *mvals, *mbig; /* __managed__ variables as nvcc's host code reaches them */
+enum { PAGE = 16 << 10, N = (int)(3.5 * PAGE / sizeof(float)), NV = 10, NB = 2000 };
 static const dim3 one = {1, 1, 1};
 static void (*get_stats)(vcuda_managed_stats *);
 
@@ -79,7 +79,7 @@ static void fc_put(uint8_t *p, uint64_t v, int n)
 static void **register_module(void)
 {
     static const char ptx[] = "// vcuda-fake-function scale\n// vcuda-fake-function busy\n"
-                              "// vcuda-fake-managed mvals 40\n.version 8.0\n";
+                              "// vcuda-fake-managed mvals 40\n// vcuda-fake-managed mbig 8000\n.version 8.0\n";
     static uint8_t fat[1024];
     size_t len = sizeof ptx, at = 16;
     memset(fat + at, 0, 64);
@@ -93,6 +93,7 @@ static void **register_module(void)
     __cudaRegisterFunction(h, &scale_stub, (char *)"scale", "scale", -1, NULL, NULL, NULL, NULL, NULL);
     __cudaRegisterFunction(h, &busy_stub, (char *)"busy", "busy", -1, NULL, NULL, NULL, NULL, NULL);
     __cudaRegisterManagedVar(h, (void **)&mvals, (char *)"mvals", "mvals", 0, NV * sizeof(float), 0, 0);
+    __cudaRegisterManagedVar(h, (void **)&mbig, (char *)"mbig", "mbig", 0, NB * sizeof(float), 0, 0);
     return h;
 }
 
@@ -126,8 +127,18 @@ static void *check_quarter(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 || (strcmp(argv[1], "segv") && strcmp(argv[1], "uffd")))
-        return fprintf(stderr, "usage: %s segv|uffd SERVER FAKE_LIB_DIR\n", argv[0]), 2;
+    if (argc != 4 || (strcmp(argv[1], "segv") && strcmp(argv[1], "uffd") && strcmp(argv[1], "config")))
+        return fprintf(stderr, "usage: %s segv|uffd|config SERVER FAKE_LIB_DIR\n", argv[0]), 2;
+    if (!strcmp(argv[1], "config")) { /* a page size that is no multiple of the OS page: refused */
+        setenv("VCUDA_MANAGED_PAGE", "1000", 1);
+        vcuda_test_server srv;
+        start_server_for_me(&srv, argv[2], argv[3], TOKEN);
+        void *p = NULL;
+        CHECK(cudaMallocManaged(&p, 4096, cudaMemAttachGlobal) == cudaErrorInvalidValue && !p);
+        static char text[1 << 16];
+        stop_server_read_log(srv.pid, srv.log, text, sizeof text);
+        return failures != 0;
+    }
     setenv("VCUDA_MANAGED_ENGINE", argv[1], 1);
     setenv("VCUDA_MANAGED_PAGE", "16K", 1);
     get_stats = (void (*)(vcuda_managed_stats *))dlsym(RTLD_DEFAULT, "vcuda_managed_get_stats");
@@ -233,15 +244,18 @@ int main(int argc, char **argv)
     CHECK(cudaStreamSynchronize(st) == cudaSuccess);
     CHECK(b[0] == 21 && stats().faults == s6.faults + 1);
 
-    /* a __managed__ variable: its pointer set by __cudaInitModule, 64 bytes into a page */
-    CHECK(__cudaInitModule(h) == 1 && mvals && ((uintptr_t)mvals & 4095) == 64);
-    if (mvals) {
+    /* __managed__ variables: pointers set by __cudaInitModule; 64 bytes into a page, the
+     * second right after the first and over three pages */
+    CHECK(__cudaInitModule(h) == 1 && mvals && ((uintptr_t)mvals & 4095) == 64 && mbig == mvals + NV);
+    if (mvals && mbig) {
         for (int i = 0; i < NV; ++i) mvals[i] = (float)(i + 1);
+        for (int i = 0; i < NB; ++i) mbig[i] = (float)i;
         scale(mvals, NV, 3, 0);
+        scale(mbig, NB, 2, 0);
         CHECK(cudaDeviceSynchronize() == cudaSuccess);
         int good = 1;
         for (int i = 0; i < NV; ++i) good &= mvals[i] == 3.0f * (float)(i + 1);
-        CHECK(good);
+        CHECK(good && all(mbig, 0, NB, twice));
         struct cudaPointerAttributes pa;
         CHECK(cudaPointerGetAttributes(&pa, mvals) == cudaSuccess && pa.type == cudaMemoryTypeManaged &&
               pa.hostPointer == mvals && pa.devicePointer == mvals);
