@@ -172,9 +172,10 @@ EXPORT cudaError_t cudaMalloc(void **p, size_t size)
 EXPORT cudaError_t cudaFree(void *p)
 {
     vcuda_msg r;
-    uint64_t v = (uint64_t)(uintptr_t)p, dev = rt_managed_release(v); /* (managed: its host side goes) */
+    uint64_t v = (uint64_t)(uintptr_t)p;
     if (!p) return cudaSuccess;
-    cudaError_t e = rt_call(VCUDA_OP_FREE, &dev, 1, &r, "cudaFree");
+    uint64_t alloc = rt_managed_release(v); /* managed memory: its host side goes, and the allocation behind it */
+    cudaError_t e = rt_call(VCUDA_OP_FREE, &alloc, 1, &r, "cudaFree");
     if (e) return e;
     pthread_mutex_lock(&rt_alloc_mu);
     for (size_t i = 0; i < rt_nalloc; ++i)
