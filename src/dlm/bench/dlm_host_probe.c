@@ -18,19 +18,17 @@
  * Each: median, min and p99 of --iterations, in us.  A step the kernel refuses
  * (userfaultfd not permitted) is reported as unsupported with the reason. */
 #define _GNU_SOURCE
+#include "umstudy/pager.h"
 #include "umstudy/support.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <linux/userfaultfd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -70,6 +68,12 @@ static void fail(const char *what)
     ums_fail("%s: %s", what, strerror(errno));
 }
 
+/* The probe's regions are never touched: their pages are dropped and filled directly. */
+static void no_fault(ums_pager *pg, void *ctx, size_t page, int flags, int worker)
+{
+    (void)pg, (void)ctx, (void)page, (void)flags, (void)worker;
+}
+
 static void copies(char *src, double *v)
 {
     char *dst = malloc(g_page);
@@ -85,22 +89,23 @@ static void copies(char *src, double *v)
     emit("copy_resident", v, "memcpy of a page into memory touched before");
     free(dst);
 
-    int fd = memfd_create("dlm-host-probe", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)g_page) != 0)
-        fail("memfd");
-    char *m = mmap(NULL, g_page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED)
-        fail("mmap of the memfd");
+    /* the SIGSEGV engines' page: dropped as their eviction drops it, filled through the alias */
+    char why[400];
+    ums_pager *pg;
+    ums_pager_config c = {.bytes = g_page, .page_size = g_page, .engine = UMS_PAGER_SEGV, .fault = no_fault,
+                          .name = "dlm-host-probe"};
+    if (ums_pager_create(&c, &pg, why, sizeof why) != 0)
+        ums_fail("%s", why);
+    char *m = ums_pager_alias(pg);
     for (long long i = 0; i < g_iters; ++i) {
-        if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)g_page) != 0)
-            fail("fallocate(PUNCH_HOLE)");
+        if (ums_pager_drop(pg, 0, 1) != 0)
+            fail("dropping the page");
         double t0 = now_us();
         memcpy(m, src, g_page);
         v[i] = now_us() - t0;
     }
     emit("copy_first_touch", v, "memcpy of a page into a memfd page just hole-punched (allocated under the copy)");
-    munmap(m, g_page);
-    close(fd);
+    ums_pager_destroy(pg);
 }
 
 static void mprotects(double *v)
@@ -119,38 +124,34 @@ static void mprotects(double *v)
     munmap(m, 3 * g_page);
 }
 
+/* uffd's install: a dropped page of the region filled by the pager (UFFDIO_COPY). */
 static void uffd_copies(char *src, double *v)
 {
-    int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
-    struct uffdio_api api = {.api = UFFD_API};
-    if (fd < 0 || ioctl(fd, UFFDIO_API, &api) != 0) {
+    char why[400];
+    ums_pager *pg;
+    ums_pager_config c = {.bytes = g_page, .page_size = g_page, .engine = UMS_PAGER_UFFD, .workers = 1,
+                          .fault = no_fault};
+    if (ums_pager_create(&c, &pg, why, sizeof why) != 0) {
+        if (errno != EPERM && errno != ENOSYS)
+            ums_fail("%s", why);
         ums_rec r;
         ums_rec_begin_status(&r, "unsupported");
         ums_rec_str(&r, "step", "uffd_copy");
-        ums_rec_str(&r, "reason", strerror(errno));
+        ums_rec_str(&r, "reason", why);
         ums_rec_emit(&r);
-        fprintf(stderr, "dlm-host-probe: uffd_copy not measured: userfaultfd: %s\n", strerror(errno));
-        if (fd >= 0)
-            close(fd);
+        fprintf(stderr, "dlm-host-probe: uffd_copy not measured: %s\n", why);
         return;
     }
-    char *m = mmap(NULL, g_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    struct uffdio_register reg = {.range = {(unsigned long)m, g_page}, .mode = UFFDIO_REGISTER_MODE_MISSING};
-    if (m == MAP_FAILED || ioctl(fd, UFFDIO_REGISTER, &reg) != 0)
-        fail("userfaultfd register");
     for (long long i = 0; i < g_iters; ++i) {
-        madvise(m, g_page, MADV_DONTNEED);
-        struct uffdio_copy c = {.dst = (unsigned long)m, .src = (unsigned long)src, .len = g_page};
+        if (ums_pager_drop(pg, 0, 1) != 0)
+            fail("dropping the page");
         double t0 = now_us();
-        if (ioctl(fd, UFFDIO_COPY, &c) != 0)
+        if (ums_pager_install(pg, 0, 1, src, UMS_PAGER_RW) != 0)
             fail("UFFDIO_COPY");
         v[i] = now_us() - t0;
     }
     emit("uffd_copy", v, "UFFDIO_COPY of a page into a dropped page of a registered range");
-    munmap(m, g_page);
-    close(fd);
+    ums_pager_destroy(pg);
 }
 
 /* futex ping: the waker stamps and wakes; the sleeper stamps when it runs. */
