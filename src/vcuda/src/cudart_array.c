@@ -199,6 +199,15 @@ void rt_staging_forget(int device)
     pthread_mutex_unlock(&staging_mu);
 }
 
+/* The bytes from a memory side's start that a copy of width x height x depth touches
+ * (0 for an array side). */
+static size_t memory_span(const copy_end *c, size_t width, size_t height, size_t depth)
+{
+    if (c->array || !c->ptr) return 0;
+    size_t rows = depth > 1 ? c->rows : c->y + height;
+    return ((c->z + depth - 1) * rows + c->y + height - 1) * c->pitch + c->x + width;
+}
+
 /* Any copy with an array on one side at least (width in bytes, x offsets in bytes), or
  * strided rows into device memory.  A host side goes through the staging buffer. */
 static cudaError_t array_copy(copy_end dst, copy_end src, size_t width, size_t height, size_t depth,
@@ -210,6 +219,10 @@ static cudaError_t array_copy(copy_end dst, copy_end src, size_t width, size_t h
     if ((dst.array && dst.array->magic != ARRAY_MAGIC) || (src.array && src.array->magic != ARRAY_MAGIC))
         return rt_record(cudaErrorInvalidResourceHandle);
     if (!width || !height || !depth) return cudaSuccess;
+    /* managed memory is device memory to the copy (its dirty pages go first) */
+    if ((e = rt_managed_copy(dst.ptr, memory_span(&dst, width, height, depth), src.ptr,
+                             memory_span(&src, width, height, depth), &kind, api)))
+        return e;
     if (kind == cudaMemcpyDefault)
         kind = (dst.array || rt_is_device_pointer(dst.ptr)) ? (src.array || rt_is_device_pointer(src.ptr)) ? cudaMemcpyDeviceToDevice
                                                                                                     : cudaMemcpyHostToDevice

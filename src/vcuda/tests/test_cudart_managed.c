@@ -17,7 +17,8 @@
  *     the pointers __cudaInitModule sets), sharing pages, 64 bytes into the first;
  *   - a host read between a launch and its synchronization (an error with the real
  *     runtime on such a device): it waits for the device, then sees the results;
- *   - copies and sets to and from managed memory, advice, pointer attributes, cudaFree;
+ *   - copies and sets to and from managed memory (and CUDA arrays), advice, pointer
+ *     attributes, cudaFree;
  *   - mapped host memory refused by name. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
@@ -285,6 +286,21 @@ int main(int argc, char **argv)
     CHECK(cudaMemset(a, 0, 16 * sizeof(float)) == cudaSuccess);
     CHECK(a[0] == 0 && a[15] == 0 && a[16] == 1016);
     CHECK(cudaMemcpy(b, a + 16, sizeof(float), cudaMemcpyDefault) == cudaSuccess && b[0] == 1016);
+
+    /* a CUDA array from and to managed memory: its dirty pages first, its host copy dropped */
+    cudaArray_t arr;
+    struct cudaChannelFormatDesc fd = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+    CHECK(cudaMallocArray(&arr, &fd, 8, 4, 0) == cudaSuccess);
+    for (int i = 0; i < 32; ++i) a[i] = (float)(500 + i);
+    CHECK(cudaMemcpy2DToArray(arr, 0, 0, a, 8 * sizeof(float), 8 * sizeof(float), 4, cudaMemcpyHostToDevice) ==
+          cudaSuccess);
+    CHECK(cudaMemcpy2DFromArray(host_out, 8 * sizeof(float), arr, 0, 0, 8 * sizeof(float), 4,
+                                cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(host_out[0] == 500 && host_out[31] == 531);
+    CHECK(cudaMemcpy2DFromArray(a + 64, 8 * sizeof(float), arr, 0, 0, 8 * sizeof(float), 4, cudaMemcpyDefault) ==
+          cudaSuccess);
+    CHECK(a[64] == 500 && a[95] == 531 && a[0] == 500);
+    CHECK(cudaFreeArray(arr) == cudaSuccess);
 
     /* advice is recorded and reported */
     CHECK(cudaMemAdvise(a, PAGE, cudaMemAdviseSetReadMostly, dev0) == cudaSuccess);
