@@ -21,11 +21,14 @@
  *   - ranges attached to the host (cudaMemAttachHost) are not touched by launches;
  *     ranges attached to one stream only by launches on that stream;
  *   - a newly allocated range is zeros on the server (set there), so first touches
- *     before any device work install zeros without a transfer.
+ *     before any device work install zeros without a transfer (a write: the readahead
+ *     window writable and dirty at once, as a program initializing its data needs).
  * Faults are caught by userfaultfd where the process may use it with write-protect
  * faults (VCUDA_MANAGED_ENGINE=uffd), else by mprotect + SIGSEGV (=segv); the default
  * (auto) takes the first that works.  A system call given an absent page fails with
- * EFAULT under both (read(2) into managed memory: touch it first).
+ * EFAULT under SIGSEGV and user-mode-only userfaultfd (read(2) into managed memory:
+ * touch it first).  The runtime itself reads and writes managed memory only where it is
+ * present (a flush), or not at all (copies take it as device memory).
  *
  * Failures in a fault (the server lost) cannot be returned to the access that faulted:
  * they are written to stderr with the address and the process aborts. */
