@@ -68,6 +68,7 @@ int vcuda_driver_refuse(const void *caller, const char *fn)
     exe[n > 0 ? n : 0] = '\0';
     who = n > 0 ? exe : "the program";
   }
+  if (!base) base = seen; /* a caller dladdr cannot place (generated code): one key for all */
   if (!first_time(base)) return NO_DEVICE;
   const char *slash = strrchr(who, '/');
   char line[1024];
@@ -84,10 +85,11 @@ int vcuda_driver_refuse(const void *caller, const char *fn)
   return NO_DEVICE;
 }
 
-/* The entry points a runtime or library resolves first (a static CUDA runtime dlsyms
- * cuGetProcAddress_v2 / cuGetProcAddress and cuDriverGetVersion; cuBLASLt also dlsyms
- * cuInit and the module and kernel calls), written out so that their outputs are left
- * in a defined state besides the error. */
+/* The entry points a runtime or library resolves by name first (CUDA 13.0's
+ * libcudart_static.a names cuInit, cuDriverGetVersion, cuGetProcAddress(_v2) and
+ * cuGetExportTable, and takes the rest from cuGetProcAddress; cuBLASLt also dlsyms the
+ * module and kernel calls), written out so that their outputs are left in a defined
+ * state besides the error. */
 #define CALLER __builtin_return_address(0)
 
 DRV_EXPORT int cuInit(unsigned flags)
