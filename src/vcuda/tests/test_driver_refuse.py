@@ -9,6 +9,9 @@
             cuGetProcAddress_v2 hands out, and the program's own exit status 3
   stand_in  the libcudart stand-in itself never loads libcuda.so.1 (the sample, no
             servers, with that LD_LIBRARY_PATH: the loader's own log, LD_DEBUG=libs)
+  libraries the real cuBLAS, cuSPARSE and cuFFT, each with its own runtime inside, started
+            with that LD_LIBRARY_PATH: cublasCreate and cusparseCreate return
+            NOT_INITIALIZED, cufftPlan1d fails, and each library is named on its line
   run_env   vcuda-run gives the program the stand-in's directory first on LD_LIBRARY_PATH
             and the servers not (a fake server that records its LD_LIBRARY_PATH), and the
             caller program run through it is refused by name
@@ -71,6 +74,23 @@ def case_stand_in():
     print(f"the sample ran without loading libcuda.so.1 (rc {r.returncode}, its refusal: no servers)")
 
 
+def case_libraries():
+    # the toolkit's libraries from where the program was linked (its RUNPATH), the
+    # driver from the stand-in's directory
+    r = subprocess.run([a.libraries], capture_output=True, text=True, timeout=90,
+                       env=env_without_vcuda(LD_LIBRARY_PATH=a.lib))
+    print(r.stdout + r.stderr)
+    expect(r.returncode == 3, f"the program's own exit status 3 (got {r.returncode})")
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    # CUBLAS_STATUS_NOT_INITIALIZED, CUSPARSE_STATUS_NOT_INITIALIZED; cuFFT: any failure
+    expect(got["cublasCreate"] == 1 and got["cusparseCreate"] == 1 and got["cufftPlan1d"] != 0,
+           f"the libraries did not start ({got})")
+    named = [l.split()[1] for l in refusal_lines(r.stderr)]
+    for lib in ("libcublas", "libcusparse", "libcufft"):
+        expect(any(n.startswith(lib + ".so") for n in named), f"{lib} named on a refusal line ({named})")
+    expect(not any(n.startswith("libcudart") for n in named), f"the stand-in calls no driver ({named})")
+
+
 def case_run_env():
     with tempfile.TemporaryDirectory() as w:
         fake = os.path.join(w, "fake-server")
@@ -96,10 +116,11 @@ def case_run_env():
 
 
 ap = argparse.ArgumentParser()
-ap.add_argument("case", choices=["refuse", "stand_in", "run_env"])
+ap.add_argument("case", choices=["refuse", "stand_in", "libraries", "run_env"])
 ap.add_argument("--lib", required=True, help="the stand-ins' directory (libcudart.so.N, libcuda.so.1)")
 ap.add_argument("--caller", required=True, help="tests/driver_caller.c built")
 ap.add_argument("--sample", help="vcuda-sample-vector-add (stand_in)")
+ap.add_argument("--libraries", help="tests/driver_libraries.c built (libraries)")
 ap.add_argument("--run", help="the build tree's vcuda-run (run_env)")
 ap.add_argument("--net-test", help="vcuda_net_test, for its fake_server (run_env)")
 a = ap.parse_args()
