@@ -2,6 +2,10 @@
 # vcuda-run: run an unmodified CUDA program (-cudart shared) on this node's GPUs
 # through vcuda: one vcuda-server per GPU on loopback (ephemeral ports, a fresh random
 # token), the program with the libcudart stand-in preloaded, the servers stopped after.
+# The program alone (never the servers, which need the real driver) also has the
+# stand-in's directory first on LD_LIBRARY_PATH, where it finds the refusing libcuda.so.1:
+# a library with a CUDA runtime of its own inside (cuBLAS, cuSPARSE, cuFFT) or a
+# driver-API program is told by name that vcuda cannot run it (src/driver_refuse.c).
 #
 #   vcuda-run [--gpus N] [--ucx] [--lib DIR] [--server PATH] [--server-opts "OPTS"]
 #             [--log-dir DIR] [--] PROGRAM [ARGS...]
@@ -32,7 +36,7 @@ while [ $# -gt 0 ]; do
     --server-opts) server_opts=$2; shift 2 ;;
     --ucx) scheme=ucx://; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     -*) echo "vcuda-run: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -46,6 +50,7 @@ if [ -z "$lib" ]; then
 fi
 stand_in=$(ls "$lib"/libcudart.so.[0-9]* 2>/dev/null | grep -E 'libcudart\.so\.[0-9]+$' | head -1)
 [ -n "$stand_in" ] || { echo "vcuda-run: no libcudart stand-in found (--lib DIR)" >&2; exit 2; }
+lib=$(cd "$lib" && pwd)
 [ -n "$server" ] || server=$here/vcuda-server
 [ -x "$server" ] || { echo "vcuda-run: no vcuda-server at $server (--server PATH)" >&2; exit 2; }
 if [ -z "$gpus" ]; then
@@ -84,4 +89,4 @@ done
 export VCUDA_SERVERS=$servers
 started=$(tr ',' '\n' <<<"$servers" | wc -l)
 echo "vcuda-run: $started of $gpus server(s) at $VCUDA_SERVERS (logs in $logdir), stand-in $stand_in" >&2
-LD_PRELOAD="$stand_in${LD_PRELOAD:+:$LD_PRELOAD}" "$@"
+LD_PRELOAD="$stand_in${LD_PRELOAD:+:$LD_PRELOAD}" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"

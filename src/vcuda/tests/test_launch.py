@@ -10,7 +10,9 @@ or the servers.  Every case runs a program through the libcudart stand-in that p
 cudaGetDeviceCount: the client opens only servers that answered HELLO (with the token
 vcuda-launch made and handed to the tasks) and PING, so the count is the number of
 servers the tasks started and reported; the cases that run it also read one placement
-line per task on stdout (task order, this host).
+line per task on stdout (task order, this host), and check that the program has the
+stand-ins' directory (the refusing libcuda.so.1) first on LD_LIBRARY_PATH and that no
+server was given it.
 
 local       3 tasks started by vcuda-launch itself, TCP: 3 devices; the run directory
             (holding the token) is gone afterwards
@@ -36,6 +38,7 @@ n = ctypes.c_int(-1)
 e = rt.cudaGetDeviceCount(ctypes.byref(n))
 mode = stat.S_IMODE(os.stat(os.environ["VCUDA_TOKEN_FILE"]).st_mode)
 print(f"devices={n.value} error={e} token_mode={mode:o}")
+print("ld_path_first=" + os.environ.get("LD_LIBRARY_PATH", "").split(":")[0])
 """
 
 
@@ -47,7 +50,10 @@ def write(path, text, mode=0o644):
 
 
 def run(a, extra, workdir, expect_rc=0, timeout=120, bind=True):
-    fake = write(os.path.join(workdir, "fake-server"), f"#!/bin/sh\nexec '{a.net_test}' fake_server \"$@\"\n", 0o755)
+    # each server records its LD_LIBRARY_PATH (devices(): never the stand-ins' directory)
+    fake = write(os.path.join(workdir, "fake-server"),
+                 f"#!/bin/sh\nprintf '%s' \"${{LD_LIBRARY_PATH-}}\" >\"$0.env.$$\"\n"
+                 f"exec '{a.net_test}' fake_server \"$@\"\n", 0o755)
     prog = write(os.path.join(workdir, "count.py"), COUNT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VCUDA_")}
     # a stale token in the caller's environment must not replace the job's
@@ -79,6 +85,16 @@ def devices(a, extra, n, what, tasks):
                        f"{what}: the program sees {n} authenticated servers, token file 0600")
         fails += expect(placement(p.stdout) == [(t, socket.gethostname()) for t in range(tasks)],
                         f"{what}: one placement line per task, in task order, naming this host")
+        # the program finds the refusing libcuda.so.1 beside the stand-in; the servers,
+        # which need the real driver, are not given that directory
+        lib = os.path.realpath(a.lib)
+        first = re.findall(r"^ld_path_first=(.*)$", p.stdout, re.M)
+        fails += expect(len(first) == 1 and os.path.realpath(first[0]) == lib,
+                        f"{what}: the program has the stand-ins' directory first on LD_LIBRARY_PATH ({first})")
+        server_paths = [open(os.path.join(w, f)).read() for f in os.listdir(w) if f.startswith("fake-server.env.")]
+        fails += expect(len(server_paths) == n and not any(lib in map(os.path.realpath, filter(None, x.split(":")))
+                                                           for x in server_paths),
+                        f"{what}: {n} servers, none given the stand-ins' directory ({server_paths})")
         return fails + expect(not left, "the run directory (token, endpoints) is removed")
 
 

@@ -16,7 +16,8 @@ from spack.package import (
 class Vcuda(UmstudyCudaComponent):
     """DS-CUDA-style CUDA API remoting: vcuda-server (one per GPU; loads the driver at
     run time), the libcudart.so.N stand-in that runs unmodified `-cudart shared`
-    programs on remote GPUs (installed in lib/vcuda: LD_PRELOAD it, or use vcuda-run),
+    programs on remote GPUs (installed in lib/vcuda: LD_PRELOAD it, or use vcuda-run;
+    beside it a libcuda.so.1 that refuses the driver API by name, for the program only),
     and vcuda-bench, P003's copy/launch latency and bandwidth model.  ~cuda builds the
     server and the wire protocol only."""
 
