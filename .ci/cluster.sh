@@ -51,14 +51,25 @@ HOSTS_END='# <<< umstudy cluster <<<'
 log() { echo "cluster: $*" >&2; }
 
 # What an MPI program on the nodes needs, exported by `up` and given to every Grid Engine
-# job (sge_request): Open MPI's TCP traffic on the cluster's links only; one-sided MPI
-# through UCX (Open MPI 4.1's osc/rdma cannot make windows over btl/tcp); UCX without
-# its shared-memory transports, which would otherwise join ranks of different "nodes"
-# through this one kernel's memory and bypass the links.
+# job (sge_request): all of MPI through UCX on each node's eth0 (UCX's tcp transport):
+# point-to-point too (pml/ucx, its transports and devices opened to tcp and eth0; btl
+# self only), because Open MPI 4.1's ob1 over btl/tcp crashed one rank in about 20 in
+# MPI_Init under load (a fragment from a peer dispatched before ob1 had registered its
+# handler: a call through NULL in btl/tcp's receive handler, seen with gdb on the core);
+# one-sided through osc/ucx (osc/rdma cannot make windows over btl/tcp; osc/pt2pt can,
+# but measured 5-10x slower in NPB IS/CG); UCX without its shared-memory transports,
+# which would otherwise join ranks of different "nodes" through this one kernel's memory
+# and bypass the links.  Open MPI's own TCP (the runtime's out-of-band channel under
+# mpirun) on the cluster's subnet.  (No comma in any value: Grid Engine's -v list
+# cannot hold one.)
 mpi_env() {
   cat <<EOF
-OMPI_MCA_btl_tcp_if_include=$NET.0/24
 OMPI_MCA_oob_tcp_if_include=$NET.0/24
+OMPI_MCA_btl_tcp_if_include=$NET.0/24
+OMPI_MCA_pml=ucx
+OMPI_MCA_pml_ucx_tls=any
+OMPI_MCA_pml_ucx_devices=any
+OMPI_MCA_btl=self
 OMPI_MCA_osc=ucx
 UCX_TLS=^sm
 UCX_NET_DEVICES=eth0
@@ -414,9 +425,9 @@ ge_cancel() {
 # MPI between two nodes with the project's own ping-pong (coarray-bench's cab-pingpong,
 # its raw MPI-3 RMA get: MPI_Get + flush + barrier, so the small-message figure is a get's
 # round trip with its barrier, as the program documents), through Slurm as any job:
-# 8-byte latency and 4 MiB bandwidth, 3 runs each; JSON in $STATE/link.json.  (Its put
-# protocols wait on a flag in the target's window, which osc/ucx over TCP does not
-# progress: they hang across nodes, so get is what measures the link.)
+# 8-byte latency and 4 MiB bandwidth, 3 runs each; JSON in $STATE/link.json.  (Get,
+# not put: a put's time includes the target's polling, get's only the link and the
+# origin's MPI.)
 measure_link() {
   local gbit=$1 build=${UMSTUDY_BUILD:-$ROOT/build/default} out=$STATE/link.json
   local prog=$build/coarray-bench/cab-pingpong raw=$STATE/link.raw.jsonl

@@ -149,6 +149,11 @@ static void poll_progress(int raw)
 #ifdef CAB_HAVE_MPI
     if (raw) {
         MPI_Win_sync(g_win); /* the target's view of its window memory catches up */
+        /* Where no hardware writes the window (RMA emulated over TCP: Open MPI's osc/ucx
+         * on UCX's tcp transport), a put lands only while this target runs MPI's progress
+         * engine, which MPI_Win_sync does not enter there; the probe does. */
+        int any;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &any, MPI_STATUS_IGNORE);
         return;
     }
 #endif

@@ -154,6 +154,12 @@ static void sync_memory(xmpc_coarray *all)
     ARMCI_AllFence();
     for (xmpc_coarray *ca = all; ca; ca = ca->next)
         ca->dirty = 0;
+    /* ARMCI-MPI's puts are MPI RMA: where that is emulated in software (Open MPI's
+     * osc/ucx over TCP) they land only while this image runs MPI's progress engine,
+     * which the fence does not enter.  Without this an image spinning on sync memory for
+     * another's put never sees it. */
+    int any;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &any, MPI_STATUS_IGNORE);
 }
 
 static void barrier(void) { ARMCI_Barrier(); }

@@ -247,6 +247,12 @@ static void sync_memory(xmpc_coarray *all)
         ca->dirty = 0;
         MPI_Win_sync(win); /* others' writes to this image become visible to loads */
     }
+    /* RMA emulated in software (Open MPI's osc/ucx over TCP) writes a window only while
+     * its owner runs MPI's progress engine, which MPI_Win_sync does not enter there: an
+     * image spinning on sync memory for another's put would never see it.  A probe
+     * progresses every transport. */
+    int any;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &any, MPI_STATUS_IGNORE);
     /* Every window was flushed (a staged put always leaves its coarray dirty). */
     stage_recycle(0);
 }
