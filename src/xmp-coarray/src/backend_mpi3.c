@@ -50,6 +50,10 @@ static void finalize(void)
     xmpc_mpi_finalize();
 }
 
+/* Some window of this run uses MPI's separate memory model: each needs its own
+ * MPI_Win_sync.  (Never reset: one more sync than needed is only slower.) */
+static int g_separate;
+
 static void alloc(xmpc_coarray *ca)
 {
     MPI_Win *win = xmpc_xmalloc(sizeof *win);
@@ -57,6 +61,10 @@ static void alloc(xmpc_coarray *ca)
     MPI_Win_allocate((MPI_Aint)(ca->bytes ? ca->bytes : 1), 1, MPI_INFO_NULL, MPI_COMM_WORLD,
                      &ca->data, win);
     memset(ca->data, 0, ca->bytes);
+    int *model, found = 0;
+    MPI_Win_get_attr(*win, MPI_WIN_MODEL, &model, &found);
+    if (!found || *model != MPI_WIN_UNIFIED)
+        g_separate = 1;
     MPI_Win_lock_all(MPI_MODE_NOCHECK, *win);
     MPI_Win_sync(*win); /* the zeros before anyone's first access */
     MPI_Barrier(MPI_COMM_WORLD);
@@ -292,8 +300,13 @@ static void put_acc_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op 
     mark_dirty(ca, rank);
 }
 
+/* In MPI's unified memory model a window's public and private copies are the same
+ * memory, so what MPI_Win_sync adds for others' completed writes to become visible to
+ * this image's loads is a memory barrier and a progress call, the same for every
+ * window: one call stands for all of them (a separate-model window gets its own). */
 static void sync_memory(xmpc_coarray *all)
 {
+    MPI_Win any = MPI_WIN_NULL;
     for (xmpc_coarray *ca = all; ca; ca = ca->next) {
         MPI_Win win = *(MPI_Win *)ca->bk;
         if (ca->dirty > 0)
@@ -301,7 +314,13 @@ static void sync_memory(xmpc_coarray *all)
         else if (ca->dirty < 0)
             MPI_Win_flush_all(win);
         ca->dirty = 0;
-        MPI_Win_sync(win); /* others' writes to this image become visible to loads */
+        if (g_separate)
+            MPI_Win_sync(win); /* others' writes to this image become visible to loads */
+        any = win;
+    }
+    if (!g_separate && any != MPI_WIN_NULL) {
+        MPI_Win_sync(any);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
     }
     /* Every window was flushed (a staged put always leaves its coarray dirty). */
     stage_recycle(0);

@@ -611,12 +611,43 @@ static void complete_if_self(int image)
         g.b->sync_memory(g.list);
 }
 
+/* The common statement a[b:n]:[k] = l[c:n] (or its get) on another image: the same
+ * checks as the general path below (live handle, image, bounds of both sides, equal
+ * counts, offsets that cannot overflow) in a few comparisons, and one contiguous
+ * transfer with none of the section machinery.  Anything else, including every
+ * error, takes the general path, which reports it.  0: not handled. */
+static int fast_contiguous(int code, xmpc_coarray *ca, int image, const xmpc_section *rs,
+                           char *laddr, const xmpc_section *ls)
+{
+    if ((code != XMPC_RMA_PUT && code != XMPC_RMA_GET) || image < 1 || image > g.n ||
+        image == g.me + 1 || !laddr || ca->ndims != 1 || rs->ndims != 1 || ls->ndims != 1 ||
+        rs->step[0] != 1 || ls->step[0] != 1 || rs->dist[0] != 1 || ls->dist[0] != 1)
+        return 0;
+    long rb = rs->base[0], lb = ls->base[0], len = rs->length[0];
+    size_t es = ca->esize;
+    /* The coarray's bytes fit PTRDIFF_MAX (checked at allocation); the local side's
+     * byte offset is bounded the same way when its extent is unknown (Omni). */
+    if (len < 1 || ls->length[0] != len || rb < 0 || lb < 0 || len > ca->dims[0] - rb ||
+        (ls->extent ? len > ls->extent[0] - lb
+                    : (size_t)lb > (size_t)PTRDIFF_MAX / es - (size_t)len))
+        return 0;
+    xmpc_xfer x = {.block = (size_t)len * es, .levels = 0, .roff = (size_t)rb * es,
+                   .laddr = laddr + (size_t)lb * es};
+    if (code == XMPC_RMA_PUT)
+        g.b->put(ca, image - 1, &x);
+    else
+        g.b->get(ca, image - 1, &x);
+    return 1;
+}
+
 /* Every access: checks, then one xmpc_xfer whose local side is either the caller's
  * memory (when its strides can follow the remote shape) or a contiguous temporary. */
 void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, char *laddr,
               const xmpc_section *ls, xmpc_op op, xmpc_type ltype, const char *fn)
 {
     xmpc_check_handle(ca, fn);
+    if (fast_contiguous(code, ca, image, rs, laddr, ls))
+        return;
     if (image < 1 || image > g.n)
         fail(ca, image, rs, "%s: image %d is outside 1..%d", fn, image, g.n);
     if (rs->ndims != ca->ndims)

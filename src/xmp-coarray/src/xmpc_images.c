@@ -11,8 +11,9 @@
  *   - an image waited for in sync images that is itself waiting in a collective call
  *     this image has not made can never notify it: a deadlock, named;
  *   - XMPC_WAIT_TIMEOUT (seconds; unset or 0: no limit) bounds any one wait.
- * Collective calls first agree (an all-gather of what each image is doing, the same
- * exchange that compares an allocation's shape) and reach the transport's own
+ * Collective calls first agree (each image writes the call it is in, with the
+ * allocation's shape, into every other image's control memory and waits until all
+ * have arrived: a barrier that also compares the calls) and reach the transport's own
  * collectives (a window's allocation and free) only when every image made the same
  * call, so different calls on different images are a named error, never a hang.
  * A transport without control words (gasnet) keeps its blocking barrier and sync
@@ -226,23 +227,66 @@ static void compare_calls(const xmpc_coll *all, const char *fn)
     }
 }
 
-/* One all-gather of `mine`; returns the gathered calls (malloc'ed).  A wait that lasts
- * publishes which collective call this image is in, for sync images' deadlock check. */
-static xmpc_coll *gather(const xmpc_coll *mine, const char *fn)
+_Static_assert(sizeof(xmpc_coll) <= XMPC_DESC_BYTES, "a collective call's slot is too small");
+
+/* Collective call number s.seq + 1: arrives (the call's kind in the word, the whole
+ * call in the slot unless it is a plain sync), waits until every image has arrived
+ * there, and fills all[] with what each one called. */
+static void arrive_and_wait(const xmpc_coll *mine, xmpc_coll *all, const char *fn)
+{
+    unsigned long k = ++s.seq;
+    int parity = (int)(k & 1);
+    long want = (long)(k << 8);
+    s.ctl->arrive(want | mine->kind, mine->kind == XMPC_COLL_SYNC ? NULL : mine, sizeof *mine,
+                  parity);
+    waiter w = {0};
+    for (int r = 0; r < g.n; ++r) {
+        if (r == g.me) {
+            all[r] = *mine;
+            continue;
+        }
+        long a;
+        while (((a = s.ctl->local(XMPC_W_ARRIVE(g.n) + 2 * r + parity)) & ~0xffL) != want)
+            slow_check(&w, fn);
+        if ((a & 0xff) == XMPC_COLL_SYNC) {
+            memset(&all[r], 0, sizeof all[r]);
+            all[r].kind = XMPC_COLL_SYNC;
+        } else
+            s.ctl->desc(r, parity, &all[r], sizeof all[r]);
+    }
+}
+
+/* The collective call image r waits in or has made last (seq << 8 | kind), 0: none. */
+static unsigned long last_arrival(int r)
+{
+    unsigned long a = (unsigned long)s.ctl->local(XMPC_W_ARRIVE(g.n) + 2 * r),
+                  b = (unsigned long)s.ctl->local(XMPC_W_ARRIVE(g.n) + 2 * r + 1);
+    return a > b ? a : b;
+}
+
+/* One collective call on every image: compares, then the stopped images. */
+static int collective(const xmpc_coll *mine, int *status, const char *fn, int *ended)
 {
     xmpc_coll *all = xmpc_xmalloc(sizeof *all * (size_t)g.n);
-    s.ctl->gather_start(mine, all, sizeof *mine);
-    waiter w = {0};
-    int published = 0;
-    while (!s.ctl->gather_test())
-        if (slow_check(&w, fn) && !published) {
-            s.ctl->write(g.me, XMPC_W_COLL, (long)((s.seq + 1) << 8 | (unsigned long)mine->kind));
-            published = 1;
-        }
-    ++s.seq;
-    if (published)
-        s.ctl->write(g.me, XMPC_W_COLL, 0);
-    return all;
+    arrive_and_wait(mine, all, fn);
+    compare_calls(all, fn);
+    int stopped = -1, n_end = 0;
+    for (int r = 0; r < g.n; ++r) {
+        int end = all[r].kind == XMPC_COLL_END;
+        n_end += end;
+        if (end && stopped < 0 && r != g.me)
+            stopped = r;
+    }
+    free(all);
+    if (ended)
+        *ended = n_end;
+    if (stopped < 0 || mine->kind == XMPC_COLL_END)
+        return XMPC_STAT_OK;
+    char d[160];
+    xmpc_stat_error(status, XMPC_STAT_STOPPED_IMAGE, stopped + 1, "%s: image %d has stopped "
+                    "(STAT_STOPPED_IMAGE): %s cannot complete", fn, stopped + 1,
+                    describe(mine, d, sizeof d));
+    return XMPC_STAT_STOPPED_IMAGE;
 }
 
 int xmpc_collective(const xmpc_coll *mine, int *status, const char *fn)
@@ -257,20 +301,11 @@ int xmpc_collective(const xmpc_coll *mine, int *status, const char *fn)
             g.b->barrier();
         return XMPC_STAT_OK;
     }
-    xmpc_coll *all = gather(mine, fn);
-    compare_calls(all, fn);
-    int stopped = -1;
-    for (int r = 0; r < g.n && stopped < 0; ++r)
-        if (all[r].kind == XMPC_COLL_END)
-            stopped = r;
-    free(all);
-    if (stopped < 0)
+    if (g.n == 1) {
+        ++s.seq;
         return XMPC_STAT_OK;
-    char d[160];
-    xmpc_stat_error(status, XMPC_STAT_STOPPED_IMAGE, stopped + 1, "%s: image %d has stopped "
-                    "(STAT_STOPPED_IMAGE): %s cannot complete", fn, stopped + 1,
-                    describe(mine, d, sizeof d));
-    return XMPC_STAT_STOPPED_IMAGE;
+    }
+    return collective(mine, status, fn, NULL);
 }
 
 /* ---- normal termination --------------------------------------------------------------- */
@@ -287,15 +322,8 @@ void xmpc_images_end(void)
         xmpc_coll end;
         memset(&end, 0, sizeof end);
         end.kind = XMPC_COLL_END;
-        for (;;) {
-            xmpc_coll *all = gather(&end, "xmpc_finalize");
-            int ended = 0;
-            for (int r = 0; r < g.n; ++r)
-                ended += all[r].kind == XMPC_COLL_END;
-            free(all);
-            if (ended == g.n)
-                break;
-        }
+        for (int ended = 0; g.n > 1 && ended < g.n;)
+            collective(&end, NULL, "xmpc_finalize", &ended);
     }
     /* Every image agreed on every allocation and free, so the lists are the same
      * everywhere and the transport's collective frees pair up. */
@@ -376,7 +404,7 @@ static int await_notifications(int n, const int *ranks, const long *want)
     waiter w = {0};
     while (pending) {
         for (int i = 0; i < n; ++i)
-            if (!done[i] && s.ctl->read(g.me, XMPC_W_NOTIFY + ranks[i]) >= want[i]) {
+            if (!done[i] && s.ctl->local(XMPC_W_NOTIFY + ranks[i]) >= want[i]) {
                 done[i] = 1;
                 --pending;
             }
@@ -386,24 +414,25 @@ static int await_notifications(int n, const int *ranks, const long *want)
             if (done[i])
                 continue;
             int r = ranks[i];
-            long life = s.ctl->read(r, XMPC_W_LIFE), coll = s.ctl->read(r, XMPC_W_COLL);
+            long life = s.ctl->read(r, XMPC_W_LIFE);
+            unsigned long coll = last_arrival(r);
             /* Read again after the partner's state: what it did before that is here. */
-            if (s.ctl->read(g.me, XMPC_W_NOTIFY + r) >= want[i])
+            if (s.ctl->local(XMPC_W_NOTIFY + r) >= want[i])
                 continue;
             if (life == XMPC_LIFE_STOPPED) {
                 done[i] = 1;
                 --pending;
                 if (stopped < 0)
                     stopped = r;
-            } else if (coll && (unsigned long)coll >> 8 > s.seq) {
+            } else if (coll >> 8 > s.seq) {
                 static const char *const k_kind[] = {"?", "sync all / barrier",
                     "xmpc_coarray_alloc", "xmpc_coarray_free", "xmpc_finalize / xmpc_stop"};
-                long k = coll & 0xff;
+                unsigned long k = coll & 0xff;
                 xmpc_fatal(NULL, r + 1, "xmpc_sync_images: deadlock: image %d waits in %s "
                            "(its collective call #%lu; this image has made %lu) and cannot "
                            "reach the sync images this image waits in for it", r + 1,
                            k_kind[k >= 1 && k <= XMPC_COLL_END ? k : 0],
-                           (unsigned long)coll >> 8, s.seq);
+                           coll >> 8, s.seq);
             }
         }
     }

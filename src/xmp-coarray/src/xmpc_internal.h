@@ -80,22 +80,34 @@ typedef struct xmpc_backend {
     const struct xmpc_ctl *ctl;
 } xmpc_backend;
 
-/* Every image owns XMPC_W_NOTIFY + n words (long) that any image reads and updates
- * atomically, complete at the owner when the call returns, and a message area of
- * XMPC_MSG_BYTES.  The core keeps every wait of an image control call a polling loop
- * over these, so a stopped, failed or deadlocked partner is seen instead of waited for. */
-enum { XMPC_W_LIFE, XMPC_W_COLL, XMPC_W_NOTIFY };
+/* Every image owns XMPC_W_ARRIVE + 2n words (long) that any image reads and updates
+ * atomically, complete at the owner when the call returns, a slot of XMPC_DESC_BYTES
+ * per image and parity for collective calls, and a message area of XMPC_MSG_BYTES.
+ * The core keeps every wait of an image control call a polling loop over these, so a
+ * stopped, failed or deadlocked partner is seen instead of waited for.
+ *   LIFE          XMPC_LIFE_*
+ *   NOTIFY + r    sync images notifications received from image r
+ *   ARRIVE(n) + 2r + p  the last collective call of parity p (seq & 1) image r has
+ *                 arrived at: seq << 8 | kind.  Image r cannot arrive at seq + 2 before
+ *                 this image has arrived at seq + 1, so the slot of seq's parity holds
+ *                 r's call seq itself, or an older one while r has not arrived. */
+enum { XMPC_W_LIFE, XMPC_W_NOTIFY };
+#define XMPC_W_ARRIVE(n) (XMPC_W_NOTIFY + (n))
 enum { XMPC_LIFE_RUNNING = 0, XMPC_LIFE_STOPPED = 1, XMPC_LIFE_FAILED = 2 };
-enum { XMPC_MSG_BYTES = 512 };
+enum { XMPC_MSG_BYTES = 512, XMPC_DESC_BYTES = 192 };
 typedef struct xmpc_ctl {
-    long (*read)(int rank, int word);
+    long (*read)(int rank, int word);   /* another image's word */
+    long (*local)(int word);            /* this image's word; makes progress */
     void (*write)(int rank, int word, long value);
     void (*add)(int rank, int word, long value);
     void (*put_msg)(int rank, const char *msg); /* XMPC_MSG_BYTES, complete on return */
     void (*get_msg)(int rank, char *msg);
-    /* Starts all[r*bytes..] = image r's `mine` (one at a time); test: 1 once complete. */
-    void (*gather_start)(const void *mine, void *all, size_t bytes);
-    int (*gather_test)(void);
+    /* Arrival at a collective call: `desc` (NULL: none) into slot (this image, parity)
+     * of every other image, then `value` into their ARRIVE(n) + 2 * this image +
+     * parity, both complete on return. */
+    void (*arrive)(long value, const void *desc, size_t bytes, int parity);
+    /* This image's slot (rank, parity), as the last arrival of rank wrote it. */
+    void (*desc)(int rank, int parity, void *out, size_t bytes);
 } xmpc_ctl;
 
 enum { XMPC_AT_DEFINE, XMPC_AT_REF, XMPC_AT_CAS, XMPC_AT_ADD };

@@ -1,7 +1,7 @@
 /* MPI pieces the mpi3 and armci backends share: starting MPI when nobody has (and
- * stopping it only then), the image control words (one MPI-3 window of atomically
- * accessed longs per image, plus a message area) with a non-blocking all-gather for
- * xmpc_images.c, and the abort.
+ * stopping it only then), the image control words for xmpc_images.c (one MPI-3
+ * window: atomically accessed longs, collective-call slots and a message area per
+ * image; only RMA, so MPI's non-blocking collective engine never runs), and the abort.
  *
  * Threads: xmpc is called from the thread that called xmpc_init only (coarray.h), so
  * MPI_THREAD_FUNNELED is what it asks for when it starts MPI; a program that started
@@ -15,8 +15,9 @@
 static int g_own_mpi;          /* xmpc_init started MPI, so xmpc_finalize stops it */
 static MPI_Comm g_ctl_comm = MPI_COMM_NULL; /* private: user messages never match ours */
 static MPI_Win g_ctl_win = MPI_WIN_NULL;
-static MPI_Aint g_msg_off;     /* byte offset of the message area in each image's window */
-static MPI_Request g_gather = MPI_REQUEST_NULL;
+static int g_me, g_n, g_unified;
+static char *g_base;           /* this image's control memory */
+static MPI_Aint g_desc_off, g_msg_off; /* byte offsets of the slots and the message area */
 
 void xmpc_mpi_init(int *argc, char ***argv)
 {
@@ -31,13 +32,17 @@ void xmpc_mpi_init(int *argc, char ***argv)
                        "that xmpc's contract (calls from the thread that called xmpc_init, "
                        "other threads running) needs", provided, MPI_THREAD_FUNNELED);
     }
-    int n;
     MPI_Comm_dup(MPI_COMM_WORLD, &g_ctl_comm);
-    MPI_Comm_size(g_ctl_comm, &n);
-    g_msg_off = (MPI_Aint)(sizeof(long) * (size_t)(XMPC_W_NOTIFY + n));
-    long *words;
-    MPI_Win_allocate(g_msg_off + XMPC_MSG_BYTES, 1, MPI_INFO_NULL, g_ctl_comm, &words, &g_ctl_win);
-    memset(words, 0, (size_t)g_msg_off + XMPC_MSG_BYTES);
+    MPI_Comm_rank(g_ctl_comm, &g_me);
+    MPI_Comm_size(g_ctl_comm, &g_n);
+    g_desc_off = (MPI_Aint)(sizeof(long) * (size_t)(XMPC_W_ARRIVE(g_n) + 2 * g_n));
+    g_msg_off = g_desc_off + (MPI_Aint)XMPC_DESC_BYTES * 2 * g_n;
+    MPI_Win_allocate(g_msg_off + XMPC_MSG_BYTES, 1, MPI_INFO_NULL, g_ctl_comm, &g_base,
+                     &g_ctl_win);
+    memset(g_base, 0, (size_t)g_msg_off + XMPC_MSG_BYTES);
+    int *model, found = 0;
+    MPI_Win_get_attr(g_ctl_win, MPI_WIN_MODEL, &model, &found);
+    g_unified = found && *model == MPI_WIN_UNIFIED;
     MPI_Win_lock_all(MPI_MODE_NOCHECK, g_ctl_win);
     MPI_Win_sync(g_ctl_win);
     MPI_Barrier(g_ctl_comm);
@@ -65,6 +70,17 @@ static long ctl_read(int rank, int word)
     return v;
 }
 
+/* Polled: in the unified model this image's words are plain memory that others'
+ * accumulates update (an aligned long: one store), read after MPI_Win_sync, which also
+ * makes progress for transports that apply them in software. */
+static long ctl_local(int word)
+{
+    MPI_Win_sync(g_ctl_win);
+    if (!g_unified)
+        return ctl_read(g_me, word);
+    return __atomic_load_n((const long *)(g_base + word_at(word)), __ATOMIC_ACQUIRE);
+}
+
 static void ctl_acc(int rank, int word, long value, MPI_Op op)
 {
     MPI_Accumulate(&value, 1, MPI_LONG, rank, word_at(word), 1, MPI_LONG, op, g_ctl_win);
@@ -87,26 +103,45 @@ static void ctl_get_msg(int rank, char *msg)
     msg[XMPC_MSG_BYTES - 1] = '\0';
 }
 
-static void gather_start(const void *mine, void *all, size_t bytes)
+static MPI_Aint slot_at(int rank, int parity)
 {
-    MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, g_ctl_comm, &g_gather);
+    return g_desc_off + (MPI_Aint)XMPC_DESC_BYTES * (2 * rank + parity);
 }
 
-static int gather_test(void)
+/* Puts and accumulates to one target are not ordered with each other: the slots are
+ * flushed before any arrival word is written. */
+static void ctl_arrive(long value, const void *desc, size_t bytes, int parity)
 {
-    int done = 0;
-    MPI_Test(&g_gather, &done, MPI_STATUS_IGNORE);
-    return done;
+    if (desc) {
+        for (int r = 0; r < g_n; ++r)
+            if (r != g_me)
+                MPI_Put(desc, (int)bytes, MPI_BYTE, r, slot_at(g_me, parity), (int)bytes,
+                        MPI_BYTE, g_ctl_win);
+        MPI_Win_flush_all(g_ctl_win);
+    }
+    for (int r = 0; r < g_n; ++r)
+        if (r != g_me)
+            MPI_Accumulate(&value, 1, MPI_LONG, r, word_at(XMPC_W_ARRIVE(g_n) + 2 * g_me + parity),
+                           1, MPI_LONG, MPI_REPLACE, g_ctl_win);
+    MPI_Win_flush_all(g_ctl_win);
+}
+
+static void ctl_desc(int rank, int parity, void *out, size_t bytes)
+{
+    MPI_Get(out, (int)bytes, MPI_BYTE, g_me, slot_at(rank, parity), (int)bytes, MPI_BYTE,
+            g_ctl_win);
+    MPI_Win_flush(g_me, g_ctl_win);
 }
 
 const xmpc_ctl xmpc_mpi_ctl = {
     .read = ctl_read,
+    .local = ctl_local,
     .write = ctl_write,
     .add = ctl_add,
     .put_msg = ctl_put_msg,
     .get_msg = ctl_get_msg,
-    .gather_start = gather_start,
-    .gather_test = gather_test,
+    .arrive = ctl_arrive,
+    .desc = ctl_desc,
 };
 
 void xmpc_mpi_abort(int code)
