@@ -114,12 +114,14 @@ const char *xmpc_not_running(const char *fn, char *buf, size_t cap)
     return buf;
 }
 
+int xmpc_on_init_thread(void) { return pthread_equal(pthread_self(), g_thread); }
+
 void xmpc_need_init(const char *fn)
 {
     char why[160];
     if (xmpc_not_running(fn, why, sizeof why))
         fail(NULL, 0, NULL, "%s", why);
-    if (!pthread_equal(pthread_self(), g_thread))
+    if (!xmpc_on_init_thread())
         fail(NULL, 0, NULL, "%s called from a thread other than the one that called xmpc_init "
              "(xmpc calls must come from that thread only)", fn);
 }
@@ -617,9 +619,13 @@ static void complete_if_self(int image)
  * transfer with none of the section machinery.  Anything else, including every
  * error, takes the general path, which reports it.  0: not handled. */
 static int fast_contiguous(int code, xmpc_coarray *ca, int image, const xmpc_section *rs,
-                           char *laddr, const xmpc_section *ls)
+                           char *laddr, const xmpc_section *ls, xmpc_op op, xmpc_type ltype)
 {
-    if ((code != XMPC_RMA_PUT && code != XMPC_RMA_GET) || image < 1 || image > g.n ||
+    /* get-accumulate too (l[c:n] op= a[b:n]:[k], NPB CG's exchange), with the general
+     * path's type and op checks */
+    int gacc = code == XMPC_RMA_GET_ACC && ca->type != XMPC_BYTE && ltype == ca->type &&
+               op != 0 && strchr("+-*/<>", (int)op);
+    if ((code != XMPC_RMA_PUT && code != XMPC_RMA_GET && !gacc) || image < 1 || image > g.n ||
         image == g.me + 1 || !laddr || ca->ndims != 1 || rs->ndims != 1 || ls->ndims != 1 ||
         rs->step[0] != 1 || ls->step[0] != 1 || rs->dist[0] != 1 || ls->dist[0] != 1)
         return 0;
@@ -635,8 +641,17 @@ static int fast_contiguous(int code, xmpc_coarray *ca, int image, const xmpc_sec
                    .laddr = laddr + (size_t)lb * es};
     if (code == XMPC_RMA_PUT)
         g.b->put(ca, image - 1, &x);
-    else
+    else if (code == XMPC_RMA_GET)
         g.b->get(ca, image - 1, &x);
+    else { /* the remote values into a temporary, then local = local op remote */
+        char small[4096], *tmp = x.block <= sizeof small ? small : xmpc_xmalloc(x.block);
+        char *local = x.laddr;
+        x.laddr = tmp;
+        g.b->get(ca, image - 1, &x);
+        xmpc_apply_op_or_die(ca, image, op, local, tmp, (size_t)len);
+        if (tmp != small)
+            free(tmp);
+    }
     return 1;
 }
 
@@ -646,7 +661,7 @@ void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, cha
               const xmpc_section *ls, xmpc_op op, xmpc_type ltype, const char *fn)
 {
     xmpc_check_handle(ca, fn);
-    if (fast_contiguous(code, ca, image, rs, laddr, ls))
+    if (fast_contiguous(code, ca, image, rs, laddr, ls, op, ltype))
         return;
     if (image < 1 || image > g.n)
         fail(ca, image, rs, "%s: image %d is outside 1..%d", fn, image, g.n);

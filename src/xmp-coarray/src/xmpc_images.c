@@ -357,6 +357,13 @@ int xmpc_image_status(int image)
 
 void xmpc_sync_memory_stat(int *status)
 {
+    /* The running, right-thread case first: a polling loop calls this millions of times. */
+    if (g.state == XMPC_RUNNING && xmpc_on_init_thread()) {
+        g.b->sync_memory(g.list);
+        if (status)
+            *status = XMPC_STAT_OK;
+        return;
+    }
     if (!running_or_stat(status, "xmpc_sync_memory"))
         return;
     g.b->sync_memory(g.list);
