@@ -102,6 +102,12 @@ static void legal(void)
 static void notify_then_stop(void)
 {
     const int me = xmpc_this_image(), n = xmpc_num_images();
+    if (!strcmp(xmpc_backend_name(), "gasnet")) { /* xmpc_stop is gasnet_exit: all end */
+        if (me == 1)
+            fprintf(stderr, "gasnet: the stop after sync images is not checked (xmpc_stop "
+                            "ends every image there)\n");
+        return;
+    }
     int one[] = {1}, last[] = {n};
     if (me == n && n > 1) {
         if (g_failures) {
