@@ -303,23 +303,27 @@ static void put_acc_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op 
 /* In MPI's unified memory model a window's public and private copies are the same
  * memory, so what MPI_Win_sync adds for others' completed writes to become visible to
  * this image's loads is a memory barrier and a progress call, the same for every
- * window: one call stands for all of them (a separate-model window gets its own). */
+ * window: one call stands for all of them, or none when a flush here has just made
+ * progress, with the barrier as a fence (a separate-model window gets its own sync). */
 static void sync_memory(xmpc_coarray *all)
 {
     MPI_Win any = MPI_WIN_NULL;
+    int progressed = 0; /* a flush waited for completion: MPI made progress in it */
     for (xmpc_coarray *ca = all; ca; ca = ca->next) {
         MPI_Win win = *(MPI_Win *)ca->bk;
         if (ca->dirty > 0)
             MPI_Win_flush(ca->dirty - 1, win);
         else if (ca->dirty < 0)
             MPI_Win_flush_all(win);
+        progressed |= ca->dirty != 0;
         ca->dirty = 0;
         if (g_separate)
             MPI_Win_sync(win); /* others' writes to this image become visible to loads */
         any = win;
     }
     if (!g_separate && any != MPI_WIN_NULL) {
-        MPI_Win_sync(any);
+        if (!progressed)
+            MPI_Win_sync(any);
         /* Loads after it see what was written before it (and stores before it stay
          * before): acquire and release, which a full barrier would only make slower
          * in a polling loop (x86: no instruction; Arm: dmb ish). */

@@ -130,9 +130,10 @@ void xmpc_need_init(const char *fn)
 /* Pointer comparisons only: an unknown pointer is never dereferenced. */
 void xmpc_check_handle(const xmpc_coarray *ca, const char *fn)
 {
-    need_init(fn);
-    if (ca && ca == g.last_ok && ca->magic == XMPC_MAGIC_LIVE)
+    if (ca && ca == g.last_ok && ca->magic == XMPC_MAGIC_LIVE && g.state == XMPC_RUNNING &&
+        xmpc_on_init_thread())
         return;
+    need_init(fn);
     if (!ca)
         fail(NULL, 0, NULL, "%s: NULL coarray handle", fn);
     for (const xmpc_coarray *p = g.list; p; p = p->next)
