@@ -14,7 +14,8 @@
  *            atomic is a get (+ op + put) under the target's lock word, fenced
  *            before the unlock: atomic with respect to each other (and to the
  *            non-native accumulates, which take the same lock)
- *   sync memory   ARMCI_AllFence;  barrier   ARMCI_Barrier (which also fences) */
+ *   sync memory   ARMCI_Fence to the one target with puts in flight (ARMCI_AllFence for
+ *            several), then progress + a fence (xmpc_mpi_progress) */
 #include "xmpc_internal.h"
 
 #include <armci.h>
@@ -150,10 +151,18 @@ static void split(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op,
         xmpc_xfer_split(x, XFER_MAX, XFER_MAX, XFER_MAX, fn, &c);
 }
 
+/* ca->dirty: 0 nothing outstanding, r+1 only rank r has outstanding puts, -1 several:
+ * completing one target with ARMCI_Fence is cheaper than ARMCI_AllFence, which
+ * flushes every allocation to every image. */
+static void mark_dirty(xmpc_coarray *ca, int rank)
+{
+    ca->dirty = (ca->dirty == 0 || ca->dirty == rank + 1) ? rank + 1 : -1;
+}
+
 static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
 {
     split(ca, rank, x, 0, put_piece);
-    ca->dirty = 1;
+    mark_dirty(ca, rank);
 }
 
 static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
@@ -174,7 +183,7 @@ static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
         return;
     }
     split(ca, rank, x, op, acc_piece);
-    ca->dirty = 1;
+    mark_dirty(ca, rank);
 }
 
 static void acc_piece(void *ctx, const xmpc_xfer *x)
@@ -196,11 +205,22 @@ static void acc_piece(void *ctx, const xmpc_xfer *x)
     ARMCI_AccS(dt, scale, x->laddr, s.lstride, s.remote, s.rstride, s.count, x->levels, rank);
 }
 
+/* ARMCI_Fence(r) completes this image's operations to r on every allocation, so the
+ * targets are merged over the coarrays first; with none outstanding, what is left of
+ * sync memory (others' writes visible here, progress) is xmpc_mpi_progress. */
 static void sync_memory(xmpc_coarray *all)
 {
-    ARMCI_AllFence();
-    for (xmpc_coarray *ca = all; ca; ca = ca->next)
+    int target = 0;
+    for (xmpc_coarray *ca = all; ca; ca = ca->next) {
+        if (ca->dirty)
+            target = (target == 0 || target == ca->dirty) ? ca->dirty : -1;
         ca->dirty = 0;
+    }
+    if (target > 0)
+        ARMCI_Fence(target - 1);
+    else if (target < 0)
+        ARMCI_AllFence();
+    xmpc_mpi_progress();
 }
 
 static void barrier(void) { ARMCI_Barrier(); }

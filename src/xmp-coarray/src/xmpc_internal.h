@@ -236,6 +236,8 @@ void xmpc_rmw_acc(const xmpc_backend *b, xmpc_coarray *ca, int rank, const xmpc_
 void xmpc_mpi_init(int *argc, char ***argv);
 void xmpc_mpi_finalize(void);
 extern const xmpc_ctl xmpc_mpi_ctl;
+/* Progress and a fence: what sync memory owes others' writes in MPI's unified model. */
+void xmpc_mpi_progress(void);
 void xmpc_mpi_abort(int code);
 
 #endif

@@ -133,6 +133,12 @@ static void ctl_desc(int rank, int parity, void *out, size_t bytes)
     MPI_Win_flush(g_me, g_ctl_win);
 }
 
+void xmpc_mpi_progress(void)
+{
+    MPI_Win_sync(g_ctl_win);
+    __atomic_thread_fence(__ATOMIC_ACQ_REL);
+}
+
 const xmpc_ctl xmpc_mpi_ctl = {
     .read = ctl_read,
     .local = ctl_local,
