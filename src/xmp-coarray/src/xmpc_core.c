@@ -6,7 +6,6 @@
 #include "umstudy/support.h"
 
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,9 +28,6 @@ static const xmpc_backend *const k_backends[] = {
 
 xmpc_state xmpc_g;
 #define g xmpc_g
-
-/* The thread that called xmpc_init: the only one that may call xmpc (coarray.h). */
-static pthread_t g_thread;
 
 static const char *const k_type_names[] = {"byte", "int", "long", "float", "double"};
 
@@ -114,7 +110,9 @@ const char *xmpc_not_running(const char *fn, char *buf, size_t cap)
     return buf;
 }
 
-int xmpc_on_init_thread(void) { return pthread_equal(pthread_self(), g_thread); }
+/* Set on the thread that called xmpc_init: the check is one thread-local load, cheap
+ * enough for sync memory's polling loops. */
+_Thread_local char xmpc_init_thread;
 
 void xmpc_need_init(const char *fn)
 {
@@ -198,7 +196,7 @@ int xmpc_init(int *argc, char ***argv)
         fprintf(stderr, "xmpc: error: built without any backend\n");
         exit(UMS_EXIT_FAILED);
     }
-    g_thread = pthread_self();
+    xmpc_init_thread = 1;
     b->init(argc, argv, &g.me, &g.n);
     g.b = b;
     g.state = XMPC_RUNNING;

@@ -186,7 +186,8 @@ void xmpc_check_handle(const xmpc_coarray *ca, const char *fn);
 /* Aborts with a named error unless the runtime runs and this is the thread that
  * started it (the thread-safety contract in coarray.h). */
 void xmpc_need_init(const char *fn);
-int xmpc_on_init_thread(void);
+extern _Thread_local char xmpc_init_thread; /* 1 on the thread that called xmpc_init */
+static inline int xmpc_on_init_thread(void) { return xmpc_init_thread; }
 /* "<fn> called before xmpc_init / after xmpc_finalize" into buf, or NULL when running. */
 const char *xmpc_not_running(const char *fn, char *buf, size_t cap);
 /* One error line, printed and returned (points to static storage). */
