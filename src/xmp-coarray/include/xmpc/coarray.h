@@ -157,7 +157,7 @@ int xmpc_num_images(void);
 const char *xmpc_backend_name(void); /* "mpi3", "armci" or "gasnet" */
 
 /* Collective (Fortran's allocate, with its implicit sync all): every image passes the
- * same arguments (type, size and shape are compared across images on mpi3 and armci: a
+ * same arguments (type, size and shape are compared across images on every backend: a
  * difference ends every image with both shapes named).  `name` is used in messages.
  * Extents may be 0 (a zero-size coarray, as Fortran's allocate(z(0)[*])).  The elements
  * (zeroed) are at xmpc_coarray_data(); one codimension [*] unless
@@ -196,7 +196,7 @@ const char *xmpc_type_name(xmpc_type type);
  * spin loop on xmpc_atomic_ref sees an xmpc_atomic_define eventually); atomic with
  * respect to the other xmpc_atomic_* calls on that element, not to puts/accumulates
  * (as Fortran's atomic subroutines).  mpi3: MPI-3 accumulate-family ops; armci: the
- * target's lock word around a get/put; gasnet: not supported (error). */
+ * target's lock word around a get/put; gasnet: an AM applied at the target. */
 void xmpc_atomic_define(xmpc_coarray *ca, int image, long index, long value);
 long xmpc_atomic_ref(xmpc_coarray *ca, int image, long index);
 /* Sets the element to `value` if it equals `compare`; returns the old value. */
