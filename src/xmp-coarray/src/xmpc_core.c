@@ -352,6 +352,9 @@ void xmpc_coarray_set_codims(xmpc_coarray *ca, int ncodims, const int *codims)
 /* Node indices (1-based, one per codimension, last one fastest) -> image number. */
 int xmpc_image_of(const xmpc_coarray *ca, const int *idx)
 {
+    /* a:[*], the common case: the index is the image (no division per access) */
+    if (ca->ncodims == 1 && ca->codims[0] == 0 && idx[0] >= 1 && idx[0] <= g.n)
+        return idx[0];
     long image = 0, known = 1;
     for (int k = 0; k + 1 < ca->ncodims; ++k)
         known *= ca->codims[k];
@@ -629,15 +632,21 @@ static int fast_contiguous(int code, xmpc_coarray *ca, int image, const xmpc_sec
         rs->step[0] != 1 || ls->step[0] != 1 || rs->dist[0] != 1 || ls->dist[0] != 1)
         return 0;
     long rb = rs->base[0], lb = ls->base[0], len = rs->length[0];
-    size_t es = ca->esize;
+    size_t es = ca->esize, lend;
     /* The coarray's bytes fit PTRDIFF_MAX (checked at allocation); the local side's
      * byte offset is bounded the same way when its extent is unknown (Omni). */
     if (len < 1 || ls->length[0] != len || rb < 0 || lb < 0 || len > ca->dims[0] - rb ||
         (ls->extent ? len > ls->extent[0] - lb
-                    : (size_t)lb > (size_t)PTRDIFF_MAX / es - (size_t)len))
+                    : __builtin_mul_overflow((size_t)lb + (size_t)len, es, &lend) ||
+                          lend > PTRDIFF_MAX))
         return 0;
-    xmpc_xfer x = {.block = (size_t)len * es, .levels = 0, .roff = (size_t)rb * es,
-                   .laddr = laddr + (size_t)lb * es};
+    /* Only the fields a block without levels has: zeroing the whole struct (7-level
+     * arrays) cost more than the rest of this function. */
+    xmpc_xfer x;
+    x.block = (size_t)len * es;
+    x.levels = 0;
+    x.roff = (size_t)rb * es;
+    x.laddr = laddr + (size_t)lb * es;
     if (code == XMPC_RMA_PUT)
         g.b->put(ca, image - 1, &x);
     else if (code == XMPC_RMA_GET)
