@@ -121,9 +121,11 @@ typedef struct xmpc_coarray xmpc_coarray;
 /* Threads: xmpc calls must all come from the thread that called xmpc_init (checked:
  * another thread's call is an error).  Other threads may run meanwhile and may read and
  * write this image's coarray memory (xmpc_coarray_data) under the program's own
- * synchronisation.  When xmpc_init starts MPI it asks for MPI_THREAD_FUNNELED, which is
- * what this contract needs, and refuses a library that provides less; a program that
- * starts MPI itself keeps the level it chose. */
+ * synchronisation.  When xmpc_init starts MPI it asks for what the program promises:
+ * MPI_THREAD_SINGLE (no other threads: the default) or, with XMPC_MPI_THREAD=funneled,
+ * MPI_THREAD_FUNNELED (other threads that call neither xmpc nor MPI, as OpenMP
+ * regions), and refuses a library that provides less; a program that starts MPI
+ * itself keeps the level it chose. */
 
 /* Starts the runtime (and MPI where the backend needs it and nobody has yet).
  * Collective; returns 0.  Calling it again while running is harmless; calling it
