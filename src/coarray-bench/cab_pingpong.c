@@ -578,8 +578,6 @@ int main(int argc, char **argv)
     g_rmt = xmpc_coarray_alloc("rmt_buf", XMPC_BYTE, 1, 1, dims);
     g_rmt_mem = xmpc_coarray_data(g_rmt);
     if (proto_on[P_ATOMIC] && want[OP_PUT]) {
-        if (strcmp(xmpc_backend_name(), "gasnet") == 0)
-            cab_unsupported("--protocol atomic: the gasnet backend has no coarray atomics");
         g_aflag = xmpc_coarray_alloc("aflag", XMPC_INT, sizeof(int), 1, one);
     }
     g_loc = calloc(max, 1);

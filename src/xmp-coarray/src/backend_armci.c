@@ -14,7 +14,8 @@
  *            atomic is a get (+ op + put) under the target's lock word, fenced
  *            before the unlock: atomic with respect to each other (and to the
  *            non-native accumulates, which take the same lock)
- *   sync memory   ARMCI_AllFence;  barrier   ARMCI_Barrier (which also fences) */
+ *   sync memory   ARMCI_Fence to the one target with puts in flight (ARMCI_AllFence for
+ *            several), then progress + a fence (xmpc_mpi_progress) */
 #include "xmpc_internal.h"
 
 #include <armci.h>
@@ -75,7 +76,8 @@ static void finalize(void)
 static void alloc(xmpc_coarray *ca)
 {
     void **addr = xmpc_xmalloc(sizeof(void *) * (size_t)g_n);
-    if (ARMCI_Malloc(addr, (armci_size_t)ca->bytes) != 0)
+    /* A zero-size coarray still gets a byte: every image has a base address. */
+    if (ARMCI_Malloc(addr, (armci_size_t)(ca->bytes ? ca->bytes : 1)) != 0)
         xmpc_fatal(ca, g_me + 1, "ARMCI_Malloc of %zu bytes failed", ca->bytes);
     ca->data = addr[g_me];
     memset(ca->data, 0, ca->bytes);
@@ -89,7 +91,9 @@ static void free_(xmpc_coarray *ca)
     free(ca->bk);
 }
 
-/* ARMCI takes int counts and strides. */
+/* ARMCI takes int counts and strides: longer blocks, larger counts and strides go in
+ * pieces (xmpc_xfer_split) of at most XFER_MAX, a multiple of every element size. */
+#define XFER_MAX ((size_t)1 << 30)
 typedef struct {
     int count[XMPC_MAX_DIMS + 1], lstride[XMPC_MAX_DIMS], rstride[XMPC_MAX_DIMS];
     char *remote;
@@ -98,34 +102,77 @@ typedef struct {
 static strided to_armci(const xmpc_coarray *ca, int rank, const xmpc_xfer *x)
 {
     strided s;
-    size_t big = x->block;
     s.count[0] = (int)x->block;
     for (int i = 0; i < x->levels; ++i) {
         s.count[i + 1] = (int)x->count[i];
         s.lstride[i] = (int)x->lstride[i];
         s.rstride[i] = (int)x->rstride[i];
-        big |= x->count[i] | x->lstride[i] | x->rstride[i];
     }
-    if (big > INT_MAX)
-        xmpc_fatal(ca, rank + 1, "transfer counts or strides exceed ARMCI's int range");
+    (void)ca;
     s.remote = (char *)((void **)ca->bk)[rank] + x->roff;
     return s;
 }
 
+static int fits(const xmpc_xfer *x)
+{
+    size_t big = x->block;
+    for (int i = 0; i < x->levels; ++i)
+        big |= x->count[i] | x->lstride[i] | x->rstride[i];
+    return big <= XFER_MAX;
+}
+
+typedef struct {
+    xmpc_coarray *ca;
+    int rank;
+    xmpc_op op;
+} piece_ctx;
+
+static void put_piece(void *ctx, const xmpc_xfer *x)
+{
+    piece_ctx *c = ctx;
+    strided s = to_armci(c->ca, c->rank, x);
+    ARMCI_PutS(x->laddr, s.lstride, s.remote, s.rstride, s.count, x->levels, c->rank);
+}
+
+static void get_piece(void *ctx, const xmpc_xfer *x)
+{
+    piece_ctx *c = ctx;
+    strided s = to_armci(c->ca, c->rank, x);
+    ARMCI_GetS(s.remote, s.rstride, x->laddr, s.lstride, s.count, x->levels, c->rank);
+}
+
+static void split(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op,
+                  void (*fn)(void *, const xmpc_xfer *))
+{
+    piece_ctx c = {ca, rank, op};
+    if (fits(x))
+        fn(&c, x);
+    else
+        xmpc_xfer_split(x, XFER_MAX, XFER_MAX, XFER_MAX, fn, &c);
+}
+
+/* ca->dirty: 0 nothing outstanding, r+1 only rank r has outstanding puts, -1 several:
+ * completing one target with ARMCI_Fence is cheaper than ARMCI_AllFence, which
+ * flushes every allocation to every image. */
+static void mark_dirty(xmpc_coarray *ca, int rank)
+{
+    ca->dirty = (ca->dirty == 0 || ca->dirty == rank + 1) ? rank + 1 : -1;
+}
+
 static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
 {
-    strided s = to_armci(ca, rank, x);
-    ARMCI_PutS(x->laddr, s.lstride, s.remote, s.rstride, s.count, x->levels, rank);
-    ca->dirty = 1;
+    split(ca, rank, x, 0, put_piece);
+    mark_dirty(ca, rank);
 }
 
 static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
 {
-    strided s = to_armci(ca, rank, x);
     if (ca->dirty)
         ARMCI_Fence(rank);
-    ARMCI_GetS(s.remote, s.rstride, x->laddr, s.lstride, s.count, x->levels, rank);
+    split(ca, rank, x, 0, get_piece);
 }
+
+static void acc_piece(void *ctx, const xmpc_xfer *x);
 
 static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
 {
@@ -135,6 +182,16 @@ static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
         unlock(rank);
         return;
     }
+    split(ca, rank, x, op, acc_piece);
+    mark_dirty(ca, rank);
+}
+
+static void acc_piece(void *ctx, const xmpc_xfer *x)
+{
+    piece_ctx *c = ctx;
+    xmpc_coarray *ca = c->ca;
+    int rank = c->rank;
+    xmpc_op op = c->op;
     int sign = op == XMPC_OP_SUM ? 1 : -1;
     int si = sign;
     long sl = sign;
@@ -146,20 +203,24 @@ static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
            : ca->type == XMPC_FLOAT ? ARMCI_ACC_FLT : ARMCI_ACC_DBL;
     strided s = to_armci(ca, rank, x);
     ARMCI_AccS(dt, scale, x->laddr, s.lstride, s.remote, s.rstride, s.count, x->levels, rank);
-    ca->dirty = 1;
 }
 
+/* ARMCI_Fence(r) completes this image's operations to r on every allocation, so the
+ * targets are merged over the coarrays first; with none outstanding, what is left of
+ * sync memory (others' writes visible here, progress) is xmpc_mpi_progress. */
 static void sync_memory(xmpc_coarray *all)
 {
-    ARMCI_AllFence();
-    for (xmpc_coarray *ca = all; ca; ca = ca->next)
+    int target = 0;
+    for (xmpc_coarray *ca = all; ca; ca = ca->next) {
+        if (ca->dirty)
+            target = (target == 0 || target == ca->dirty) ? ca->dirty : -1;
         ca->dirty = 0;
-    /* ARMCI-MPI's puts are MPI RMA: where that is emulated in software (Open MPI's
-     * osc/ucx over TCP) they land only while this image runs MPI's progress engine,
-     * which the fence does not enter.  Without this an image spinning on sync memory for
-     * another's put never sees it. */
-    int any;
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &any, MPI_STATUS_IGNORE);
+    }
+    if (target > 0)
+        ARMCI_Fence(target - 1);
+    else if (target < 0)
+        ARMCI_AllFence();
+    xmpc_mpi_progress();
 }
 
 static void barrier(void) { ARMCI_Barrier(); }
@@ -200,7 +261,6 @@ const xmpc_backend xmpc_backend_armci = {
     .put_acc = put_acc,
     .sync_memory = sync_memory,
     .barrier = barrier,
-    .sync_images = xmpc_mpi_sync_images,
-    .allgather = xmpc_mpi_allgather,
     .atomic = atomic,
+    .ctl = &xmpc_mpi_ctl,
 };

@@ -11,9 +11,17 @@
  *   put-acc  GASNet has no remote accumulate (P002 table 1): one AM medium request
  *            per run (split to gasnet_AMMaxMedium), applied by a handler at the
  *            target under a handler-safe lock, so every op is atomic per element
+ *   atomics  one AM medium request per call, applied by a handler at the target under
+ *            the same lock as the accumulates (so atomic with respect to each other
+ *            and to accumulates), the old value in the reply
+ *   shape check   the allocation's all-gather: every image sends its shape to every
+ *            other one (AM medium, per-parity buffers), the core compares
  *   sync memory   gasnet_wait_syncnbi_puts, wait for every accumulate reply, poll
- * Not here (yet): coarray atomics and the allocation's shape comparison (both need
- * AM round trips this file does not have); the core reports the former by name. */
+ * Not here: the image control words (xmpc_ctl) of the MPI backends, so no stopped-image
+ * status (xmpc_image_status says running, the *_stat calls never return
+ * XMPC_STAT_STOPPED_IMAGE), no deadlock naming and no XMPC_WAIT_TIMEOUT: a sync naming
+ * an image that has ended, or collective calls that differ, wait in GASNet's barrier.
+ * Transfers have no int limit here (size_t lengths). */
 #include "xmpc_internal.h"
 
 #include "umstudy/support.h"
@@ -25,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { H_ACC = 201, H_ACC_DONE, H_NOTIFY }; /* client handlers: 128..255 */
+enum { H_ACC = 201, H_ACC_DONE, H_NOTIFY, H_ATOMIC, H_ATOMIC_DONE, H_GATHER }; /* 128..255 */
 
 static gasnet_seginfo_t *g_seg;
 static size_t g_seg_size;
@@ -74,6 +82,63 @@ static void notify_handler(gasnet_token_t t, gasnet_handlerarg_t from)
     __atomic_add_fetch(&g_notified[from], 1, __ATOMIC_SEQ_CST);
 }
 
+/* ---- atomics: applied at the target under g_acc_lock, the old value replied ---------- */
+
+static int g_atomic_done; /* one atomic in flight per image: xmpc calls are not concurrent */
+static long g_atomic_old;
+
+static void atomic_handler(gasnet_token_t t, void *buf, size_t nbytes, gasnet_handlerarg_t hi,
+                           gasnet_handlerarg_t lo, gasnet_handlerarg_t what,
+                           gasnet_handlerarg_t is_int)
+{
+    long arg[2] = {0, 0}; /* compare, value */
+    memcpy(arg, buf, nbytes < sizeof arg ? nbytes : sizeof arg);
+    void *at = word_ptr(hi, lo);
+    long old;
+    gasnet_hsl_lock(&g_acc_lock);
+    if (is_int) {
+        int *p = at;
+        old = *p;
+        if (what == XMPC_AT_DEFINE || (what == XMPC_AT_CAS && old == arg[0]))
+            *p = (int)arg[1];
+        else if (what == XMPC_AT_ADD)
+            *p = (int)((unsigned)*p + (unsigned)arg[1]);
+    } else {
+        long *p = at;
+        old = *p;
+        if (what == XMPC_AT_DEFINE || (what == XMPC_AT_CAS && old == arg[0]))
+            *p = arg[1];
+        else if (what == XMPC_AT_ADD)
+            *p = (long)((unsigned long)*p + (unsigned long)arg[1]);
+    }
+    gasnet_hsl_unlock(&g_acc_lock); /* no GASNet call while holding it */
+    gasnet_AMReplyMedium0(t, H_ATOMIC_DONE, &old, sizeof old);
+}
+
+static void atomic_done_handler(gasnet_token_t t, void *buf, size_t nbytes)
+{
+    (void)t;
+    memcpy(&g_atomic_old, buf, nbytes < sizeof g_atomic_old ? nbytes : sizeof g_atomic_old);
+    __atomic_store_n(&g_atomic_done, 1, __ATOMIC_SEQ_CST);
+}
+
+/* ---- the allocation's all-gather: per-parity buffers, filled by a handler ------------ */
+
+enum { GATHER_MAX = 256 };
+static char *g_gather_buf[2];
+static int g_gather_got[2];
+static unsigned g_gather_round;
+
+static void gather_handler(gasnet_token_t t, void *buf, size_t nbytes, gasnet_handlerarg_t from,
+                           gasnet_handlerarg_t parity)
+{
+    (void)t;
+    memcpy(g_gather_buf[parity] + (size_t)from * GATHER_MAX, buf, nbytes);
+    __atomic_add_fetch(&g_gather_got[parity], 1, __ATOMIC_SEQ_CST);
+}
+
+static void barrier(void);
+
 static void check(int rc, const char *what)
 {
     if (rc != GASNET_OK) {
@@ -92,6 +157,9 @@ static void init(int *argc, char ***argv, int *me, int *n)
         {H_ACC, (void (*)())acc_handler},
         {H_ACC_DONE, (void (*)())acc_done_handler},
         {H_NOTIFY, (void (*)())notify_handler},
+        {H_ATOMIC, (void (*)())atomic_handler},
+        {H_ATOMIC_DONE, (void (*)())atomic_done_handler},
+        {H_GATHER, (void (*)())gather_handler},
     };
     /* Segment: XMPC_GASNET_SEGMENT_SIZE (K/M/G suffixes) or 256 MiB, capped by what
      * the conduit can map on every node. */
@@ -113,6 +181,10 @@ static void init(int *argc, char ***argv, int *me, int *n)
     g_seg_size = g_seg[g_me].size;
     g_notified = calloc((size_t)g_n, sizeof *g_notified);
     g_expected = calloc((size_t)g_n, sizeof *g_expected);
+    /* Before the barrier: another image's first all-gather may arrive right after it. */
+    for (int p = 0; p < 2; ++p)
+        g_gather_buf[p] = xmpc_xmalloc((size_t)g_n * GATHER_MAX);
+    barrier();
     *me = g_me;
     *n = g_n;
 }
@@ -247,6 +319,39 @@ static void sync_images(int n, const int *ranks)
     }
 }
 
+static void atomic(xmpc_coarray *ca, int rank, size_t off, int what, long compare, long value,
+                   long *old)
+{
+    if (ca->dirty)
+        complete_all(); /* after this image's earlier puts, as a get is */
+    uintptr_t at = (uintptr_t)remote(ca, rank, off);
+    long arg[2] = {compare, value};
+    __atomic_store_n(&g_atomic_done, 0, __ATOMIC_SEQ_CST);
+    gasnet_AMRequestMedium4(rank, H_ATOMIC, arg, sizeof arg, (gasnet_handlerarg_t)(at >> 32),
+                            (gasnet_handlerarg_t)(uint32_t)at, (gasnet_handlerarg_t)what,
+                            (gasnet_handlerarg_t)(ca->type == XMPC_INT));
+    GASNET_BLOCKUNTIL(__atomic_load_n(&g_atomic_done, __ATOMIC_SEQ_CST));
+    *old = g_atomic_old;
+}
+
+/* Round k + 2 reuses round k's buffer: an image sends it only after finishing round
+ * k + 1, which needed this image's round k + 1 message, sent after round k ended here. */
+static void allgather(const void *mine, void *all, size_t bytes)
+{
+    if (bytes > GATHER_MAX || bytes > gasnet_AMMaxMedium())
+        xmpc_fatal(NULL, g_me + 1, "gasnet all-gather of %zu bytes (at most %d)", bytes, GATHER_MAX);
+    int p = (int)(g_gather_round++ & 1);
+    for (int r = 0; r < g_n; ++r)
+        if (r != g_me)
+            gasnet_AMRequestMedium2(r, H_GATHER, (void *)mine, bytes, (gasnet_handlerarg_t)g_me,
+                                    (gasnet_handlerarg_t)p);
+    GASNET_BLOCKUNTIL(__atomic_load_n(&g_gather_got[p], __ATOMIC_SEQ_CST) == g_n - 1);
+    for (int r = 0; r < g_n; ++r)
+        memcpy((char *)all + (size_t)r * bytes, r == g_me ? mine : g_gather_buf[p] + (size_t)r * GATHER_MAX,
+               bytes);
+    __atomic_store_n(&g_gather_got[p], 0, __ATOMIC_SEQ_CST);
+}
+
 const xmpc_backend xmpc_backend_gasnet = {
     .name = "gasnet",
     .init = init,
@@ -260,4 +365,6 @@ const xmpc_backend xmpc_backend_gasnet = {
     .sync_memory = sync_memory,
     .barrier = barrier,
     .sync_images = sync_images,
+    .allgather = allgather,
+    .atomic = atomic,
 };

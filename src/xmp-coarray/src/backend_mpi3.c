@@ -22,6 +22,7 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,11 +50,21 @@ static void finalize(void)
     xmpc_mpi_finalize();
 }
 
+/* Some window of this run uses MPI's separate memory model: each needs its own
+ * MPI_Win_sync.  (Never reset: one more sync than needed is only slower.) */
+static int g_separate;
+
 static void alloc(xmpc_coarray *ca)
 {
     MPI_Win *win = xmpc_xmalloc(sizeof *win);
-    MPI_Win_allocate((MPI_Aint)ca->bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &ca->data, win);
+    /* A zero-size coarray still gets a byte: every image has a base address. */
+    MPI_Win_allocate((MPI_Aint)(ca->bytes ? ca->bytes : 1), 1, MPI_INFO_NULL, MPI_COMM_WORLD,
+                     &ca->data, win);
     memset(ca->data, 0, ca->bytes);
+    int *model, found = 0;
+    MPI_Win_get_attr(*win, MPI_WIN_MODEL, &model, &found);
+    if (!found || *model != MPI_WIN_UNIFIED)
+        g_separate = 1;
     MPI_Win_lock_all(MPI_MODE_NOCHECK, *win);
     MPI_Win_sync(*win); /* the zeros before anyone's first access */
     MPI_Barrier(MPI_COMM_WORLD);
@@ -85,9 +96,9 @@ static MPI_Datatype basic_type(xmpc_type t)
 static int side_type(const xmpc_coarray *ca, int rank, const xmpc_xfer *x, const size_t *stride,
                      MPI_Datatype base, size_t esize, MPI_Datatype *out)
 {
-    size_t block = x->block / esize;
-    if (block > INT_MAX)
-        xmpc_fatal(ca, rank + 1, "contiguous run of %zu elements exceeds MPI's int count", block);
+    size_t block = x->block / esize; /* <= XFER_MAX: see split */
+    (void)ca;
+    (void)rank;
     if (x->levels == 0) {
         *out = base;
         return (int)block;
@@ -96,8 +107,6 @@ static int side_type(const xmpc_coarray *ca, int rank, const xmpc_xfer *x, const
     MPI_Type_contiguous((int)block, base, &t);
     for (int i = 0; i < x->levels; ++i) {
         MPI_Datatype next;
-        if (x->count[i] > INT_MAX)
-            xmpc_fatal(ca, rank + 1, "%zu runs at one level exceed MPI's int count", x->count[i]);
         MPI_Type_create_hvector((int)x->count[i], 1, (MPI_Aint)stride[i], t, &next);
         MPI_Type_free(&t);
         t = next;
@@ -160,9 +169,47 @@ static void *stage(MPI_Win win, const void *src, size_t n)
     return p;
 }
 
+/* MPI counts are int: a transfer with a longer block or a larger count goes in pieces
+ * of at most XFER_MAX (a multiple of every element size, so accumulates split between
+ * elements). */
+#define XFER_MAX ((size_t)1 << 30)
+
+typedef struct {
+    xmpc_coarray *ca;
+    int rank, is_put;
+    xmpc_op op;
+} piece_ctx;
+
+static int fits(const xmpc_xfer *x)
+{
+    if (x->block > XFER_MAX)
+        return 0;
+    for (int i = 0; i < x->levels; ++i)
+        if (x->count[i] > XFER_MAX)
+            return 0;
+    return 1;
+}
+
+static void transfer_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put);
+static void transfer_piece(void *ctx, const xmpc_xfer *x)
+{
+    piece_ctx *c = ctx;
+    transfer_one(c->ca, c->rank, x, c->is_put);
+}
+
+static void transfer(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
+{
+    if (fits(x)) {
+        transfer_one(ca, rank, x, is_put);
+        return;
+    }
+    piece_ctx c = {ca, rank, is_put, 0};
+    xmpc_xfer_split(x, XFER_MAX, XFER_MAX, SIZE_MAX, transfer_piece, &c);
+}
+
 /* One put or get of x, locally complete on return (the caller may reuse or read its
  * buffer); a put stays outstanding at the target until sync memory. */
-static void transfer(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
+static void transfer_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
 {
     MPI_Win win = *(MPI_Win *)ca->bk;
     if (!is_put && ca->dirty)
@@ -205,7 +252,24 @@ static void mutex(int rank, int lock)
     } while (old != 0);
 }
 
+static void put_acc_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op);
+static void acc_piece(void *ctx, const xmpc_xfer *x)
+{
+    piece_ctx *c = ctx;
+    put_acc_one(c->ca, c->rank, x, c->op);
+}
+
 static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
+{
+    if (fits(x) || op == XMPC_OP_DIV) { /* '/' goes through get + put, which split */
+        put_acc_one(ca, rank, x, op);
+        return;
+    }
+    piece_ctx c = {ca, rank, 0, op};
+    xmpc_xfer_split(x, XFER_MAX, XFER_MAX, SIZE_MAX, acc_piece, &c);
+}
+
+static void put_acc_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
 {
     MPI_Win win = *(MPI_Win *)ca->bk;
     if (op == XMPC_OP_DIV) {
@@ -236,23 +300,37 @@ static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
     mark_dirty(ca, rank);
 }
 
+/* In MPI's unified memory model a window's public and private copies are the same
+ * memory, so what MPI_Win_sync adds for others' completed writes to become visible to
+ * this image's loads is a memory barrier and a progress call, the same for every
+ * window: one call stands for all of them, or none when a flush here has just made
+ * progress, with the barrier as a fence (a separate-model window gets its own sync). */
 static void sync_memory(xmpc_coarray *all)
 {
+    MPI_Win any = MPI_WIN_NULL;
+    int progressed = 0; /* a flush waited for completion: MPI made progress in it */
     for (xmpc_coarray *ca = all; ca; ca = ca->next) {
         MPI_Win win = *(MPI_Win *)ca->bk;
         if (ca->dirty > 0)
             MPI_Win_flush(ca->dirty - 1, win);
         else if (ca->dirty < 0)
             MPI_Win_flush_all(win);
+        progressed |= ca->dirty != 0;
         ca->dirty = 0;
-        MPI_Win_sync(win); /* others' writes to this image become visible to loads */
+        if (g_separate)
+            MPI_Win_sync(win); /* others' writes to this image become visible to loads */
+        any = win;
     }
-    /* RMA emulated in software (Open MPI's osc/ucx over TCP) writes a window only while
-     * its owner runs MPI's progress engine, which MPI_Win_sync does not enter there: an
-     * image spinning on sync memory for another's put would never see it.  A probe
-     * progresses every transport. */
-    int any;
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &any, MPI_STATUS_IGNORE);
+    if (!g_separate && any != MPI_WIN_NULL) {
+        if (!progressed)
+            MPI_Win_sync(any);
+        /* Loads after it see what was written before it (and stores before it stay
+         * before): acquire and release, which a full barrier would only make slower
+         * in a polling loop (x86: no instruction; Arm: dmb ish). */
+        __atomic_thread_fence(__ATOMIC_ACQ_REL);
+    }
+    if (!progressed)
+        xmpc_mpi_poke(); /* a polling image: others' puts may need this image's progress */
     /* Every window was flushed (a staged put always leaves its coarray dirty). */
     stage_recycle(0);
 }
@@ -324,7 +402,6 @@ const xmpc_backend xmpc_backend_mpi3 = {
     .put_acc = put_acc,
     .sync_memory = sync_memory,
     .barrier = barrier,
-    .sync_images = xmpc_mpi_sync_images,
-    .allgather = xmpc_mpi_allgather,
     .atomic = atomic,
+    .ctl = &xmpc_mpi_ctl,
 };

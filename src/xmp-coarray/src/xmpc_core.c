@@ -26,18 +26,8 @@ static const xmpc_backend *const k_backends[] = {
 };
 #define N_BACKENDS (sizeof k_backends / sizeof k_backends[0])
 
-enum { NEVER_STARTED, RUNNING, FINALIZED };
-
-static struct {
-    const xmpc_backend *b; /* NULL unless RUNNING */
-    int state;             /* NEVER_STARTED -> RUNNING -> FINALIZED */
-    int me, n;             /* 0-based rank, image count */
-    xmpc_coarray *list;    /* live coarrays, for sync memory */
-    xmpc_coarray *freed;   /* freed handles, kept so a stale one is named (see internal.h) */
-    unsigned long gen;     /* allocations so far */
-    const xmpc_coarray *last_ok; /* the last handle found live: the common case is cheap */
-    char errmsg[512];      /* the last error a *_stat call returned */
-} g;
+xmpc_state xmpc_g;
+#define g xmpc_g
 
 static const char *const k_type_names[] = {"byte", "int", "long", "float", "double"};
 
@@ -61,29 +51,35 @@ static void format_section(char *buf, size_t cap, const xmpc_section *s)
                                 s->step[d]);
 }
 
-static _Noreturn void die(void)
+static _Noreturn void die(const char *line)
 {
     fflush(stdout);
     fflush(stderr);
     if (g.b)
-        g.b->abort(UMS_EXIT_FAILED);
+        xmpc_error_termination(line, UMS_EXIT_FAILED);
     exit(UMS_EXIT_FAILED); /* not started: nothing collective to abort */
 }
 
-static void vreport(const xmpc_coarray *ca, int image, const xmpc_section *s, const char *fmt,
-                    va_list ap)
+const char *xmpc_vreport(const xmpc_coarray *ca, int image, const xmpc_section *s,
+                         const char *fmt, va_list ap)
 {
+    static char line[XMPC_MSG_BYTES];
     char reason[512], sec[256];
+    size_t len = 0;
     vsnprintf(reason, sizeof reason, fmt, ap);
     format_section(sec, sizeof sec, s);
     if (g.b)
-        fprintf(stderr, "xmpc: error: image %d of %d (%s): ", g.me + 1, g.n, g.b->name);
+        len = (size_t)snprintf(line, sizeof line, "xmpc: error: image %d of %d (%s): ", g.me + 1,
+                               g.n, g.b->name);
     else
-        fprintf(stderr, "xmpc: error: ");
-    if (ca)
-        fprintf(stderr, "coarray '%s'%s%s on image %d: ", ca->name, sec[0] ? " section " : "", sec,
-                image);
-    fprintf(stderr, "%s\n", reason);
+        len = (size_t)snprintf(line, sizeof line, "xmpc: error: ");
+    if (ca && len < sizeof line)
+        len += (size_t)snprintf(line + len, sizeof line - len, "coarray '%s'%s%s on image %d: ",
+                                ca->name, sec[0] ? " section " : "", sec, image);
+    if (len < sizeof line)
+        snprintf(line + len, sizeof line - len, "%s", reason);
+    fprintf(stderr, "%s\n", line);
+    return line;
 }
 
 static _Noreturn void fail(const xmpc_coarray *ca, int image, const xmpc_section *s, const char *fmt,
@@ -91,42 +87,51 @@ static _Noreturn void fail(const xmpc_coarray *ca, int image, const xmpc_section
 {
     va_list ap;
     va_start(ap, fmt);
-    vreport(ca, image, s, fmt, ap);
+    const char *line = xmpc_vreport(ca, image, s, fmt, ap);
     va_end(ap);
-    die();
+    die(line);
 }
 
 void xmpc_fatal(const xmpc_coarray *ca, int image, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vreport(ca, image, NULL, fmt, ap);
+    const char *line = xmpc_vreport(ca, image, NULL, fmt, ap);
     va_end(ap);
-    die();
+    die(line);
 }
 
-static const char *not_running(const char *fn, char *buf, size_t cap)
+const char *xmpc_not_running(const char *fn, char *buf, size_t cap)
 {
-    if (g.state == RUNNING)
+    if (g.state == XMPC_RUNNING)
         return NULL;
     snprintf(buf, cap, "%s called %s", fn,
-             g.state == FINALIZED ? "after xmpc_finalize" : "before xmpc_init");
+             g.state == XMPC_FINALIZED ? "after xmpc_finalize" : "before xmpc_init");
     return buf;
 }
 
-static void need_init(const char *fn)
+/* Set on the thread that called xmpc_init: the check is one thread-local load, cheap
+ * enough for sync memory's polling loops. */
+_Thread_local char xmpc_init_thread;
+
+void xmpc_need_init(const char *fn)
 {
     char why[160];
-    if (not_running(fn, why, sizeof why))
+    if (xmpc_not_running(fn, why, sizeof why))
         fail(NULL, 0, NULL, "%s", why);
+    if (!xmpc_on_init_thread())
+        fail(NULL, 0, NULL, "%s called from a thread other than the one that called xmpc_init "
+             "(xmpc calls must come from that thread only)", fn);
 }
+#define need_init xmpc_need_init
 
 /* Pointer comparisons only: an unknown pointer is never dereferenced. */
 void xmpc_check_handle(const xmpc_coarray *ca, const char *fn)
 {
-    need_init(fn);
-    if (ca && ca == g.last_ok && ca->magic == XMPC_MAGIC_LIVE)
+    if (ca && ca == g.last_ok && ca->magic == XMPC_MAGIC_LIVE && g.state == XMPC_RUNNING &&
+        xmpc_on_init_thread())
         return;
+    need_init(fn);
     if (!ca)
         fail(NULL, 0, NULL, "%s: NULL coarray handle", fn);
     for (const xmpc_coarray *p = g.list; p; p = p->next)
@@ -157,9 +162,9 @@ void *xmpc_xmalloc(size_t bytes)
 
 int xmpc_init(int *argc, char ***argv)
 {
-    if (g.state == RUNNING)
+    if (g.state == XMPC_RUNNING)
         return 0;
-    if (g.state == FINALIZED) {
+    if (g.state == XMPC_FINALIZED) {
         /* Not collective any more: every image that does this says so and stops. */
         fprintf(stderr, "xmpc: error: xmpc_init called after xmpc_finalize: the runtime "
                         "(and MPI) cannot be restarted\n");
@@ -191,32 +196,44 @@ int xmpc_init(int *argc, char ***argv)
         fprintf(stderr, "xmpc: error: built without any backend\n");
         exit(UMS_EXIT_FAILED);
     }
+    xmpc_init_thread = 1;
     b->init(argc, argv, &g.me, &g.n);
     g.b = b;
-    g.state = RUNNING;
+    g.state = XMPC_RUNNING;
+    xmpc_images_init();
     return 0;
 }
 
 void xmpc_finalize(void)
 {
-    if (g.state == FINALIZED)
+    if (g.state == XMPC_FINALIZED)
         fail(NULL, 0, NULL, "xmpc_finalize called twice");
     need_init("xmpc_finalize");
-    xmpc_sync_all();
-    while (g.list)
-        xmpc_coarray_free(g.list);
+    xmpc_images_end();
     const xmpc_backend *b = g.b;
     g.b = NULL;
-    g.state = FINALIZED;
+    g.state = XMPC_FINALIZED;
     b->finalize();
+}
+
+void xmpc_stop(int code)
+{
+    xmpc_finalize();
+    fflush(stdout);
+    fflush(stderr);
+    exit(code);
 }
 
 void xmpc_abort(int code)
 {
     fflush(stdout);
     fflush(stderr);
-    if (g.b)
-        g.b->abort(code);
+    if (g.b) {
+        char line[96];
+        snprintf(line, sizeof line, "xmpc: error: image %d of %d (%s): error stop (xmpc_abort(%d))",
+                 g.me + 1, g.n, g.b->name, code);
+        xmpc_error_termination(line, code);
+    }
     exit(code);
 }
 
@@ -226,50 +243,8 @@ const char *xmpc_backend_name(void) { need_init("xmpc_backend_name"); return g.b
 
 /* ---- coarrays ---------------------------------------------------------------------- */
 
-/* What every image must agree on for one collective allocation. */
-typedef struct {
-    int type, ndims;
-    size_t esize;
-    long dims[XMPC_MAX_DIMS];
-} alloc_shape;
-
-static void format_shape(char *buf, size_t cap, const alloc_shape *s)
-{
-    size_t len = (size_t)snprintf(buf, cap, "%s", xmpc_type_name((xmpc_type)s->type));
-    if (s->type == XMPC_BYTE && len < cap)
-        len += (size_t)snprintf(buf + len, cap - len, "(%zu B)", s->esize);
-    for (int d = 0; d < s->ndims && d < XMPC_MAX_DIMS && len < cap; ++d)
-        len += (size_t)snprintf(buf + len, cap - len, "[%ld]", s->dims[d]);
-}
-
-/* Images that allocate one coarray with different shapes would each index their own
- * idea of it (MPI catches the overrun later, sometimes): compare at the allocation. */
-static void compare_shapes(const xmpc_coarray *ca)
-{
-    if (!g.b->allgather || g.n < 2)
-        return;
-    alloc_shape mine;
-    memset(&mine, 0, sizeof mine); /* padding too: the shapes are compared bytewise */
-    mine.type = (int)ca->type;
-    mine.ndims = ca->ndims;
-    mine.esize = ca->esize;
-    memcpy(mine.dims, ca->dims, sizeof mine.dims);
-    alloc_shape *all = xmpc_xmalloc(sizeof mine * (size_t)g.n);
-    g.b->allgather(&mine, all, sizeof mine);
-    for (int r = 1; r < g.n; ++r)
-        if (memcmp(&all[0], &all[r], sizeof mine) != 0) {
-            char s0[192], sr[192];
-            format_shape(s0, sizeof s0, &all[0]);
-            format_shape(sr, sizeof sr, &all[r]);
-            fail(ca, g.me + 1, NULL, "xmpc_coarray_alloc: images allocate this coarray "
-                 "(allocation #%lu) with different shapes: %s on image 1, %s on image %d",
-                 ca->gen, s0, sr, r + 1);
-        }
-    free(all);
-}
-
-xmpc_coarray *xmpc_coarray_alloc(const char *name, xmpc_type type, size_t elem_size, int ndims,
-                                 const long *dims)
+xmpc_coarray *xmpc_coarray_alloc_stat(const char *name, xmpc_type type, size_t elem_size,
+                                      int ndims, const long *dims, int *status)
 {
     need_init("xmpc_coarray_alloc");
     static const size_t type_size[] = {0, sizeof(int), sizeof(long), sizeof(float), sizeof(double)};
@@ -286,28 +261,57 @@ xmpc_coarray *xmpc_coarray_alloc(const char *name, xmpc_type type, size_t elem_s
         fail(&tmp, g.me + 1, NULL, "xmpc_coarray_alloc: NULL dims");
     tmp.bytes = elem_size;
     for (int d = 0; d < ndims; ++d) {
-        if (dims[d] < 1)
+        /* Extent 0 is a zero-size coarray, legal as Fortran's allocate(z(0)[*]). */
+        if (dims[d] < 0)
             fail(&tmp, g.me + 1, NULL, "xmpc_coarray_alloc: dimension %d has extent %ld", d, dims[d]);
         tmp.dims[d] = dims[d];
         /* Bytes must fit a signed byte offset: sections are walked with signed strides. */
         if (__builtin_mul_overflow(tmp.bytes, (size_t)dims[d], &tmp.bytes) || tmp.bytes > PTRDIFF_MAX)
             fail(&tmp, g.me + 1, NULL, "xmpc_coarray_alloc: size overflows (dimension %d)", d);
     }
+    xmpc_coll c;
+    memset(&c, 0, sizeof c); /* padding too: shapes are compared bytewise */
+    c.kind = XMPC_COLL_ALLOC;
+    c.gen = tmp.gen;
+    c.shape.type = (int)type;
+    c.shape.ndims = ndims;
+    c.shape.esize = elem_size;
+    memcpy(c.shape.dims, tmp.dims, sizeof c.shape.dims);
+    snprintf(c.name, sizeof c.name, "%s", tmp.name);
+    if (xmpc_collective(&c, status, "xmpc_coarray_alloc") != XMPC_STAT_OK)
+        return NULL;
     ++g.gen;
-    compare_shapes(&tmp);
     xmpc_coarray *ca = xmpc_xmalloc(sizeof *ca);
     *ca = tmp;
     g.b->alloc(ca);
     ca->magic = XMPC_MAGIC_LIVE;
     ca->next = g.list;
     g.list = ca;
+    if (status)
+        *status = XMPC_STAT_OK;
     return ca;
 }
 
-void xmpc_coarray_free(xmpc_coarray *ca)
+xmpc_coarray *xmpc_coarray_alloc(const char *name, xmpc_type type, size_t elem_size, int ndims,
+                                 const long *dims)
+{
+    return xmpc_coarray_alloc_stat(name, type, elem_size, ndims, dims, NULL);
+}
+
+void xmpc_coarray_free_stat(xmpc_coarray *ca, int *status)
 {
     xmpc_check_handle(ca, "xmpc_coarray_free");
     xmpc_sync_memory();
+    xmpc_coll c;
+    memset(&c, 0, sizeof c);
+    c.kind = XMPC_COLL_FREE;
+    c.gen = ca->gen;
+    snprintf(c.name, sizeof c.name, "%s", ca->name);
+    /* Every image frees this allocation now, so nobody still accesses it (the
+     * deallocation's implicit sync all), and the transport's collective free below
+     * is entered by all of them or by none. */
+    if (xmpc_collective(&c, status, "xmpc_coarray_free") != XMPC_STAT_OK)
+        return;
     xmpc_coarray **p = &g.list;
     while (*p != ca)
         p = &(*p)->next;
@@ -320,7 +324,11 @@ void xmpc_coarray_free(xmpc_coarray *ca)
     g.freed = ca;
     if (g.last_ok == ca)
         g.last_ok = NULL;
+    if (status)
+        *status = XMPC_STAT_OK;
 }
+
+void xmpc_coarray_free(xmpc_coarray *ca) { xmpc_coarray_free_stat(ca, NULL); }
 
 void *xmpc_coarray_data(const xmpc_coarray *ca)
 {
@@ -344,6 +352,9 @@ void xmpc_coarray_set_codims(xmpc_coarray *ca, int ncodims, const int *codims)
 /* Node indices (1-based, one per codimension, last one fastest) -> image number. */
 int xmpc_image_of(const xmpc_coarray *ca, const int *idx)
 {
+    /* a:[*], the common case: the index is the image (no division per access) */
+    if (ca->ncodims == 1 && ca->codims[0] == 0 && idx[0] >= 1 && idx[0] <= g.n)
+        return idx[0];
     long image = 0, known = 1;
     for (int k = 0; k + 1 < ca->ncodims; ++k)
         known *= ca->codims[k];
@@ -604,12 +615,62 @@ static void complete_if_self(int image)
         g.b->sync_memory(g.list);
 }
 
+/* The common statement a[b:n]:[k] = l[c:n] (or its get) on another image: the same
+ * checks as the general path below (live handle, image, bounds of both sides, equal
+ * counts, offsets that cannot overflow) in a few comparisons, and one contiguous
+ * transfer with none of the section machinery.  Anything else, including every
+ * error, takes the general path, which reports it.  0: not handled. */
+static int fast_contiguous(int code, xmpc_coarray *ca, int image, const xmpc_section *rs,
+                           char *laddr, const xmpc_section *ls, xmpc_op op, xmpc_type ltype)
+{
+    /* get-accumulate too (l[c:n] op= a[b:n]:[k], NPB CG's exchange), with the general
+     * path's type and op checks */
+    int gacc = code == XMPC_RMA_GET_ACC && ca->type != XMPC_BYTE && ltype == ca->type &&
+               op != 0 && strchr("+-*/<>", (int)op);
+    if ((code != XMPC_RMA_PUT && code != XMPC_RMA_GET && !gacc) || image < 1 || image > g.n ||
+        image == g.me + 1 || !laddr || ca->ndims != 1 || rs->ndims != 1 || ls->ndims != 1 ||
+        rs->step[0] != 1 || ls->step[0] != 1 || rs->dist[0] != 1 || ls->dist[0] != 1)
+        return 0;
+    long rb = rs->base[0], lb = ls->base[0], len = rs->length[0];
+    size_t es = ca->esize, lend;
+    /* The coarray's bytes fit PTRDIFF_MAX (checked at allocation); the local side's
+     * byte offset is bounded the same way when its extent is unknown (Omni). */
+    if (len < 1 || ls->length[0] != len || rb < 0 || lb < 0 || len > ca->dims[0] - rb ||
+        (ls->extent ? len > ls->extent[0] - lb
+                    : __builtin_mul_overflow((size_t)lb + (size_t)len, es, &lend) ||
+                          lend > PTRDIFF_MAX))
+        return 0;
+    /* Only the fields a block without levels has: zeroing the whole struct (7-level
+     * arrays) cost more than the rest of this function. */
+    xmpc_xfer x;
+    x.block = (size_t)len * es;
+    x.levels = 0;
+    x.roff = (size_t)rb * es;
+    x.laddr = laddr + (size_t)lb * es;
+    if (code == XMPC_RMA_PUT)
+        g.b->put(ca, image - 1, &x);
+    else if (code == XMPC_RMA_GET)
+        g.b->get(ca, image - 1, &x);
+    else { /* the remote values into a temporary, then local = local op remote */
+        char small[4096], *tmp = x.block <= sizeof small ? small : xmpc_xmalloc(x.block);
+        char *local = x.laddr;
+        x.laddr = tmp;
+        g.b->get(ca, image - 1, &x);
+        xmpc_apply_op_or_die(ca, image, op, local, tmp, (size_t)len);
+        if (tmp != small)
+            free(tmp);
+    }
+    return 1;
+}
+
 /* Every access: checks, then one xmpc_xfer whose local side is either the caller's
  * memory (when its strides can follow the remote shape) or a contiguous temporary. */
 void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, char *laddr,
               const xmpc_section *ls, xmpc_op op, xmpc_type ltype, const char *fn)
 {
     xmpc_check_handle(ca, fn);
+    if (fast_contiguous(code, ca, image, rs, laddr, ls, op, ltype))
+        return;
     if (image < 1 || image > g.n)
         fail(ca, image, rs, "%s: image %d is outside 1..%d", fn, image, g.n);
     if (rs->ndims != ca->ndims)
@@ -631,12 +692,14 @@ void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, cha
             fail(ca, image, rs, "%s: unknown accumulate op '%c' (+ - * / < >)", fn, (char)op);
     }
     size_t nr = rc.count, nl = lc.count;
-    if (nr == 0)
-        return;
-    int bcast = nl == 1 && nr > 1 && code != XMPC_RMA_GET && code != XMPC_RMA_GET_ACC;
+    /* Compared before anything else returns: an empty coarray section takes an empty
+     * local section (or a broadcast scalar), as any other size does. */
+    int bcast = nl == 1 && nr != 1 && code != XMPC_RMA_GET && code != XMPC_RMA_GET_ACC;
     if (nl != nr && !bcast)
         fail(ca, image, rs, "%s: the local section has %zu elements, the coarray section %zu",
              fn, nl, nr);
+    if (nr == 0)
+        return;
 
     size_t bytes = nr * es; /* checked */
     walker flip, lw = walker_of(ls, &lc, laddr);
@@ -726,7 +789,7 @@ static xmpc_section local_section(const xmpc_coarray *ca, int image, const xmpc_
         fail(ca, image, &rs, "%s: local section has %d dimensions (1..%d)", fn, l->ndims, XMPC_MAX_DIMS);
     size_t elems = 1;
     for (int d = 0; d < l->ndims; ++d)
-        if (l->dims[d] < 1 || __builtin_mul_overflow(elems, (size_t)l->dims[d], &elems) ||
+        if (l->dims[d] < 0 || __builtin_mul_overflow(elems, (size_t)l->dims[d], &elems) ||
             elems > PTRDIFF_MAX / ca->esize)
             fail(ca, image, &rs, "%s: local array extent %ld in dimension %d is not a valid size",
                  fn, l->dims[d], d);
@@ -763,113 +826,6 @@ void xmpc_get_acc(xmpc_coarray *ca, int image, const xmpc_range *remote, xmpc_op
     rma_native(XMPC_RMA_GET_ACC, ca, image, remote, local, op, type, "xmpc_get_acc");
 }
 
-/* ---- synchronisation ----------------------------------------------------------------- */
-
-/* An error a *_stat call may return: with status, recorded and returned; without,
- * reported and every image stops (the plain calls). */
-static int stat_error(int *status, int code, int image, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int stat_error(int *status, int code, int image, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (status) {
-        vsnprintf(g.errmsg, sizeof g.errmsg, fmt, ap);
-        va_end(ap);
-        *status = code;
-        return 1;
-    }
-    vreport(NULL, image, NULL, fmt, ap);
-    va_end(ap);
-    die();
-}
-
-static int running_or_stat(int *status, const char *fn)
-{
-    char why[160];
-    if (!not_running(fn, why, sizeof why))
-        return 1;
-    stat_error(status, XMPC_STAT_NOT_RUNNING, 0, "%s", why);
-    return 0;
-}
-
-const char *xmpc_errmsg(void) { return g.errmsg; }
-
-void xmpc_sync_memory_stat(int *status)
-{
-    if (!running_or_stat(status, "xmpc_sync_memory"))
-        return;
-    g.b->sync_memory(g.list);
-    if (status)
-        *status = XMPC_STAT_OK;
-}
-
-void xmpc_sync_memory(void) { xmpc_sync_memory_stat(NULL); }
-
-void xmpc_barrier(void)
-{
-    need_init("xmpc_barrier");
-    g.b->barrier();
-}
-
-void xmpc_sync_all_stat(int *status)
-{
-    if (!running_or_stat(status, "xmpc_sync_all"))
-        return;
-    g.b->sync_memory(g.list);
-    g.b->barrier();
-    /* Again after the barrier: the others' puts, complete before it, must also become
-     * visible to this image's loads (MPI-3 RMA: MPI_Win_sync after the synchronisation). */
-    g.b->sync_memory(g.list);
-    if (status)
-        *status = XMPC_STAT_OK;
-}
-
-void xmpc_sync_all(void) { xmpc_sync_all_stat(NULL); }
-
-/* The list is checked whole before anything is sent: a duplicate would wait for a
- * second notification that never comes (a hang), a negative count reach MPI. */
-void xmpc_sync_images_stat(int n, const int *images, int *status)
-{
-    if (!running_or_stat(status, "xmpc_sync_images"))
-        return;
-    if (images && n < 0) {
-        stat_error(status, XMPC_STAT_BAD_COUNT, 0, "sync images: image count %d is negative", n);
-        return;
-    }
-    int *ranks = xmpc_xmalloc(sizeof(int) * (size_t)(images ? (n > 0 ? n : 1) : g.n));
-    unsigned char *seen = calloc((size_t)g.n, 1);
-    if (!seen)
-        xmpc_fatal(NULL, 0, "out of memory");
-    if (!images) /* sync images(*) */
-        for (n = 0; n < g.n; ++n)
-            ranks[n] = n;
-    int bad = 0;
-    for (int i = 0; images && i < n && !bad; ++i) {
-        if (images[i] < 1 || images[i] > g.n)
-            bad = stat_error(status, XMPC_STAT_BAD_IMAGE, images[i],
-                             "sync images: image %d (entry %d of the list) is outside 1..%d",
-                             images[i], i, g.n);
-        else if (seen[images[i] - 1]++)
-            bad = stat_error(status, XMPC_STAT_DUPLICATE_IMAGE, images[i],
-                             "sync images: image %d is listed twice (entry %d of the list); "
-                             "an image set must not repeat an image", images[i], i);
-        else
-            ranks[i] = images[i] - 1;
-    }
-    free(seen);
-    if (!bad) {
-        g.b->sync_memory(g.list);
-        g.b->sync_images(n, ranks);
-        g.b->sync_memory(g.list); /* as in sync all: the partners' puts become visible here */
-        if (status)
-            *status = XMPC_STAT_OK;
-    }
-    free(ranks);
-}
-
-void xmpc_sync_images(int n, const int *images) { xmpc_sync_images_stat(n, images, NULL); }
-
 /* ---- atomics -------------------------------------------------------------------------- */
 
 static long atomic_op(const char *fn, int what, xmpc_coarray *ca, int image, long index,
@@ -882,8 +838,11 @@ static long atomic_op(const char *fn, int what, xmpc_coarray *ca, int image, lon
         fail(ca, image, NULL, "%s: atomics need an int or long coarray, not %s", fn,
              xmpc_type_name(ca->type));
     size_t elems = ca->bytes / ca->esize;
-    if (index < 0 || (size_t)index >= elems)
+    if (index < 0 || (size_t)index >= elems) {
+        if (elems == 0)
+            fail(ca, image, NULL, "%s: element index %ld of a zero-size coarray", fn, index);
         fail(ca, image, NULL, "%s: element index %ld is outside 0..%zu", fn, index, elems - 1);
+    }
     if (ca->type == XMPC_INT && (what == XMPC_AT_DEFINE || what == XMPC_AT_CAS) &&
         (value < INT_MIN || value > INT_MAX || compare < INT_MIN || compare > INT_MAX))
         fail(ca, image, NULL, "%s: value %ld does not fit the coarray's int elements", fn, value);
@@ -938,6 +897,56 @@ void xmpc_xfer_runs(const xmpc_xfer *x, void (*fn)(void *, size_t, char *, size_
             idx[i++] = 0;
         if (i == x->levels)
             return;
+    }
+}
+
+struct chunk_ctx {
+    size_t max;
+    void (*fn)(void *, const xmpc_xfer *);
+    void *ctx;
+};
+static void chunk_run(void *ctx, size_t roff, char *laddr, size_t n)
+{
+    struct chunk_ctx *c = ctx;
+    for (size_t done = 0; done < n; done += c->max) {
+        xmpc_xfer piece = {.block = n - done < c->max ? n - done : c->max, .levels = 0,
+                           .roff = roff + done, .laddr = laddr + done};
+        c->fn(c->ctx, &piece);
+    }
+}
+
+/* Blocks too long: every run in pieces.  Otherwise the outermost level that does not
+ * fit: its count in pieces when only the count is too large, else one sub-transfer per
+ * index of that level (and of the levels above it); the levels below are split by the
+ * recursion. */
+void xmpc_xfer_split(const xmpc_xfer *x, size_t max_block, size_t max_count, size_t max_stride,
+                     void (*fn)(void *, const xmpc_xfer *), void *ctx)
+{
+    if (x->block > max_block) {
+        struct chunk_ctx c = {max_block, fn, ctx};
+        xmpc_xfer_runs(x, chunk_run, &c);
+        return;
+    }
+    int bad = -1;
+    for (int i = x->levels - 1; i >= 0 && bad < 0; --i)
+        if (x->count[i] > max_count || x->rstride[i] > max_stride || x->lstride[i] > max_stride)
+            bad = i;
+    if (bad < 0) {
+        fn(ctx, x);
+        return;
+    }
+    int top = x->levels - 1;
+    int by_count = bad == top && x->rstride[top] <= max_stride && x->lstride[top] <= max_stride;
+    size_t step = by_count ? max_count : 1;
+    for (size_t k = 0; k < x->count[top]; k += step) {
+        xmpc_xfer y = *x;
+        y.roff += k * x->rstride[top];
+        y.laddr += k * x->lstride[top];
+        if (by_count)
+            y.count[top] = x->count[top] - k < step ? x->count[top] - k : step;
+        else
+            y.levels = top;
+        xmpc_xfer_split(&y, max_block, max_count, max_stride, fn, ctx);
     }
 }
 

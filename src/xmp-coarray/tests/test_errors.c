@@ -92,7 +92,8 @@ int main(int argc, char **argv)
          "none|before-init|oob-remote|oob-local|bad-image|type-mismatch|bad-op|count-mismatch|"
          "int-div-zero|omni-distance|overflow-stride|overflow-stride-base|overflow-local|"
          "overflow-2d|zero-stride|zero-stride-local|int-div-overflow|int-div-overflow-get|"
-         "sync-duplicate|sync-negative|put-after-finalize|double-finalize|init-after-finalize|"
+         "sync-duplicate|sync-negative|empty-count-mismatch|sync-null-count|put-after-finalize|"
+         "double-finalize|init-after-finalize|"
          "use-after-free|data-null|bad-handle|null-local|shape-mismatch|atomic-type|"
          "atomic-index"},
     };
@@ -117,6 +118,11 @@ int main(int argc, char **argv)
             xmpc_put_acc(a, n, r4, (xmpc_op)'%', XMPC_INT, &local);
         else if (!strcmp(which, "count-mismatch"))
             xmpc_get(a, n, r4, &local3);
+        else if (!strcmp(which, "empty-count-mismatch")) { /* a[0:0]:[n] = l[0:4] */
+            xmpc_range empty[] = {{0, 0, 1}};
+            xmpc_put(a, n, empty, &local);
+        } else if (!strcmp(which, "sync-null-count"))
+            xmpc_sync_images(1, NULL);
         else if (!strcmp(which, "int-div-zero"))
             xmpc_put_acc(a, n, r4, XMPC_OP_DIV, XMPC_INT, &local); /* buf is all zeros */
         else if (!strcmp(which, "omni-distance")) /* a is 1-d: its distance is 1, not 2 */

@@ -56,9 +56,19 @@
  * Every error (section out of bounds or overflowing, zero step, bad image, type/op
  * mismatch, different shapes of one coarray on different images, bad or freed
  * handle, use before xmpc_init or after xmpc_finalize) prints one line naming the
- * coarray, image and section to stderr and aborts all images (MPI_Abort /
- * gasnet_exit(1)): nothing is silently corrupted.  The *_stat variants of the sync
- * calls return a status code instead of aborting for the errors they can report.
+ * coarray, image and section to stderr and ends all images (error termination:
+ * images waiting in an image control call print that first message too, then
+ * MPI_Abort / gasnet_exit(1)): nothing is silently corrupted.  The *_stat variants
+ * return a status code instead for the errors they can report.
+ *
+ * Waits (mpi3, armci): every image control call polls; a partner that has stopped, is
+ * in error termination, or waits in a collective call this image has not made ends the
+ * wait with a status or a named error.  XMPC_WAIT_TIMEOUT=<seconds> (default: none)
+ * also bounds every single wait: past it, error termination names the call.
+ *
+ * Limits: none below the address space.  A section may have any number of elements
+ * and bytes (transfers larger than a transport's int counts are split into pieces),
+ * and extents may be 0.
  *
  * Backend: XMPC_BACKEND=mpi3|armci|gasnet at run time (default: the first built, in
  * that order); xmpc_backend_name() says which one runs.
@@ -108,16 +118,36 @@ typedef struct {
 
 typedef struct xmpc_coarray xmpc_coarray;
 
+/* Threads: xmpc calls must all come from the thread that called xmpc_init (checked:
+ * another thread's call is an error).  Other threads may run meanwhile and may read and
+ * write this image's coarray memory (xmpc_coarray_data) under the program's own
+ * synchronisation.  When xmpc_init starts MPI it asks for what the program promises:
+ * MPI_THREAD_SINGLE (no other threads: the default) or, with XMPC_MPI_THREAD=funneled,
+ * MPI_THREAD_FUNNELED (other threads that call neither xmpc nor MPI, as OpenMP
+ * regions), and refuses a library that provides less; a program that starts MPI
+ * itself keeps the level it chose. */
+
 /* Starts the runtime (and MPI where the backend needs it and nobody has yet).
  * Collective; returns 0.  Calling it again while running is harmless; calling it
  * after xmpc_finalize is an error (MPI cannot be restarted). */
 int xmpc_init(int *argc, char ***argv);
-/* Completes all coarray operations, frees what is left, and shuts the backend (and
- * MPI if xmpc_init started it) down.  Collective; a second call is an error.  With the gasnet backend it does
- * not return: GASNet ends the process in gasnet_exit(0), as Omni's runtime does. */
+/* Normal termination of this image (Fortran's end of program): completes its coarray
+ * operations, announces it stopped (other images' synchronisations that involve it now
+ * report XMPC_STAT_STOPPED_IMAGE instead of waiting), waits until every image has
+ * stopped, frees what is left and shuts the backend (and MPI if xmpc_init started it)
+ * down.  A second call is an error.  With the gasnet backend it does not return: GASNet
+ * ends the process in gasnet_exit(0), as Omni's runtime does. */
 void xmpc_finalize(void);
+/* Fortran's STOP: xmpc_finalize, then exit(code) (this image only; the others go on
+ * until they stop too). */
+void xmpc_stop(int code)
+#if defined(__GNUC__)
+    __attribute__((noreturn))
+#endif
+    ;
 
-/* Error stop: ends every image with exit status `code` (a test's failure, say). */
+/* Error stop: error termination with exit status `code` (a test's failure, say):
+ * every image ends; those waiting in an image control call print this one's message. */
 void xmpc_abort(int code)
 #if defined(__GNUC__)
     __attribute__((noreturn))
@@ -128,15 +158,20 @@ int xmpc_this_image(void); /* 1..num_images */
 int xmpc_num_images(void);
 const char *xmpc_backend_name(void); /* "mpi3", "armci" or "gasnet" */
 
-/* Collective: every image passes the same arguments (type, size and shape are
- * compared across images on mpi3 and armci: a difference aborts with both shapes
- * named).  `name` is used in messages.  The elements (zeroed) are at
- * xmpc_coarray_data(); one codimension [*] unless xmpc_coarray_set_codims says
- * otherwise.  A handle stays recognisable after xmpc_coarray_free (a use of it is
- * reported as a use after free, never a crash). */
+/* Collective (Fortran's allocate, with its implicit sync all): every image passes the
+ * same arguments (type, size and shape are compared across images on every backend: a
+ * difference ends every image with both shapes named).  `name` is used in messages.
+ * Extents may be 0 (a zero-size coarray, as Fortran's allocate(z(0)[*])).  The elements
+ * (zeroed) are at xmpc_coarray_data(); one codimension [*] unless
+ * xmpc_coarray_set_codims says otherwise.  A handle stays recognisable after
+ * xmpc_coarray_free (a use of it is reported as a use after free, never a crash). */
 xmpc_coarray *xmpc_coarray_alloc(const char *name, xmpc_type type, size_t elem_size,
                                  int ndims, const long *dims);
-void xmpc_coarray_free(xmpc_coarray *ca); /* collective; implies sync memory */
+/* Collective (Fortran's deallocate: an implicit sync all; implies sync memory).  Every
+ * image frees the same coarray: images that free different coarrays, or free while
+ * another image is in a different image control call (sync all, sync images naming
+ * one of them), end with an error that names both calls, never a hang. */
+void xmpc_coarray_free(xmpc_coarray *ca);
 void *xmpc_coarray_data(const xmpc_coarray *ca);
 /* Image shape a:[c0][c1]...[*] (row-major, last codimension may be 0 for `*`); used
  * to turn the node indices of _XMP_coarray_rma_ARRAY into an image number. */
@@ -163,7 +198,7 @@ const char *xmpc_type_name(xmpc_type type);
  * spin loop on xmpc_atomic_ref sees an xmpc_atomic_define eventually); atomic with
  * respect to the other xmpc_atomic_* calls on that element, not to puts/accumulates
  * (as Fortran's atomic subroutines).  mpi3: MPI-3 accumulate-family ops; armci: the
- * target's lock word around a get/put; gasnet: not supported (error). */
+ * target's lock word around a get/put; gasnet: an AM applied at the target. */
 void xmpc_atomic_define(xmpc_coarray *ca, int image, long index, long value);
 long xmpc_atomic_ref(xmpc_coarray *ca, int image, long index);
 /* Sets the element to `value` if it equals `compare`; returns the old value. */
@@ -175,23 +210,40 @@ void xmpc_sync_memory(void); /* every earlier coarray op of this image complete+
 void xmpc_sync_all(void);    /* sync memory + barrier */
 void xmpc_barrier(void);     /* barrier only: does not complete outstanding puts */
 /* sync memory, then wait until each listed image has called sync images naming this
- * one (pairwise, counted: the k-th call pairs with the k-th call). */
+ * one (pairwise, counted: the k-th call pairs with the k-th call).  images == NULL is
+ * sync images(*) (every image) and takes n = 0 or n = xmpc_num_images(); an empty set
+ * is n = 0 with a non-NULL list. */
 void xmpc_sync_images(int n, const int *images);
 
 /* Status variants (XMP/C and Fortran's stat=): with status non-NULL, an error these
- * calls can detect (not running, a bad image list) sets *status to an XMPC_STAT_*
- * code and returns without synchronising (xmpc_errmsg() says why); success sets 0.
- * With status NULL they behave as the plain calls (abort on error). */
+ * calls can report sets *status to an XMPC_STAT_* code and returns (xmpc_errmsg() says
+ * why); success sets 0.  With status NULL they behave as the plain calls: the error
+ * ends every image (error termination).  A bad list or count synchronises with
+ * nobody.  XMPC_STAT_STOPPED_IMAGE: an image involved has stopped (xmpc_stop or
+ * xmpc_finalize): sync all / barrier / sync images still synchronise with the images
+ * that have not; an allocation returns NULL and a free leaves the coarray allocated
+ * (the transport frees it at xmpc_finalize).  Mistakes that are bugs in every image's
+ * program (different collective calls, shapes, bad handles) are never a status. */
 enum {
     XMPC_STAT_OK = 0,
     XMPC_STAT_NOT_RUNNING = 1,     /* before xmpc_init or after xmpc_finalize */
     XMPC_STAT_BAD_IMAGE = 2,       /* an image outside 1..num_images */
     XMPC_STAT_DUPLICATE_IMAGE = 3, /* an image listed twice in sync images */
-    XMPC_STAT_BAD_COUNT = 4        /* a negative image count */
+    XMPC_STAT_BAD_COUNT = 4,       /* a negative image count, or NULL with n != 0, num_images */
+    XMPC_STAT_STOPPED_IMAGE = 5,   /* Fortran's STAT_STOPPED_IMAGE */
+    XMPC_STAT_FAILED_IMAGE = 6     /* Fortran's STAT_FAILED_IMAGE (xmpc_image_status only:
+                                      a failure ends every image) */
 };
 void xmpc_sync_memory_stat(int *status);
 void xmpc_sync_all_stat(int *status);
+void xmpc_barrier_stat(int *status);
 void xmpc_sync_images_stat(int n, const int *images, int *status);
+xmpc_coarray *xmpc_coarray_alloc_stat(const char *name, xmpc_type type, size_t elem_size,
+                                      int ndims, const long *dims, int *status);
+void xmpc_coarray_free_stat(xmpc_coarray *ca, int *status);
+/* Fortran's image_status(image): XMPC_STAT_OK (running), XMPC_STAT_STOPPED_IMAGE or
+ * XMPC_STAT_FAILED_IMAGE (in error termination).  gasnet: always XMPC_STAT_OK. */
+int xmpc_image_status(int image);
 /* The message of the last error a *_stat call returned ("" if none). */
 const char *xmpc_errmsg(void);
 
