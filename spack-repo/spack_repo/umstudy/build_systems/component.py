@@ -24,7 +24,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "13a1f7f563c5bf0d6e5b173bafb272ddb82eab701e20c6baedbe01dbfce65f25")
+RELEASE = ("0.1.0", "dcae50e0fcf9d0aa044f4f114b0ec9baa582003cd49fa59457e3b653c9837872")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
