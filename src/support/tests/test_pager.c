@@ -17,14 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static int fails;
-#define EXPECT(cond)                                                                   \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
-            ++fails;                                                                   \
-        }                                                                              \
-    } while (0)
+#include "expect.h"
 
 enum { PAGES = 16, ABSENT = 0, CLEAN, DIRTY };
 static size_t g_ps;

@@ -6,14 +6,7 @@
 
 #include "umstudy/support.h"
 
-static int fails;
-#define EXPECT(cond)                                                                   \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
-            ++fails;                                                                   \
-        }                                                                              \
-    } while (0)
+#include "expect.h"
 
 int main(void)
 {

@@ -159,24 +159,6 @@ static void stopped_stat(void)
     CHECK(st == XMPC_STAT_OK, "sync memory: status %d", st);
 }
 
-/* test_end without its sync all, which would report the image that has stopped. */
-static int end_with_stopped_image(void)
-{
-    if (g_failures) {
-        fprintf(stderr, "image %d: %ld of %ld checks failed\n", xmpc_this_image(), g_failures,
-                g_checks);
-        xmpc_abort(UMS_EXIT_FAILED);
-    }
-    if (xmpc_this_image() == 1) {
-        ums_rec r;
-        ums_rec_begin_status(&r, "passed");
-        ums_rec_int(&r, "checks_image1", g_checks);
-        ums_rec_emit(&r);
-    }
-    xmpc_finalize();
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     test_begin("xmpc-test-lifetime", &argc, &argv);
@@ -194,7 +176,7 @@ int main(int argc, char **argv)
     if (!strcmp(which, "legal")) {
         legal();
         notify_then_stop();
-        return end_with_stopped_image();
+        return test_finish(0);
     }
     if (!strcmp(which, "stopped-stat")) {
         if (n < 2) {
@@ -202,7 +184,7 @@ int main(int argc, char **argv)
             return test_end();
         }
         stopped_stat();
-        return end_with_stopped_image();
+        return test_finish(0);
     }
     xmpc_coarray *a = xmpc_coarray_alloc("a", XMPC_INT, sizeof(int), 1, d10);
     xmpc_coarray *b = xmpc_coarray_alloc("b", XMPC_INT, sizeof(int), 1, d10);
