@@ -24,7 +24,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "dcae50e0fcf9d0aa044f4f114b0ec9baa582003cd49fa59457e3b653c9837872")
+RELEASE = ("0.1.0", "088a5c7ed273235e458543b9b96bfffc377375fbc4fd29e948a174c70a8b6602")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
