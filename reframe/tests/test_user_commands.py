@@ -17,8 +17,14 @@ ROOT = data.REPO
 RFM_MAIN = 'import sys; sys.argv[0] = "reframe"; from reframe.frontend.cli import main; main()'
 
 
-def make(*args, timeout=600):
-    env = dict(os.environ, PYTHON=sys.executable)
+def make(*args, timeout=600, env=None):
+    """make in the repository; `env` adds variables to this environment (None: removes one)."""
+    extra, env = env or {}, dict(os.environ, PYTHON=sys.executable)
+    for k, v in extra.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     return subprocess.run(['make', '--no-print-directory', '-C', ROOT, *args, f'PYTHON={sys.executable}'],
                           capture_output=True, text=True, env=env, timeout=timeout)
 
@@ -234,9 +240,13 @@ def test_make_system_adds_a_cluster_that_needs_no_other_edit(tmp_path):
         # in double quotes) is refused; the README's form, as written, is kept for run time
         r = make('system', f'NAME={name}', 'SCHEDULER=slurm', 'ACCOUNT=--account=', 'SYSTEMFLAGS=--cuda-archs 90')
         assert r.returncode != 0 and 'names no group' in r.stderr and not os.path.exists(folder), r.stderr
-        r = make('system', f'NAME={name}', 'SCHEDULER=slurm', 'QUEUE=gpu', 'PAPER_QUEUE=gpu-long', 'GPUS=4',
-                 'MODULES=cuda/12.6 openmpi/4.1.6', 'ACCOUNT=--account=${UMSTUDY_GROUP}',
-                 'SYSTEMFLAGS=--cuda-archs 90')
+        readme = ['system', f'NAME={name}', 'SCHEDULER=slurm', 'QUEUE=gpu', 'PAPER_QUEUE=gpu-long', 'GPUS=4',
+                  'MODULES=cuda/12.6 openmpi/4.1.6', 'ACCOUNT=--account=${UMSTUDY_GROUP}']
+        # modules where this shell has no module system (this machine) are refused, not dropped
+        # from every job; on a cluster's node the loaded Lmod or Environment Modules is taken
+        r = make(*readme, 'SYSTEMFLAGS=--cuda-archs 90', env={'LMOD_CMD': None, 'MODULES_CMD': None})
+        assert r.returncode != 0 and 'no module system is loaded' in r.stderr and not os.path.exists(folder), r.stderr
+        r = make(*readme, 'SYSTEMFLAGS=--cuda-archs 90', env={'LMOD_CMD': '/usr/share/lmod/lmod/libexec/lmod'})
         assert r.returncode == 0, r.stdout + r.stderr
         assert "- --account=${UMSTUDY_GROUP}" in open(os.path.join(folder, 'system.yaml')).read()
         assert os.path.exists(os.path.join(folder, 'spack.yaml'))
@@ -251,7 +261,7 @@ def test_make_system_adds_a_cluster_that_needs_no_other_edit(tmp_path):
                    glob.glob(str(tmp_path / name / 'stage' / '**' / 'rfm_job.sh'), recursive=True)}
         gpu = next(t for c, t in scripts.items() if c.startswith('UmbBaseline'))
         for directive in ('#SBATCH --partition=gpu-long', '#SBATCH --account=grp42', '#SBATCH --time=',
-                          '#SBATCH --gres=gpu:1', 'srun '):
+                          '#SBATCH --gres=gpu:1', 'module load cuda/12.6', 'module load openmpi/4.1.6', 'srun '):
             assert directive in gpu, (directive, gpu)
         # the repository's own consistency checks see the new system as one of theirs
         r = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-x', '-p', 'no:cacheprovider',
