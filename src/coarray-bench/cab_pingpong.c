@@ -18,8 +18,14 @@
  * round.  It is kept, as op "put-paper", so P002's numbers stay comparable; the
  * default "flag" protocol completes the payload (sync memory) before a separate flag
  * word is written, so the flag can only be seen once every payload byte is there.
- * The flag word lives in rmt_buf past the largest payload (one coarray, as the paper's
- * program), the atomic protocol's in an int coarray of its own.
+ * The flag word is a coarray of its own (long flag[1]:[*], as in the program above and
+ * in the Fortran peer), the atomic protocol's an int coarray of its own.  With
+ * --flag-layout adjacent it is instead the word right after the largest payload in
+ * rmt_buf: for small messages payload and flag then share one cache line, and the
+ * receiver's polling takes that line back between the payload's store and the flag's,
+ * so the time between the two puts is paid twice (kept to show that effect).  The raw
+ * baseline always has the same layout (a window of its own for the flag, or the word
+ * after the payload in the payload's window).
  *
  * --raw adds each protocol written directly in MPI-3 RMA (MPI_Put + MPI_Win_flush, a
  * second MPI_Put of the flag word, polling it with MPI_Win_sync; MPI_Accumulate /
@@ -73,9 +79,15 @@ static long g_sent, g_recvd;      /* messages sent / received by this image sinc
 static long long g_torn;          /* checked rounds whose payload was not the one sent */
 static double g_hang_timeout = 10; /* s a receiver waits before calling the protocol hung */
 static int g_hung;                /* this image gave up waiting in this run */
+static int g_flag_adjacent;       /* --flag-layout adjacent */
+static xmpc_coarray *g_flag;      /* long flag[1]:[*] (separate layout) */
+static volatile long *g_flag_mem; /* this image's flag word, polled */
 #ifdef CAB_HAVE_MPI
 static MPI_Win g_win; /* the raw baseline's buffer */
 static volatile char *g_win_mem;
+static MPI_Win g_fwin;  /* the raw baseline's flag word: its own window, or g_win */
+static MPI_Aint g_fdisp; /* the flag word's displacement in g_fwin */
+static volatile long *g_fwin_mem;
 #endif
 
 /* Payload byte i of a message of `size` bytes in pattern `alt` (0 or 1): the two
@@ -99,10 +111,10 @@ static volatile long *flag_word(int raw)
 {
 #ifdef CAB_HAVE_MPI
     if (raw)
-        return (volatile long *)(g_win_mem + g_flag_off);
+        return g_fwin_mem;
 #endif
     (void)raw;
-    return (volatile long *)(g_rmt_mem + g_flag_off);
+    return g_flag_mem;
 }
 
 static volatile char *recv_buf(int raw)
@@ -124,7 +136,10 @@ static void send(int raw, int proto, const char *src, size_t size)
         CAB_RMA1(XMPC_RMA_PUT, g_rmt, src, 0, size, 0, 0, dest);
         xmpc_sync_memory();
         if (proto == P_FLAG) {
-            CAB_RMA1(XMPC_RMA_PUT, g_rmt, &seq, g_flag_off, sizeof seq, 0, 0, dest);
+            if (g_flag_adjacent) /* rmt_buf[F:8]:[dest] = (char *)&seq */
+                CAB_RMA1(XMPC_RMA_PUT, g_rmt, &seq, g_flag_off, sizeof seq, 0, 0, dest);
+            else /* flag[0:1]:[dest] = seq */
+                CAB_RMA1(XMPC_RMA_PUT, g_flag, &seq, 0, 1, 0, 0, dest);
             xmpc_sync_memory();
         } else if (proto == P_ATOMIC)
             xmpc_atomic_define(g_aflag, dest, 0, seq);
@@ -135,11 +150,11 @@ static void send(int raw, int proto, const char *src, size_t size)
     MPI_Put(src, (int)size, MPI_BYTE, rank, 0, (int)size, MPI_BYTE, g_win);
     MPI_Win_flush(rank, g_win);
     if (proto == P_FLAG) {
-        MPI_Put(&seq, 1, MPI_LONG, rank, (MPI_Aint)g_flag_off, 1, MPI_LONG, g_win);
-        MPI_Win_flush(rank, g_win);
+        MPI_Put(&seq, 1, MPI_LONG, rank, g_fdisp, 1, MPI_LONG, g_fwin);
+        MPI_Win_flush(rank, g_fwin);
     } else if (proto == P_ATOMIC) {
-        MPI_Accumulate(&seq, 1, MPI_LONG, rank, (MPI_Aint)g_flag_off, 1, MPI_LONG, MPI_REPLACE, g_win);
-        MPI_Win_flush(rank, g_win);
+        MPI_Accumulate(&seq, 1, MPI_LONG, rank, g_fdisp, 1, MPI_LONG, MPI_REPLACE, g_fwin);
+        MPI_Win_flush(rank, g_fwin);
     }
 #endif
 }
@@ -148,7 +163,7 @@ static void poll_progress(int raw)
 {
 #ifdef CAB_HAVE_MPI
     if (raw) {
-        MPI_Win_sync(g_win); /* the target's view of its window memory catches up */
+        MPI_Win_sync(g_fwin); /* the target's view of its window memory catches up */
         /* Where no hardware writes the window (RMA emulated over TCP: Open MPI's osc/ucx
          * on UCX's tcp transport), a put lands only while this target runs MPI's progress
          * engine, which MPI_Win_sync does not enter there; the probe does. */
@@ -204,8 +219,8 @@ static void receive(int raw, int proto, size_t size, int check, int alt)
 #ifdef CAB_HAVE_MPI
         long v;
         do {
-            MPI_Fetch_and_op(NULL, &v, MPI_LONG, g_me - 1, (MPI_Aint)g_flag_off, MPI_NO_OP, g_win);
-            MPI_Win_flush(g_me - 1, g_win);
+            MPI_Fetch_and_op(NULL, &v, MPI_LONG, g_me - 1, g_fdisp, MPI_NO_OP, g_fwin);
+            MPI_Win_flush(g_me - 1, g_fwin);
             if (v != want && timed_out(&polls, &since))
                 return;
         } while (v != want);
@@ -213,7 +228,15 @@ static void receive(int raw, int proto, size_t size, int check, int alt)
 #endif
     }
     if (check) {
-        /* The wait above ended with a sync memory / MPI_Win_sync: the bytes are final. */
+        /* The flag may have been seen before any sync in the wait: one more orders this
+         * image's reads after it (Fortran's segment rule; MPI_Win_sync on the window
+         * that holds the payload).  Untimed: the timed rounds never read the payload. */
+#ifdef CAB_HAVE_MPI
+        if (raw)
+            MPI_Win_sync(g_win);
+#endif
+        if (!raw)
+            xmpc_sync_memory();
         size_t n = proto == P_PAPER ? size - 1 : size;
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (memcmp((const char *)buf, g_alt[alt], n) != 0)
@@ -503,7 +526,7 @@ static double stream(int put, size_t size, long long count, int *ok)
 int main(int argc, char **argv)
 {
     size_t min = 1, max = 4u << 20;
-    const char *ops = "put,get", *protocols = "flag";
+    const char *ops = "put,get", *protocols = "flag", *flag_layout = "separate";
     int raw = 0;
     long long stream_count = 0;
     const ums_arg args[] = {
@@ -525,6 +548,10 @@ int main(int argc, char **argv)
         {"check-rounds", UMS_ARG_INT, &g_check_rounds,
          "untimed put rounds per size with every payload byte checked (default: LOOP; 0: none)",
          0, 1e9, NULL},
+        {"flag-layout", UMS_ARG_STRING, &flag_layout,
+         "where the flag protocol's flag word lives: separate (a coarray of its own, default) "
+         "or adjacent (right after the largest payload, in its cache line for small messages)",
+         0, -1, NULL},
     };
     ums_args_parse(argc, argv,
                    "P002 ping-pong: coarray put (payload, then a flag) and get (barriers) "
@@ -564,6 +591,10 @@ int main(int argc, char **argv)
     }
     if (!nproto)
         ums_usage_fail("--protocol: no protocol given (flag|atomic|paper)");
+    if (strcmp(flag_layout, "adjacent") == 0)
+        g_flag_adjacent = 1;
+    else if (strcmp(flag_layout, "separate") != 0)
+        ums_usage_fail("--flag-layout: unknown layout '%s' (separate|adjacent)", flag_layout);
 
     cab_start("cab-pingpong", &argc, &argv);
     g_me = xmpc_this_image();
@@ -572,11 +603,18 @@ int main(int argc, char **argv)
     ums_param_int("loop", g_loop);
     ums_param_int("trials", g_trials);
     ums_param_int("check_rounds", g_check_rounds);
+    ums_param_str("flag_layout", g_flag_adjacent ? "adjacent" : "separate");
 
     g_flag_off = (max + 7) & ~(size_t)7;
     long dims[] = {(long)(g_flag_off + sizeof(long))}, one[] = {1};
     g_rmt = xmpc_coarray_alloc("rmt_buf", XMPC_BYTE, 1, 1, dims);
     g_rmt_mem = xmpc_coarray_data(g_rmt);
+    if (g_flag_adjacent)
+        g_flag_mem = (volatile long *)(g_rmt_mem + g_flag_off);
+    else {
+        g_flag = xmpc_coarray_alloc("flag", XMPC_LONG, sizeof(long), 1, one);
+        g_flag_mem = xmpc_coarray_data(g_flag);
+    }
     if (proto_on[P_ATOMIC] && want[OP_PUT]) {
         g_aflag = xmpc_coarray_alloc("aflag", XMPC_INT, sizeof(int), 1, one);
     }
@@ -594,6 +632,14 @@ int main(int argc, char **argv)
                              MPI_COMM_WORLD, &mem, &g_win);
             g_win_mem = mem;
             MPI_Win_lock_all(MPI_MODE_NOCHECK, g_win);
+            g_fwin = g_win;
+            g_fdisp = (MPI_Aint)g_flag_off;
+            if (!g_flag_adjacent) {
+                MPI_Win_allocate(sizeof(long), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &g_fwin);
+                MPI_Win_lock_all(MPI_MODE_NOCHECK, g_fwin);
+                g_fdisp = 0;
+            }
+            g_fwin_mem = (volatile long *)(mem + (g_flag_adjacent ? g_flag_off : 0));
             want[OP_RAW_PUT] = want[OP_PUT];
             want[OP_RAW_GET] = want[OP_GET];
 #endif
@@ -703,6 +749,10 @@ int main(int argc, char **argv)
 
 #ifdef CAB_HAVE_MPI
     if (want[OP_RAW_PUT] || want[OP_RAW_GET]) {
+        if (g_fwin != g_win) {
+            MPI_Win_unlock_all(g_fwin);
+            MPI_Win_free(&g_fwin);
+        }
         MPI_Win_unlock_all(g_win);
         MPI_Win_free(&g_win);
     }

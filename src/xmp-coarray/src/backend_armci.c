@@ -1,8 +1,10 @@
 /* armci backend: ARMCI, as in P002 (Global Arrays' ARMCI there; ARMCI-MPI works too).
  *
  * The xfer is already ARMCI's strided form (count[0] bytes, then levels), so:
- *   put      ARMCI_PutS (returns when the local buffer may be reused)
- *   get      ARMCI_Fence to the target if this coarray has puts in flight, ARMCI_GetS
+ *   put      ARMCI_Put for one block, ARMCI_PutS otherwise (both return when the local
+ *            buffer may be reused)
+ *   get      ARMCI_Fence to the target if this coarray has puts in flight, ARMCI_Get
+ *            for one block, ARMCI_GetS otherwise
  *   put-acc  ARMCI_AccS for '+' (scale 1) and '-' (scale -1): ARMCI's accumulate is
  *            only dst += scale*src.  '*', '/', min and max have no ARMCI form: they are
  *            get + op + put under a lock word on the target (ARMCI_Rmw swap; ARMCI's
@@ -15,7 +17,15 @@
  *            before the unlock: atomic with respect to each other (and to the
  *            non-native accumulates, which take the same lock)
  *   sync memory   ARMCI_Fence to the one target with puts in flight (ARMCI_AllFence for
- *            several), then progress + a fence (xmpc_mpi_progress) */
+ *            several), then a fence, and progress when no fence made any
+ *            (xmpc_mpi_progress)
+ *
+ * ARMCI_RMA_ATOMICITY defaults to 0 here (a user's setting wins): ARMCI-MPI otherwise
+ * makes every put an MPI_Accumulate(REPLACE) and every get an MPI_Get_accumulate, to
+ * keep concurrent puts to one element from tearing.  Coarray semantics never need
+ * that: concurrent access to one element without atomics is a data race in Fortran,
+ * the ordering of two unsynchronised puts is unspecified in xmpc (coarray.h), and
+ * xmpc's own atomics and non-native accumulates go under the lock word. */
 #include "xmpc_internal.h"
 
 #include <armci.h>
@@ -36,6 +46,7 @@ static void init(int *argc, char ***argv, int *me, int *n)
      * containers) rejects MPI_Win_create outright ("invalid window").  A user's own
      * setting wins; GA's ARMCI ignores the variable. */
     setenv("ARMCI_USE_WIN_ALLOCATE", "1", 0);
+    setenv("ARMCI_RMA_ATOMICITY", "0", 0);
     ARMCI_Init();
     MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
     MPI_Comm_size(MPI_COMM_WORLD, &g_n);
@@ -141,6 +152,15 @@ static void get_piece(void *ctx, const xmpc_xfer *x)
     ARMCI_GetS(s.remote, s.rstride, x->laddr, s.lstride, s.count, x->levels, c->rank);
 }
 
+/* One block that fits ARMCI's int goes through ARMCI's contiguous call: ARMCI-MPI turns
+ * a strided call, even with no levels, into an I/O vector allocated per call, which
+ * tripled the cost of a small put.  0: not one such block. */
+static int contiguous(const xmpc_xfer *x) { return x->levels == 0 && x->block <= XFER_MAX; }
+static char *remote_at(const xmpc_coarray *ca, int rank, const xmpc_xfer *x)
+{
+    return (char *)((void *const *)ca->bk)[rank] + x->roff;
+}
+
 static void split(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op,
                   void (*fn)(void *, const xmpc_xfer *))
 {
@@ -161,7 +181,10 @@ static void mark_dirty(xmpc_coarray *ca, int rank)
 
 static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
 {
-    split(ca, rank, x, 0, put_piece);
+    if (contiguous(x))
+        ARMCI_Put(x->laddr, remote_at(ca, rank, x), (int)x->block, rank);
+    else
+        split(ca, rank, x, 0, put_piece);
     mark_dirty(ca, rank);
 }
 
@@ -169,7 +192,10 @@ static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
 {
     if (ca->dirty)
         ARMCI_Fence(rank);
-    split(ca, rank, x, 0, get_piece);
+    if (contiguous(x))
+        ARMCI_Get(remote_at(ca, rank, x), x->laddr, (int)x->block, rank);
+    else
+        split(ca, rank, x, 0, get_piece);
 }
 
 static void acc_piece(void *ctx, const xmpc_xfer *x);
@@ -220,7 +246,7 @@ static void sync_memory(xmpc_coarray *all)
         ARMCI_Fence(target - 1);
     else if (target < 0)
         ARMCI_AllFence();
-    xmpc_mpi_progress();
+    xmpc_mpi_progress(target == 0); /* a fence waited on MPI: it made progress */
 }
 
 static void barrier(void) { ARMCI_Barrier(); }

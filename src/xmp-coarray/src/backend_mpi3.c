@@ -149,12 +149,11 @@ static void stage_recycle(int flush)
     g_stage.nwins = 0;
 }
 
-/* A staging copy of n bytes for a put on win, or NULL (then flush_local as usual). */
+/* A staging copy of n <= STAGE_MAX_PUT bytes for a put on win. */
 static void *stage(MPI_Win win, const void *src, size_t n)
 {
-    if (n > STAGE_MAX_PUT)
-        return NULL;
-    int known = 0;
+    /* the window of the previous put first: consecutive puts mostly share one */
+    int known = g_stage.nwins > 0 && g_stage.wins[g_stage.nwins - 1] == win;
     for (int i = 0; i < g_stage.nwins && !known; ++i)
         known = g_stage.wins[i] == win;
     if (g_stage.used + n > STAGE_BYTES || (!known && g_stage.nwins == STAGE_WINS)) {
@@ -214,13 +213,6 @@ static void transfer_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_
     MPI_Win win = *(MPI_Win *)ca->bk;
     if (!is_put && ca->dirty)
         MPI_Win_flush(rank, win); /* a get sees this image's earlier puts */
-    void *staged = is_put && x->levels == 0 ? stage(win, x->laddr, x->block) : NULL;
-    if (staged) {
-        MPI_Put(staged, (int)x->block, MPI_BYTE, rank, (MPI_Aint)x->roff, (int)x->block,
-                MPI_BYTE, win);
-        mark_dirty(ca, rank);
-        return;
-    }
     MPI_Datatype lt, rt;
     int lc = side_type(ca, rank, x, x->lstride, MPI_BYTE, 1, &lt);
     int rc = side_type(ca, rank, x, x->rstride, MPI_BYTE, 1, &rt);
@@ -235,7 +227,18 @@ static void transfer_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_
         mark_dirty(ca, rank);
 }
 
-static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x) { transfer(ca, rank, x, 1); }
+static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
+{
+    if (x->levels == 0 && x->block <= STAGE_MAX_PUT) {
+        MPI_Win win = *(MPI_Win *)ca->bk;
+        void *staged = stage(win, x->laddr, x->block);
+        MPI_Put(staged, (int)x->block, MPI_BYTE, rank, (MPI_Aint)x->roff, (int)x->block,
+                MPI_BYTE, win);
+        mark_dirty(ca, rank);
+        return;
+    }
+    transfer(ca, rank, x, 1);
+}
 static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x) { transfer(ca, rank, x, 0); }
 
 static void mutex(int rank, int lock)

@@ -126,11 +126,8 @@ void xmpc_need_init(const char *fn)
 #define need_init xmpc_need_init
 
 /* Pointer comparisons only: an unknown pointer is never dereferenced. */
-void xmpc_check_handle(const xmpc_coarray *ca, const char *fn)
+void xmpc_check_handle_full(const xmpc_coarray *ca, const char *fn)
 {
-    if (ca && ca == g.last_ok && ca->magic == XMPC_MAGIC_LIVE && g.state == XMPC_RUNNING &&
-        xmpc_on_init_thread())
-        return;
     need_init(fn);
     if (!ca)
         fail(NULL, 0, NULL, "%s: NULL coarray handle", fn);
@@ -615,30 +612,46 @@ static void complete_if_self(int image)
         g.b->sync_memory(g.list);
 }
 
-/* The common statement a[b:n]:[k] = l[c:n] (or its get) on another image: the same
- * checks as the general path below (live handle, image, bounds of both sides, equal
- * counts, offsets that cannot overflow) in a few comparisons, and one contiguous
- * transfer with none of the section machinery.  Anything else, including every
- * error, takes the general path, which reports it.  0: not handled. */
-static int fast_contiguous(int code, xmpc_coarray *ca, int image, const xmpc_section *rs,
-                           char *laddr, const xmpc_section *ls, xmpc_op op, xmpc_type ltype)
+/* l[c:n] op= a[b:n]:[k]: the remote values into a temporary, then local = local op
+ * remote.  Kept out of line: its 4 KiB buffer in the fast path's frame made every put
+ * pay for a frame of several pages (and, where stack-clash protection is the compiler's
+ * default, a probe of each). */
+static __attribute__((noinline)) void get_acc_contiguous(xmpc_coarray *ca, int image,
+                                                         const xmpc_xfer *x, xmpc_op op,
+                                                         size_t n)
+{
+    char small[4096], *tmp = x->block <= sizeof small ? small : xmpc_xmalloc(x->block);
+    xmpc_xfer t = *x;
+    t.laddr = tmp;
+    g.b->get(ca, image - 1, &t);
+    xmpc_apply_op_or_die(ca, image, op, x->laddr, tmp, n);
+    if (tmp != small)
+        free(tmp);
+}
+
+/* The common statement a[b:n]:[k] = l[c:n] (or its get) on another image, for a 1-D
+ * coarray and unit steps: the same checks as the general path (image, bounds of both
+ * sides, equal counts, offsets that cannot overflow) in a few comparisons, and one
+ * contiguous transfer with none of the section machinery.  Anything else, including
+ * every error, is left to the general path, which reports it.  lextent: the local
+ * array's extent, or NULL when unknown (Omni).  0: not handled. */
+int xmpc_rma_contiguous(int code, xmpc_coarray *ca, int image, long rb, long len, char *laddr,
+                        long lb, long llen, const long *lextent, xmpc_op op, xmpc_type ltype)
 {
     /* get-accumulate too (l[c:n] op= a[b:n]:[k], NPB CG's exchange), with the general
      * path's type and op checks */
     int gacc = code == XMPC_RMA_GET_ACC && ca->type != XMPC_BYTE && ltype == ca->type &&
                op != 0 && strchr("+-*/<>", (int)op);
     if ((code != XMPC_RMA_PUT && code != XMPC_RMA_GET && !gacc) || image < 1 || image > g.n ||
-        image == g.me + 1 || !laddr || ca->ndims != 1 || rs->ndims != 1 || ls->ndims != 1 ||
-        rs->step[0] != 1 || ls->step[0] != 1 || rs->dist[0] != 1 || ls->dist[0] != 1)
+        image == g.me + 1 || !laddr || ca->ndims != 1)
         return 0;
-    long rb = rs->base[0], lb = ls->base[0], len = rs->length[0];
     size_t es = ca->esize, lend;
     /* The coarray's bytes fit PTRDIFF_MAX (checked at allocation); the local side's
-     * byte offset is bounded the same way when its extent is unknown (Omni). */
-    if (len < 1 || ls->length[0] != len || rb < 0 || lb < 0 || len > ca->dims[0] - rb ||
-        (ls->extent ? len > ls->extent[0] - lb
-                    : __builtin_mul_overflow((size_t)lb + (size_t)len, es, &lend) ||
-                          lend > PTRDIFF_MAX))
+     * byte offset is bounded the same way when its extent is unknown. */
+    if (len < 1 || llen != len || rb < 0 || lb < 0 || len > ca->dims[0] - rb ||
+        (lextent ? len > lextent[0] - lb
+                 : __builtin_mul_overflow((size_t)lb + (size_t)len, es, &lend) ||
+                       lend > PTRDIFF_MAX))
         return 0;
     /* Only the fields a block without levels has: zeroing the whole struct (7-level
      * arrays) cost more than the rest of this function. */
@@ -651,26 +664,47 @@ static int fast_contiguous(int code, xmpc_coarray *ca, int image, const xmpc_sec
         g.b->put(ca, image - 1, &x);
     else if (code == XMPC_RMA_GET)
         g.b->get(ca, image - 1, &x);
-    else { /* the remote values into a temporary, then local = local op remote */
-        char small[4096], *tmp = x.block <= sizeof small ? small : xmpc_xmalloc(x.block);
-        char *local = x.laddr;
-        x.laddr = tmp;
-        g.b->get(ca, image - 1, &x);
-        xmpc_apply_op_or_die(ca, image, op, local, tmp, (size_t)len);
-        if (tmp != small)
-            free(tmp);
-    }
+    else
+        get_acc_contiguous(ca, image, &x, op, (size_t)len);
     return 1;
 }
 
-/* Every access: checks, then one xmpc_xfer whose local side is either the caller's
- * memory (when its strides can follow the remote shape) or a contiguous temporary. */
+static int fast_contiguous(int code, xmpc_coarray *ca, int image, const xmpc_section *rs,
+                           char *laddr, const xmpc_section *ls, xmpc_op op, xmpc_type ltype)
+{
+    if (rs->ndims != 1 || ls->ndims != 1 || rs->step[0] != 1 || ls->step[0] != 1 ||
+        rs->dist[0] != 1 || ls->dist[0] != 1)
+        return 0;
+    return xmpc_rma_contiguous(code, ca, image, rs->base[0], rs->length[0], laddr, ls->base[0],
+                               ls->length[0], ls->extent, op, ltype);
+}
+
+static void rma_general(int code, xmpc_coarray *ca, int image, const xmpc_section *rs,
+                        char *laddr, const xmpc_section *ls, xmpc_op op, xmpc_type ltype,
+                        const char *fn);
+
 void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, char *laddr,
               const xmpc_section *ls, xmpc_op op, xmpc_type ltype, const char *fn)
 {
     xmpc_check_handle(ca, fn);
-    if (fast_contiguous(code, ca, image, rs, laddr, ls, op, ltype))
-        return;
+    xmpc_rma_live(code, ca, image, rs, laddr, ls, op, ltype, fn);
+}
+
+void xmpc_rma_live(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, char *laddr,
+                   const xmpc_section *ls, xmpc_op op, xmpc_type ltype, const char *fn)
+{
+    if (!fast_contiguous(code, ca, image, rs, laddr, ls, op, ltype))
+        rma_general(code, ca, image, rs, laddr, ls, op, ltype, fn);
+}
+
+/* Every access: checks, then one xmpc_xfer whose local side is either the caller's
+ * memory (when its strides can follow the remote shape) or a contiguous temporary.
+ * Out of line, so its temporaries never enlarge the fast path's frame. */
+static __attribute__((noinline)) void rma_general(int code, xmpc_coarray *ca, int image,
+                                                  const xmpc_section *rs, char *laddr,
+                                                  const xmpc_section *ls, xmpc_op op,
+                                                  xmpc_type ltype, const char *fn)
+{
     if (image < 1 || image > g.n)
         fail(ca, image, rs, "%s: image %d is outside 1..%d", fn, image, g.n);
     if (rs->ndims != ca->ndims)
@@ -804,7 +838,7 @@ static void rma_native(int code, xmpc_coarray *ca, int image, const xmpc_range *
         fail(ca, image, NULL, "%s: NULL coarray section", fn);
     xmpc_section rs = section_of(ca->ndims, ca->dims, remote);
     xmpc_section ls = local_section(ca, image, remote, local, fn);
-    xmpc_rma(code, ca, image, &rs, local->addr, &ls, op, t, fn);
+    xmpc_rma_live(code, ca, image, &rs, local->addr, &ls, op, t, fn);
 }
 
 void xmpc_put(xmpc_coarray *ca, int image, const xmpc_range *remote, const xmpc_local *local)

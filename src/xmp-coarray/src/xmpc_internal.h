@@ -179,15 +179,30 @@ typedef struct {
  * fn: the API name, for messages. */
 void xmpc_rma(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, char *laddr,
               const xmpc_section *ls, xmpc_op op, xmpc_type ltype, const char *fn);
+/* a[rb:len]:[image] = l[lb:llen] (or its get, or get-accumulate) on a 1-D coarray when
+ * it can take the contiguous fast path; 0 when not (the caller then takes xmpc_rma,
+ * which also reports every error).  lextent: the local extent, or NULL if unknown. */
+int xmpc_rma_contiguous(int code, xmpc_coarray *ca, int image, long rb, long len, char *laddr,
+                        long lb, long llen, const long *lextent, xmpc_op op, xmpc_type ltype);
+/* The same for a handle the caller has just checked with xmpc_check_handle. */
+void xmpc_rma_live(int code, xmpc_coarray *ca, int image, const xmpc_section *rs, char *laddr,
+                   const xmpc_section *ls, xmpc_op op, xmpc_type ltype, const char *fn);
 /* Node indices (1-based, one per codimension, last one fastest) -> image number. */
 int xmpc_image_of(const xmpc_coarray *ca, const int *idx);
-/* Aborts with a named error unless ca is a live coarray handle (fn: the API name). */
-void xmpc_check_handle(const xmpc_coarray *ca, const char *fn);
 /* Aborts with a named error unless the runtime runs and this is the thread that
  * started it (the thread-safety contract in coarray.h). */
 void xmpc_need_init(const char *fn);
 extern _Thread_local char xmpc_init_thread; /* 1 on the thread that called xmpc_init */
 static inline int xmpc_on_init_thread(void) { return xmpc_init_thread; }
+/* Aborts with a named error unless ca is a live coarray handle (fn: the API name).
+ * The handle checked last passes in a few compares, inline: every access checks. */
+void xmpc_check_handle_full(const xmpc_coarray *ca, const char *fn);
+static inline void xmpc_check_handle(const xmpc_coarray *ca, const char *fn)
+{
+    if (!ca || ca != xmpc_g.last_ok || ca->magic != XMPC_MAGIC_LIVE ||
+        xmpc_g.state != XMPC_RUNNING || !xmpc_on_init_thread())
+        xmpc_check_handle_full(ca, fn);
+}
 /* "<fn> called before xmpc_init / after xmpc_finalize" into buf, or NULL when running. */
 const char *xmpc_not_running(const char *fn, char *buf, size_t cap);
 /* One error line, printed and returned (points to static storage). */
@@ -237,8 +252,9 @@ void xmpc_rmw_acc(const xmpc_backend *b, xmpc_coarray *ca, int rank, const xmpc_
 void xmpc_mpi_init(int *argc, char ***argv);
 void xmpc_mpi_finalize(void);
 extern const xmpc_ctl xmpc_mpi_ctl;
-/* Progress and a fence: what sync memory owes others' writes in MPI's unified model. */
-void xmpc_mpi_progress(void);
+/* A fence, and progress unless the caller has just made some (poke 0): what sync
+ * memory owes others' writes in MPI's unified model. */
+void xmpc_mpi_progress(int poke);
 /* One MPI progress step (a probe), for transports that move RMA in software. */
 void xmpc_mpi_poke(void);
 void xmpc_mpi_abort(int code);

@@ -157,10 +157,11 @@ void xmpc_mpi_poke(void)
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &pending, MPI_STATUS_IGNORE);
 }
 
-void xmpc_mpi_progress(void)
+void xmpc_mpi_progress(int poke)
 {
     MPI_Win_sync(g_ctl_win);
-    xmpc_mpi_poke();
+    if (poke)
+        xmpc_mpi_poke();
     __atomic_thread_fence(__ATOMIC_ACQ_REL);
 }
 

@@ -39,6 +39,17 @@ void _XMP_coarray_rma_ARRAY(int rma_code, xmpc_coarray *desc, void *local_addr, 
     for (int k = 0; k < desc->ncodims; ++k)
         idx[k] = va_arg(ap, int);
     va_end(ap);
+    int acc = rma_code == XMPC_RMA_GET_ACC || rma_code == XMPC_RMA_PUT_ACC;
+
+    /* a[b:n]:[k] = l[c:n] (or its get) on a coarray a(:)[*], the statement ping-pongs
+     * and halos are made of: straight to the contiguous transfer.  It checks what the
+     * path below would; anything it does not take goes on below. */
+    if (!operand && rs.ndims == 1 && ls.ndims == 1 && desc->ndims == 1 && desc->ncodims == 1 &&
+        desc->codims[0] == 0 && rs.step[0] == 1 && ls.step[0] == 1 && rs.dist[0] == 1 &&
+        ls.dist[0] == 1 &&
+        xmpc_rma_contiguous(rma_code, desc, idx[0], rs.base[0], rs.length[0], local_addr,
+                            ls.base[0], ls.length[0], NULL, acc ? op : (xmpc_op)0, desc->type))
+        return;
 
     /* The coarray's distances come from its declaration; disagreeing ones mean the
      * translator and the allocation describe different arrays. */
@@ -49,7 +60,6 @@ void _XMP_coarray_rma_ARRAY(int rma_code, xmpc_coarray *desc, void *local_addr, 
             xmpc_fatal(desc, 0, "_XMP_coarray_rma_ARRAY: element distance %zu of dimension %d "
                        "does not match the coarray's shape (%zu)", rs.dist[d], d, dist);
     int image = xmpc_image_of(desc, idx);
-    int acc = rma_code == XMPC_RMA_GET_ACC || rma_code == XMPC_RMA_PUT_ACC;
     char *laddr = local_addr;
     if (operand) { /* `a[...]:[k] op= scalar`: the scalar stands for the local section */
         if (rma_code != XMPC_RMA_PUT_ACC)
@@ -58,6 +68,6 @@ void _XMP_coarray_rma_ARRAY(int rma_code, xmpc_coarray *desc, void *local_addr, 
         ls = (xmpc_section){.ndims = 1, .length = {1}, .step = {1}, .dist = {1}, .extent = &one};
         laddr = (char *)operand;
     }
-    xmpc_rma(rma_code, desc, image, &rs, laddr, &ls, acc ? op : (xmpc_op)0, desc->type,
+    xmpc_rma_live(rma_code, desc, image, &rs, laddr, &ls, acc ? op : (xmpc_op)0, desc->type,
              "_XMP_coarray_rma_ARRAY");
 }
