@@ -24,7 +24,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "088a5c7ed273235e458543b9b96bfffc377375fbc4fd29e948a174c70a8b6602")
+RELEASE = ("0.1.0", "a17b9b2f4c07f9f034309c28160a646ca68cc79dcb4b1f7af0bf781e062eae29")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
