@@ -834,6 +834,16 @@ static void rma_native(int code, xmpc_coarray *ca, int image, const xmpc_range *
                        const xmpc_local *local, xmpc_op op, xmpc_type t, const char *fn)
 {
     xmpc_check_handle(ca, fn);
+    /* a(b:n)[k] = l(c:n) on 1-D arrays with unit steps: straight to the contiguous
+     * transfer, without building the two sections below; what it does not take (every
+     * error included) goes on to them. */
+    const xmpc_local *l = local;
+    if (remote && l && l->addr && l->dims && l->r && l->ndims == 1 && ca->ndims == 1 &&
+        remote->step == 1 && l->r->step == 1 && l->dims[0] >= 0 &&
+        (size_t)l->dims[0] <= PTRDIFF_MAX / ca->esize &&
+        xmpc_rma_contiguous(code, ca, image, remote->base, remote->length, l->addr, l->r->base,
+                            l->r->length, l->dims, op, t))
+        return;
     if (!remote)
         fail(ca, image, NULL, "%s: NULL coarray section", fn);
     xmpc_section rs = section_of(ca->ndims, ca->dims, remote);

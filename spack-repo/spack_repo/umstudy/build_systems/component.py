@@ -24,7 +24,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "578cc37a5daa5fa4f31f2061135a96c3edeed7823dda10870957d5ccaa4be13e")
+RELEASE = ("0.1.0", "224d2f5008ebd43d03ca887040c0cb95b3420e41472d1c9a8569c6bec0006305")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
