@@ -28,7 +28,8 @@
  * after the payload in the payload's window).
  *
  * --raw adds each protocol written directly in MPI-3 RMA (MPI_Put + MPI_Win_flush, a
- * second MPI_Put of the flag word, polling it with MPI_Win_sync; MPI_Accumulate /
+ * second MPI_Put of the flag word, polling it with MPI_Win_sync and MPI_Test of a
+ * receive nothing matches, the runtime's progress call too; MPI_Accumulate /
  * MPI_Fetch_and_op for atomic; MPI_Get + flush + MPI_Barrier), the baseline the
  * coarray layer is measured against in the same binary (mpi3/armci backends only).
  *
@@ -88,6 +89,11 @@ static volatile char *g_win_mem;
 static MPI_Win g_fwin;  /* the raw baseline's flag word: its own window, or g_win */
 static MPI_Aint g_fdisp; /* the flag word's displacement in g_fwin */
 static volatile long *g_fwin_mem;
+/* A receive nothing matches, on a communicator of its own: testing it is the raw
+ * poll's progress call, as in the coarray runtime (the same poll on both sides). */
+static MPI_Comm g_idle_comm = MPI_COMM_NULL;
+static MPI_Request g_idle = MPI_REQUEST_NULL;
+static int g_idle_buf;
 #endif
 
 /* Payload byte i of a message of `size` bytes in pattern `alt` (0 or 1): the two
@@ -166,9 +172,9 @@ static void poll_progress(int raw)
         MPI_Win_sync(g_fwin); /* the target's view of its window memory catches up */
         /* Where no hardware writes the window (RMA emulated over TCP: Open MPI's osc/ucx
          * on UCX's tcp transport), a put lands only while this target runs MPI's progress
-         * engine, which MPI_Win_sync does not enter there; the probe does. */
-        int any;
-        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &any, MPI_STATUS_IGNORE);
+         * engine, which MPI_Win_sync does not enter there; testing a request does. */
+        int done;
+        MPI_Test(&g_idle, &done, MPI_STATUS_IGNORE);
         return;
     }
 #endif
@@ -640,6 +646,8 @@ int main(int argc, char **argv)
                 g_fdisp = 0;
             }
             g_fwin_mem = (volatile long *)(mem + (g_flag_adjacent ? g_flag_off : 0));
+            MPI_Comm_dup(MPI_COMM_WORLD, &g_idle_comm);
+            MPI_Irecv(&g_idle_buf, 1, MPI_INT, MPI_ANY_SOURCE, 0, g_idle_comm, &g_idle);
             want[OP_RAW_PUT] = want[OP_PUT];
             want[OP_RAW_GET] = want[OP_GET];
 #endif
@@ -749,6 +757,9 @@ int main(int argc, char **argv)
 
 #ifdef CAB_HAVE_MPI
     if (want[OP_RAW_PUT] || want[OP_RAW_GET]) {
+        MPI_Cancel(&g_idle);
+        MPI_Wait(&g_idle, MPI_STATUS_IGNORE);
+        MPI_Comm_free(&g_idle_comm);
         if (g_fwin != g_win) {
             MPI_Win_unlock_all(g_fwin);
             MPI_Win_free(&g_fwin);
