@@ -71,7 +71,12 @@
  * and extents may be 0.
  *
  * Backend: XMPC_BACKEND=mpi3|armci|gasnet at run time (default: the first built, in
- * that order); xmpc_backend_name() says which one runs.
+ * that order); xmpc_backend_name() says which one runs.  armci sets ARMCI-MPI's
+ * ARMCI_RMA_ATOMICITY to 0 unless the environment sets it: the per-element atomicity
+ * of plain puts and gets that it buys (each put an MPI accumulate) is never needed
+ * here, since unsynchronised access to one element from two images is a data race
+ * (Fortran), two unsynchronised puts complete in an unspecified order (above), and
+ * atomics and the accumulates ARMCI lacks go under a lock word.
  */
 #ifndef XMPC_COARRAY_H
 #define XMPC_COARRAY_H
