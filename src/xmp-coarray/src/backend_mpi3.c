@@ -3,6 +3,14 @@
  * One window per coarray (MPI_Win_allocate), locked once for all targets with
  * MPI_Win_lock_all so every put/get is a plain RMA call with no epoch per access.
  * Strided sides are hvector datatypes built from the xfer, so nothing is packed.
+ *
+ * When every image runs on one node (MPI_COMM_TYPE_SHARED spans MPI_COMM_WORLD) the
+ * window is MPI_Win_allocate_shared instead, and MPI_Win_shared_query gives each
+ * image's segment an address here: a contiguous put or get is then a memcpy to or
+ * from that address (MPI-3's load/store access to shared windows, made visible by
+ * MPI_Win_sync at sync memory), with no RMA call at all.  Everything else (strided
+ * transfers, accumulates, atomics) stays RMA on the same window.  XMPC_MPI3_SHARED=0
+ * keeps every access RMA.
  *   put      MPI_Put + MPI_Win_flush_local (the caller may reuse its buffer); a small
  *            contiguous put is copied to a staging arena instead and needs no
  *            flush_local: the arena is recycled only after the windows it fed have
@@ -30,11 +38,29 @@
  * shared-memory transport crashes on 64-bit compare-and-swap (ompi issue #7967). */
 static MPI_Win g_lock_win;
 
+static int g_shared; /* every image on this node: coarrays are shared-memory windows */
+static int g_stored; /* this image stored into another's segment since sync memory */
+
+static void init_shared(int n)
+{
+    const char *e = getenv("XMPC_MPI3_SHARED");
+    if (e && *e && strcmp(e, "0") && strcmp(e, "1"))
+        xmpc_fatal(NULL, 0, "XMPC_MPI3_SHARED=%s: 0 (every access through RMA calls) or 1 "
+                   "(load/store where every image shares this node's memory; the default)", e);
+    MPI_Comm node;
+    int local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    g_shared = local == n && !(e && !strcmp(e, "0"));
+}
+
 static void init(int *argc, char ***argv, int *me, int *n)
 {
     xmpc_mpi_init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, me);
     MPI_Comm_size(MPI_COMM_WORLD, n);
+    init_shared(*n);
     int *word;
     MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &word, &g_lock_win);
     *word = 0;
@@ -54,29 +80,74 @@ static void finalize(void)
  * MPI_Win_sync.  (Never reset: one more sync than needed is only slower.) */
 static int g_separate;
 
+/* One coarray's transport state (ca->bk). */
+typedef struct {
+    MPI_Win win;
+    char **peer; /* peer[r]: rank r's segment for load/store, or NULL (no shared window) */
+} mpi3_ca;
+
+static MPI_Win win_of(const xmpc_coarray *ca) { return ((const mpi3_ca *)ca->bk)->win; }
+
 static void alloc(xmpc_coarray *ca)
 {
-    MPI_Win *win = xmpc_xmalloc(sizeof *win);
+    mpi3_ca *st = xmpc_xmalloc(sizeof *st);
+    st->peer = NULL;
     /* A zero-size coarray still gets a byte: every image has a base address. */
-    MPI_Win_allocate((MPI_Aint)(ca->bytes ? ca->bytes : 1), 1, MPI_INFO_NULL, MPI_COMM_WORLD,
-                     &ca->data, win);
+    MPI_Aint bytes = (MPI_Aint)(ca->bytes ? ca->bytes : 1);
+    if (g_shared) {
+        /* Each image's segment on its own pages: no cache line shared with a neighbour. */
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "alloc_shared_noncontig", "true");
+        MPI_Win_allocate_shared(bytes, 1, info, MPI_COMM_WORLD, &ca->data, &st->win);
+        MPI_Info_free(&info);
+        int n;
+        MPI_Comm_size(MPI_COMM_WORLD, &n);
+        st->peer = xmpc_xmalloc(sizeof *st->peer * (size_t)n);
+        for (int r = 0; r < n; ++r) {
+            MPI_Aint size;
+            int unit;
+            MPI_Win_shared_query(st->win, r, &size, &unit, &st->peer[r]);
+        }
+    } else
+        MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &ca->data, &st->win);
     memset(ca->data, 0, ca->bytes);
     int *model, found = 0;
-    MPI_Win_get_attr(*win, MPI_WIN_MODEL, &model, &found);
+    MPI_Win_get_attr(st->win, MPI_WIN_MODEL, &model, &found);
     if (!found || *model != MPI_WIN_UNIFIED)
         g_separate = 1;
-    MPI_Win_lock_all(MPI_MODE_NOCHECK, *win);
-    MPI_Win_sync(*win); /* the zeros before anyone's first access */
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, st->win);
+    MPI_Win_sync(st->win); /* the zeros before anyone's first access */
     MPI_Barrier(MPI_COMM_WORLD);
-    ca->bk = win;
+    ca->bk = st;
 }
 
 static void free_(xmpc_coarray *ca)
 {
-    MPI_Win *win = ca->bk;
-    MPI_Win_unlock_all(*win);
-    MPI_Win_free(win);
-    free(win);
+    mpi3_ca *st = ca->bk;
+    MPI_Win_unlock_all(st->win);
+    MPI_Win_free(&st->win);
+    free(st->peer);
+    free(st);
+}
+
+/* The contiguous block x by load/store, when the coarray is a shared window whose
+ * memory model lets loads and stores mix with RMA (unified).  0: not taken. */
+static int direct(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
+{
+    const mpi3_ca *st = ca->bk;
+    if (!st->peer || x->levels != 0 || g_separate)
+        return 0;
+    char *at = st->peer[rank] + x->roff;
+    if (is_put) {
+        memcpy(at, x->laddr, x->block);
+        g_stored = 1;
+    } else {
+        if (ca->dirty)
+            MPI_Win_flush(rank, st->win); /* this image's earlier RMA puts first */
+        memcpy(x->laddr, at, x->block);
+    }
+    return 1;
 }
 
 static MPI_Datatype basic_type(xmpc_type t)
@@ -217,7 +288,7 @@ static void transfer(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
  * buffer); a put stays outstanding at the target until sync memory. */
 static void transfer_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_put)
 {
-    MPI_Win win = *(MPI_Win *)ca->bk;
+    MPI_Win win = win_of(ca);
     if (!is_put && ca->dirty)
         MPI_Win_flush(rank, win); /* a get sees this image's earlier puts */
     MPI_Datatype lt, rt;
@@ -236,8 +307,10 @@ static void transfer_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, int is_
 
 static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
 {
+    if (direct(ca, rank, x, 1))
+        return;
     if (x->levels == 0 && x->block <= STAGE_MAX_PUT) {
-        MPI_Win win = *(MPI_Win *)ca->bk;
+        MPI_Win win = win_of(ca);
         void *staged = stage(win, x->laddr, x->block);
         MPI_Put(staged, (int)x->block, MPI_BYTE, rank, (MPI_Aint)x->roff, (int)x->block,
                 MPI_BYTE, win);
@@ -246,7 +319,11 @@ static void put(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
     }
     transfer(ca, rank, x, 1);
 }
-static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x) { transfer(ca, rank, x, 0); }
+static void get(xmpc_coarray *ca, int rank, const xmpc_xfer *x)
+{
+    if (!direct(ca, rank, x, 0))
+        transfer(ca, rank, x, 0);
+}
 
 static void mutex(int rank, int lock)
 {
@@ -281,7 +358,7 @@ static void put_acc(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
 
 static void put_acc_one(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op)
 {
-    MPI_Win win = *(MPI_Win *)ca->bk;
+    MPI_Win win = win_of(ca);
     if (op == XMPC_OP_DIV) {
         mutex(rank, 1);
         xmpc_rmw_acc(&xmpc_backend_mpi3, ca, rank, x, op);
@@ -320,7 +397,7 @@ static void sync_memory(xmpc_coarray *all)
     MPI_Win any = MPI_WIN_NULL;
     int progressed = 0; /* a flush waited for completion: MPI made progress in it */
     for (xmpc_coarray *ca = all; ca; ca = ca->next) {
-        MPI_Win win = *(MPI_Win *)ca->bk;
+        MPI_Win win = win_of(ca);
         if (ca->dirty > 0)
             MPI_Win_flush(ca->dirty - 1, win);
         else if (ca->dirty < 0)
@@ -332,15 +409,18 @@ static void sync_memory(xmpc_coarray *all)
         any = win;
     }
     if (!g_separate && any != MPI_WIN_NULL) {
-        if (!progressed)
+        /* this image's stores into others' segments become visible (MPI-3 11.7): the
+         * same barrier, so also after a flush */
+        if (!progressed || g_stored)
             MPI_Win_sync(any);
         /* Loads after it see what was written before it (and stores before it stay
          * before): acquire and release, which a full barrier would only make slower
          * in a polling loop (x86: no instruction; Arm: dmb ish). */
         __atomic_thread_fence(__ATOMIC_ACQ_REL);
     }
-    if (!progressed)
+    if (!progressed && !g_stored)
         xmpc_mpi_poke(); /* a polling image: others' puts may need this image's progress */
+    g_stored = 0;
     /* Every window was flushed (a staged put always leaves its coarray dirty). */
     stage_recycle(0);
 }
@@ -377,7 +457,7 @@ static void atomic_locked(xmpc_coarray *ca, MPI_Win win, int rank, size_t off, i
 static void atomic(xmpc_coarray *ca, int rank, size_t off, int what, long compare, long value,
                    long *old)
 {
-    MPI_Win win = *(MPI_Win *)ca->bk;
+    MPI_Win win = win_of(ca);
     if (ca->dirty)
         MPI_Win_flush(rank, win); /* after this image's earlier puts, as a get is */
     if (LONG_CAS_BROKEN && ca->type == XMPC_LONG) {
