@@ -53,6 +53,25 @@ static void init_shared(int n)
     MPI_Comm_size(node, &local);
     MPI_Comm_free(&node);
     g_shared = local == n && !(e && !strcmp(e, "0"));
+    if (!g_shared)
+        return;
+    /* Only some one-sided components make shared windows (Open MPI: osc/sm, not osc/ucx
+     * when a site or the user selects it): one byte tried with errors returned, and RMA
+     * for every coarray unless every image got it. */
+    MPI_Errhandler was;
+    MPI_Comm_get_errhandler(MPI_COMM_WORLD, &was);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Win probe;
+    char *base;
+    int ok = MPI_Win_allocate_shared(1, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &probe) ==
+             MPI_SUCCESS, all;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, was);
+    MPI_Errhandler_free(&was);
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    /* A window some image failed to make cannot be freed collectively: left as it is. */
+    if (all)
+        MPI_Win_free(&probe);
+    g_shared = all;
 }
 
 static void init(int *argc, char ***argv, int *me, int *n)

@@ -24,7 +24,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "7ce2d2e9c95b685a20a9fa47e9fddaf4fafb584ea3f3d3a54fddd0709642d6ec")
+RELEASE = ("0.1.0", "36f172ae5bf56716ede6a5891798874aeb0c48b5aa8b95ab1cb6fc37b189b51a")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
