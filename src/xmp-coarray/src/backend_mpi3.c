@@ -253,14 +253,7 @@ static void *stage(MPI_Win win, const void *src, size_t n)
     if (!known)
         g_stage.wins[g_stage.nwins++] = win;
     char *p = g_stage.buf + g_stage.used;
-    if (n >= 8 && n <= 16) { /* a word or two (a flag, a scalar): two overlapping moves */
-        uint64_t lo, hi;
-        memcpy(&lo, src, 8);
-        memcpy(&hi, (const char *)src + n - 8, 8);
-        memcpy(p, &lo, 8);
-        memcpy(p + n - 8, &hi, 8);
-    } else
-        memcpy(p, src, n);
+    memcpy(p, src, n);
     g_stage.used += (n + 15) & ~(size_t)15;
     return p;
 }

@@ -24,7 +24,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "36f172ae5bf56716ede6a5891798874aeb0c48b5aa8b95ab1cb6fc37b189b51a")
+RELEASE = ("0.1.0", "cf98f427a15445bf629cdcccd04c9e23b0a5b7e26387b6c3121220a3533f5258")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
