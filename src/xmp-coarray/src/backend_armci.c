@@ -110,6 +110,12 @@ typedef struct {
     char *remote;
 } strided;
 
+/* Where x starts in image rank's segment of ca. */
+static char *remote_at(const xmpc_coarray *ca, int rank, const xmpc_xfer *x)
+{
+    return (char *)((void *const *)ca->bk)[rank] + x->roff;
+}
+
 static strided to_armci(const xmpc_coarray *ca, int rank, const xmpc_xfer *x)
 {
     strided s;
@@ -119,8 +125,7 @@ static strided to_armci(const xmpc_coarray *ca, int rank, const xmpc_xfer *x)
         s.lstride[i] = (int)x->lstride[i];
         s.rstride[i] = (int)x->rstride[i];
     }
-    (void)ca;
-    s.remote = (char *)((void **)ca->bk)[rank] + x->roff;
+    s.remote = remote_at(ca, rank, x);
     return s;
 }
 
@@ -155,11 +160,7 @@ static void get_piece(void *ctx, const xmpc_xfer *x)
 /* One block that fits ARMCI's int goes through ARMCI's contiguous call: ARMCI-MPI turns
  * a strided call, even with no levels, into an I/O vector allocated per call, which
  * tripled the cost of a small put.  0: not one such block. */
-static int contiguous(const xmpc_xfer *x) { return x->levels == 0 && x->block <= XFER_MAX; }
-static char *remote_at(const xmpc_coarray *ca, int rank, const xmpc_xfer *x)
-{
-    return (char *)((void *const *)ca->bk)[rank] + x->roff;
-}
+static int contiguous(const xmpc_xfer *x) { return x->levels == 0 && fits(x); }
 
 static void split(xmpc_coarray *ca, int rank, const xmpc_xfer *x, xmpc_op op,
                   void (*fn)(void *, const xmpc_xfer *))

@@ -24,7 +24,7 @@ from spack.package import (
 # The release every recipe pins: the tarball `make dist` (spack-repo/dist.py) makes from
 # the checkout, reproducibly.  After a change to src/ or LICENSE, `make spack-pin`
 # rewrites this line (spack-repo/tests check that it matches the checkout).
-RELEASE = ("0.1.0", "cf98f427a15445bf629cdcccd04c9e23b0a5b7e26387b6c3121220a3533f5258")
+RELEASE = ("0.1.0", "f49c145f33c52ef388b9e24562b757d1505073a071672587ed13db3e1aaee03b")
 HOMEPAGE = "https://github.com/umstudy/umstudy"
 
 # The CMake options every component has (src/cmake/UmstudyCommon.cmake): each is passed
